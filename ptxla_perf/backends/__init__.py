@@ -1,0 +1,1 @@
+"""Backend adapters: each turns one runtime's signals into backend-neutral StepRecords."""

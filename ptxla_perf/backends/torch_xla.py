@@ -1,0 +1,410 @@
+"""torch_xla adapter: runtime counters -> one StepRecord per step boundary.
+
+Every `torch_xla.sync()` / `xm.mark_step()` (also those inside `StepTrace.__exit__` and `MpDeviceLoader`) ends
+in `torch_xla._XLAC._xla_step_marker`; wrapping that one binding makes each call a step boundary without
+touching the user's script.
+
+Default mode reads a handful of counters per boundary (no syncs, no extra graphs). "Attribution" steps (the
+first few, and a few after any anomaly) also run a TorchFunctionMode that notices which torch call made the
+runtime compile, execute early or copy to the host, and capture the pending graph's HLO (IR debug on) so a
+recompile can be diffed against the previous graph of the same site. See docs/attribution.md.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import time
+import warnings
+from collections import OrderedDict
+from typing import Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+import torch_xla
+import torch_xla.debug.profiler as xp
+
+from .. import hlo_diff
+from ..frames import is_user_file, user_frame
+from ..records import Event, Location, StepRecord, Transfers
+
+X = torch_xla._XLAC
+
+_SCALAR_READ = "aten::_local_scalar_dense"
+
+
+def _counter(name: str) -> int:
+    return X._xla_counter_value(name) or 0
+
+
+def _metric(name: str) -> tuple[int, float]:
+    data = X._xla_metric_data(name)
+    return (data[0], data[1]) if data else (0, 0.0)
+
+
+def _fallbacks() -> dict[str, int]:
+    return {n: _counter(n) for n in X._xla_counter_names() if n.startswith("aten::") and n != _SCALAR_READ}
+
+
+class _Snapshot:
+    """Cumulative runtime counters at one instant. Metrics whose sample lists are long (host-to-device time,
+    compile time) are only read when a cheap counter says they changed: `_xla_metric_data` copies up to 1024
+    samples (~60 us) per call."""
+
+    __slots__ = ("uncached", "cached", "marks", "d2h", "d2h_bytes", "h2d", "fallbacks", "t")
+
+    def __init__(self, read_fallbacks: bool = True):
+        self.t = time.perf_counter()
+        self.uncached = _counter("UncachedCompile")
+        self.cached = _counter("CachedCompile")
+        self.marks = _counter("MarkStep")
+        self.d2h, self.d2h_bytes = _metric("TransferFromDeviceTime")[0], _metric("InboundData")[1]
+        self.h2d = _counter("xla::_copy_from") + _counter("DeviceDataCacheMiss")
+        self.fallbacks = _fallbacks() if read_fallbacks else {}
+
+    @property
+    def launches(self) -> int:
+        return self.uncached + self.cached
+
+
+class _Attribution(TorchFunctionMode):
+    """Active only on "calls" attribution steps: blames the torch call (and the user's line that made it)
+    whenever the runtime launched a graph or copied to the host inside that call. IR nodes built inside this
+    mode carry its frame as their innermost one, which is why graph capture runs on other steps."""
+
+    def __init__(self, adapter: "TorchXlaAdapter"):
+        super().__init__()
+        self.adapter = adapter
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        u0, c0 = _counter("UncachedCompile"), _counter("CachedCompile")
+        d0 = X._xla_metric_data("TransferFromDeviceTime")
+        d0 = d0[0] if d0 else 0
+        result = func(*args, **kwargs)
+        u1, c1 = _counter("UncachedCompile"), _counter("CachedCompile")
+        d1 = X._xla_metric_data("TransferFromDeviceTime")
+        d1 = d1[0] if d1 else 0
+        name = getattr(func, "__name__", str(func))
+        if (u1, c1, d1) != (u0, c0, d0):
+            self._blame(name, args, u1 - u0, (u1 + c1) - (u0 + c0), d1 - d0)
+        elif name == "__getitem__" and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "xla":
+            ints = _python_ints(args[1] if len(args) > 1 else None)
+            if ints:
+                loc, _ = user_frame(sys._getframe(1))
+                if loc:
+                    self.adapter.index_lines.setdefault((loc.file, loc.line), (loc, set()))[1].add(ints)
+        elif name in ("to", "tensor", "as_tensor") and isinstance(result, torch.Tensor) \
+                and result.device.type == "xla" and not any(
+                    isinstance(a, torch.Tensor) and a.device.type == "xla" for a in args):
+            loc, _ = user_frame(sys._getframe(1))
+            if loc:
+                self.adapter.h2d_lines.setdefault((loc.file, loc.line), (loc, set()))[1].add(tuple(result.shape))
+        return result
+
+    def _blame(self, name: str, args, compiles: int, launches: int, d2h: int) -> None:
+        loc, via = user_frame(sys._getframe(2))
+        detail: dict[str, Any] = {"call": name, "compiles": compiles, "launches": launches, "transfers": d2h}
+        if via:
+            detail["via"] = via.short()
+        shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)][:3]
+        if shapes:
+            detail["shapes"] = shapes
+        if d2h:
+            fell_back = {k: v for k, v in _fallbacks().items() if v != self.adapter.fallback_seen.get(k, 0)}
+            if fell_back:
+                self.adapter.fallback_seen.update(fell_back)
+                detail["ops"] = sorted(fell_back)
+                self.adapter.events.append(Event("op_fallback", loc, detail))
+                return
+            self.adapter.events.append(Event("device_to_host_sync", loc, detail))
+        else:
+            self.adapter.events.append(Event("graph_break", loc, detail))
+
+
+GRAPHS, CALLS = "graphs", "calls"
+
+
+class TorchXlaAdapter:
+    name = "torch_xla"
+    step_detection = "each torch_xla.sync() / xm.mark_step() (StepTrace exit, MpDeviceLoader) is a step boundary"
+
+    def __init__(self, attribution: dict | None = None):
+        cfg = {"mode": "auto", "initial_steps": 3, "rearm_steps": 2, "max_steps": 20, "hlo": True}
+        cfg.update(attribution or {})
+        self.cfg = cfg
+        self.events: list[Event] = []
+        self.fallback_seen: dict[str, int] = {}
+        self.h2d_lines: dict[tuple, tuple[Location, set]] = {}  # user line -> shapes it moved to the device
+        self.index_lines: dict[tuple, tuple[Location, set]] = {}  # user line -> Python ints it indexed with
+        self.notes: list[str] = []
+        self._real_marker: Callable | None = None
+        self._on_boundary: Callable[..., None] | None = None
+        self._snap: _Snapshot | None = None
+        self._mode: _Attribution | None = None
+        self._plan: list[str] = []  # what the coming steps attribute: GRAPHS (HLO capture) or CALLS (mode)
+        self._current: str | None = None
+        self._spent = 0
+        self._in_marker = False
+        self._hlo_by_site: dict[tuple, OrderedDict[str, str]] = {}
+        self._sites_compiled: set[tuple] = set()
+        self._explained: set[tuple] = set()
+        self._unresolved: list[Event] = []
+        self._compile_total = 0.0
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def start(self, on_boundary: Callable[..., None]) -> None:
+        self._on_boundary = on_boundary
+        self._real_marker = X._xla_step_marker
+        X._xla_step_marker = self._marker
+        self._snap = _Snapshot()
+        self._compile_total = _metric("CompileTime")[1] / 1e9
+        self.fallback_seen = dict(self._snap.fallbacks)
+        self._totals0 = (_metric("OutboundData")[1], _metric("TransferToDeviceTime")[0])
+        if self.cfg["mode"] != "off":
+            # graphs first: warm-up compiles happen in the first steps; calls next, for host reads & co.
+            self._plan = [GRAPHS] * int(self.cfg["initial_steps"]) + [CALLS] * int(self.cfg["rearm_steps"])
+            self._next_step()
+
+    def stop(self) -> StepRecord | None:
+        """Restore the binding; return what happened after the last boundary (not a step: e.g. a final
+        `.item()` after the loop), or None if nothing did."""
+        self._activate(None)
+        self._resolve_locations()
+        if self._real_marker is not None:
+            X._xla_step_marker = self._real_marker
+            self._real_marker = None
+        if self._snap is None:
+            return None
+        tail = self._record(-1, None, _Snapshot())
+        self.events.clear()
+        busy = tail.compiles or tail.device_to_host.count or tail.executions or tail.fallback_ops
+        return tail if busy else None
+
+    def totals(self) -> dict[str, Any]:
+        """Whole-run figures that are too costly to read per step."""
+        out_b, out_n = _metric("OutboundData")[1], _metric("TransferToDeviceTime")[0]
+        return {"host_to_device_bytes": int(out_b - self._totals0[0]),
+                "host_to_device_transfers": int(out_n - self._totals0[1])}
+
+    def start_server(self, port: int):
+        return xp.start_server(port)
+
+    def environment(self) -> dict[str, Any]:
+        import torch_xla.runtime as xr
+        env: dict[str, Any] = {"versions": {"torch": torch.__version__, "torch_xla": torch_xla.__version__}}
+        try:
+            env["device_kind"] = xr.device_type()
+            env["device"] = str(torch_xla.device())
+            env["process_count"] = int(xr.process_count())
+            env["process_index"] = int(xr.process_index())
+        except Exception as exc:  # runtime not initialisable: still report what we know
+            env["device_kind"] = os.environ.get("PJRT_DEVICE")
+            env["device_error"] = str(exc).splitlines()[0]
+        return env
+
+    # --- attribution plan ----------------------------------------------------------------------------
+    def _want(self, kind: str, steps: int) -> None:
+        if self.cfg["mode"] != "auto":
+            return
+        room = int(self.cfg["max_steps"]) - self._spent - len(self._plan)
+        if room > 0 and self._plan.count(kind) < steps:
+            self._plan += [kind] * min(steps - self._plan.count(kind), room)
+
+    def _next_step(self) -> None:
+        if self.cfg["mode"] == "always":
+            self._plan = [CALLS if self._current == GRAPHS else GRAPHS]
+        kind = self._plan.pop(0) if self._plan else None
+        if kind == GRAPHS and not self.cfg["hlo"]:
+            kind = CALLS
+        self._activate(kind)
+
+    def _activate(self, kind: str | None) -> None:
+        if kind == self._current:
+            return
+        if self._current == CALLS and self._mode is not None:
+            try:
+                self._mode.__exit__(None, None, None)
+            except Exception:  # the user's own modes were left unbalanced; never crash their run for it
+                pass
+            self._mode = None
+        if self._current == GRAPHS:
+            X._set_ir_debug(False)
+        if kind == CALLS:
+            self._mode = _Attribution(self)
+            self._mode.__enter__()
+        elif kind == GRAPHS:
+            X._set_ir_debug(True)
+        self._current = kind
+
+    # --- the step boundary ---------------------------------------------------------------------------
+    def _marker(self, *args, **kwargs):
+        if self._in_marker:  # re-entrant (a callback that syncs): not another step
+            return self._real_marker(*args, **kwargs)
+        self._in_marker = True
+        try:
+            site, _ = user_frame(sys._getframe(1))
+            kind = self._current
+            pending = self._pending_graph() if kind == GRAPHS else None
+            result = self._real_marker(*args, **kwargs)
+            rec = self._record(0, site, _Snapshot())
+            rec.attributed = kind is not None
+            if pending is not None:
+                rec.graph_hashes = [pending[0]]
+                self._remember_graph(rec, site, pending)
+            self._after_step(rec, kind)
+            self._on_boundary(rec)
+            return result
+        finally:
+            self._in_marker = False
+
+    def _record(self, index: int, site: Location | None, now: _Snapshot) -> StepRecord:
+        prev = self._snap
+        self._snap = now
+        rec = StepRecord(index=index, wall_time_s=now.t - prev.t, site=site)
+        rec.compiles = now.uncached - prev.uncached
+        rec.cached_compiles = now.cached - prev.cached
+        rec.executions = now.launches - prev.launches
+        rec.mark_steps = now.marks - prev.marks
+        if rec.compiles:
+            rec.compile_time_s = self._compile_time_delta()
+        rec.device_to_host = Transfers(now.d2h - prev.d2h, int(now.d2h_bytes - prev.d2h_bytes))
+        rec.host_to_device = Transfers(now.h2d - prev.h2d, None)
+        for name, value in now.fallbacks.items():
+            if value != prev.fallbacks.get(name, 0):
+                rec.fallback_ops[name] = value - prev.fallbacks.get(name, 0)
+        rec.events = list(self.events)
+        self.events.clear()
+        return rec
+
+    def _compile_time_delta(self) -> float:
+        total = _metric("CompileTime")[1] / 1e9
+        delta, self._compile_total = total - self._compile_total, total
+        return max(delta, 0.0)
+
+    def _after_step(self, rec: StepRecord, kind: str | None) -> None:
+        if kind is not None:
+            self._spent += 1
+        self.fallback_seen.update(self._snap.fallbacks)
+        for e in rec.events:
+            self._explained.add(_anomaly_key(e.kind, rec, e))
+        for key in self._unexplained(rec):
+            self._want(GRAPHS if key[0] == "compile" else CALLS, int(self.cfg["rearm_steps"]))
+        if rec.compiles:
+            self._sites_compiled.add(_site_key(rec.site))
+        self._next_step()
+
+    def _unexplained(self, rec: StepRecord) -> list[tuple]:
+        """Anomalies of this step that no attribution step has put a line to yet: only these re-arm."""
+        keys = []
+        if rec.device_to_host.count:
+            keys.append(_anomaly_key("device_to_host_sync", rec))
+        keys += [_anomaly_key("op_fallback", rec, op=op) for op in rec.fallback_ops]
+        if rec.executions > max(1, rec.mark_steps) + rec.device_to_host.count:
+            keys.append(_anomaly_key("graph_break", rec))
+        if rec.compiles and _site_key(rec.site) in self._sites_compiled:
+            keys.append(_anomaly_key("compile", rec))
+        return [k for k in keys if k not in self._explained]
+
+    # --- graphs for recompile diffs -------------------------------------------------------------------
+    def _pending_graph(self) -> tuple[str, str] | None:
+        """Hash and HLO of what this sync is about to run. Costs a heap scan (~0.1 s): attribution steps only."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                live = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.device.type == "xla"]
+            if not live:
+                return None
+            digest = X._get_graph_hash(live)
+            digest = digest.hex() if isinstance(digest, (bytes, bytearray)) else str(digest)
+            return digest, X._get_xla_tensors_hlo(live)
+        except Exception as exc:  # never break the user's step for a diagnostic
+            self.notes.append(f"graph capture failed: {str(exc).splitlines()[0]}")
+            return None
+
+    def _remember_graph(self, rec: StepRecord, site: Location | None, pending: tuple[str, str]) -> None:
+        graphs = self._hlo_by_site.setdefault(_site_key(site), OrderedDict())
+        digest, hlo = pending
+        if rec.compiles and graphs and digest not in graphs:
+            old_digest, old_hlo = next(reversed(graphs.items()))
+            d = hlo_diff.diff_hlo(old_hlo, hlo)
+            event = Event("compile", self._graph_location(d), {
+                "cause": d.cause, "special_scalars": hlo_diff.special_scalar_change(d),
+                "differences": d.summary_lines(), "graph_hashes": [old_digest, digest],
+                "graph_size": list(d.size)})
+            if d.input_shapes:
+                event.detail["_new_shapes"] = [b for _, b in d.input_shapes]
+            self._unresolved.append(event)
+            rec.events.append(event)
+        graphs[digest] = hlo
+        graphs.move_to_end(digest)
+        while len(graphs) > 4:
+            graphs.popitem(last=False)
+
+    @staticmethod
+    def _graph_location(d: hlo_diff.GraphDiff) -> Location | None:
+        """The user's line whose op differs first (HLO metadata holds the innermost frame only, so ops built
+        inside torch itself - nn.Linear's matmul - cannot name a user line and are skipped)."""
+        if d.input_shapes:
+            return None  # new input shapes come from where the data entered the device: _resolve_locations
+        for instr in d.first_changed_sources():
+            if instr.source_file and is_user_file(instr.source_file):
+                return Location(os.path.abspath(instr.source_file), instr.source_line or 0,
+                                instr.op_type or instr.op)
+        return None
+
+    def _resolve_locations(self) -> None:
+        """Point shape-change recompiles at the user line that moved differently-shaped data to the device:
+        the line seen moving several shapes, else one that moved a shape the new graph takes as input."""
+        varying = [loc for loc, shapes in self.h2d_lines.values() if len(shapes) > 1]
+        indexed = [loc for loc, ints in self.index_lines.values() if len(ints) > 1]
+        for event in self._unresolved:
+            new_shapes = event.detail.pop("_new_shapes", None)
+            if new_shapes is not None:
+                dims = {_dims(s) for s in new_shapes}
+                match = [loc for loc, shapes in self.h2d_lines.values() if shapes & dims]
+                if len(varying) == 1:
+                    event.location = varying[0]
+                elif match and event.location is None:
+                    event.location = match[0]
+            elif event.detail.get("cause") == "constant" and len(indexed) == 1:
+                # a device tensor indexed by a changing Python int: the getitem line itself, not where torch_xla
+                # materialised the view (HLO metadata can name the later line that first used it)
+                event.detail["indexed_with"] = sorted(self.index_lines[(indexed[0].file, indexed[0].line)][1])[:6]
+                event.location = indexed[0]
+        self._unresolved.clear()
+
+
+def _python_ints(index) -> tuple | None:
+    """The Python ints in an index expression (t[3], t[i, 1:5]); None if there are none."""
+    parts = index if isinstance(index, tuple) else (index,)
+    out = []
+    for p in parts:
+        if isinstance(p, bool):
+            continue
+        if isinstance(p, int):
+            out.append(p)
+        elif isinstance(p, slice):
+            out.extend(v for v in (p.start, p.stop, p.step) if isinstance(v, int))
+    return tuple(out) or None
+
+
+def _dims(shape: str) -> tuple[int, ...] | None:
+    if "[" not in shape:
+        return None
+    inner = shape[shape.find("[") + 1:shape.find("]")]
+    return tuple(int(x) for x in inner.split(",") if x.strip().isdigit())
+
+
+def _anomaly_key(kind: str, rec: StepRecord, event: Event | None = None, op: str | None = None) -> tuple:
+    if kind == "op_fallback":
+        ops = event.detail.get("ops", []) if event else [op]
+        return (kind, ops[0] if ops else None)
+    if kind == "compile":
+        return (kind, _site_key(rec.site))
+    return (kind,)
+
+
+def _site_key(site: Location | None) -> tuple:
+    return (site.file, site.line) if site else ("?", 0)

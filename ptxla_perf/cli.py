@@ -1,0 +1,48 @@
+"""`python -m ptxla_perf COMMAND ...`: one entry point; each command lives in ptxla_perf/commands/<name>.py
+and exposes `add_parser(subparsers)` and `run(args) -> int`."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+
+COMMANDS = ["profile", "capture", "analyze", "diff"]
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage dump
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m ptxla_perf", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"ptxla_perf {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"ptxla_perf.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"ptxla_perf.commands.{name}":
+                raise
+            continue
+        module.add_parser(sub).set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = build_parser().parse_args(argv)
+        if not getattr(args, "_run", None):
+            build_parser().print_help()
+            return 2
+        return int(args._run(args) or 0)
+    except UsageError as exc:
+        print(f"ptxla_perf: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,89 @@
+"""`profile SCRIPT [ARGS...]`: run an unmodified training script as __main__ (like `python -m cProfile`) inside
+a session, write the report, print the summary, exit with the script's own exit code."""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import runpy
+import sys
+import traceback
+
+from ..cli import UsageError
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("profile", help="profile an unmodified training script",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("--report", default="ptxla_perf_report.json", help="JSON report path (default: %(default)s)")
+    p.add_argument("--backend", choices=["auto", "torch_xla", "jax"], default="auto")
+    p.add_argument("--port", default="9012", help="profiler server port, or 'none' (default: %(default)s)")
+    p.add_argument("--attribution", choices=["auto", "always", "off"], default="auto",
+                   help="line attribution: first steps and after anomalies (auto), every step, or never")
+    p.add_argument("--max-warmup", type=int, default=5, help="most steps counted as warm-up (default: 5)")
+    p.add_argument("script", help="the training script")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+    return p
+
+
+_JAX = re.compile(r"^\s*(import\s+jax|from\s+jax[\s.]|import\s+flax|from\s+flax)", re.M)
+_TORCH_XLA = re.compile(r"^\s*(import\s+torch_xla|from\s+torch_xla)", re.M)
+
+
+def detect_backend(source: str) -> str:
+    if _TORCH_XLA.search(source):
+        return "torch_xla"
+    if _JAX.search(source):
+        return "jax"
+    return "torch_xla"
+
+
+def parse_port(text: str) -> int | None:
+    if text.lower() in ("none", "null", "off", "0"):
+        return None
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise UsageError(f"--port must be a number from 1 to 65535 or 'none', not {text!r}")
+    return int(text)
+
+
+def run(args) -> int:
+    script = args.script
+    if not os.path.isfile(script):
+        raise UsageError(f"no such script: {script}")
+    try:
+        source = open(script, encoding="utf-8", errors="replace").read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {script}: {exc.strerror}") from None
+    port = parse_port(args.port)
+    backend = detect_backend(source) if args.backend == "auto" else args.backend
+    from ..session import RunStopped, Session, SessionError
+    try:
+        session = Session(backend, report_path=args.report, port=port,
+                          run={"kind": "script", "script": os.path.abspath(script), "argv": [script] + args.args,
+                               "backend_choice": args.backend},
+                          attribution={"mode": args.attribution}, max_warmup=args.max_warmup)
+        session.start()
+    except SessionError as exc:
+        raise UsageError(str(exc)) from None
+    sys.argv = [script] + list(args.args)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    code = 0
+    try:
+        runpy.run_path(script, run_name="__main__")
+        session.finish("completed", 0)
+    except RunStopped as stop:
+        code = stop.exit_code if stop.signum else 3
+        session.finish("interrupted" if stop.signum else "stopped", code, stop.reason)
+    except KeyboardInterrupt:
+        code = 130
+        session.finish("interrupted", code, "KeyboardInterrupt")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, int) and exc.code is not None:
+            print(exc.code, file=sys.stderr)
+        session.finish("completed" if code == 0 else "crashed", code)
+    except BaseException as exc:  # the user's own crash: show their traceback, keep the report
+        traceback.print_exc()
+        code = 1
+        session.finish("crashed", code, f"{type(exc).__name__}: {exc}")
+    return code

@@ -1,0 +1,86 @@
+"""Which Python frame is the user's: the line a finding points at is never inside torch, torch_xla, jax,
+ptxla_perf itself (recipes excepted: they are user code), or, where a user frame exists, any installed library."""
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from types import FrameType
+
+from .records import Location
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_RECIPE_DIRS = tuple(
+    os.path.join(d, "") for d in {
+        os.path.join(_HERE, "recipes"),
+        os.path.normpath(os.path.join(_HERE, "..", "recipes")),  # source checkout: top-level recipes/
+    }
+)
+
+
+def _package_dir(name: str) -> str | None:
+    spec = None
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(os.path.realpath(list(spec.submodule_search_locations)[0]), "")
+
+
+_TOOL_DIRS = tuple(d for d in (_package_dir(n) for n in ("torch", "torch_xla", "jax", "jaxlib", "flax", "functorch"))
+                   if d) + (os.path.join(_HERE, ""),)
+_LIB_DIRS = tuple({os.path.join(os.path.realpath(p), "") for p in
+                   (sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("platstdlib"),
+                    sysconfig.get_paths().get("purelib"), sysconfig.get_paths().get("platlib")) if p})
+
+USER, LIBRARY, TOOL = 0, 1, 2
+_cache: dict[str, int] = {}
+
+
+def classify(filename: str) -> int:
+    """USER code, a third-party LIBRARY, or a TOOL frame (torch/torch_xla/jax/ptxla_perf) that is never blamed."""
+    kind = _cache.get(filename)
+    if kind is None:
+        if filename.startswith("<"):
+            kind = USER if filename.startswith(("<stdin", "<string", "<ipython")) else TOOL
+        else:
+            path = os.path.realpath(filename)
+            if path.startswith(_RECIPE_DIRS):
+                kind = USER
+            elif path.startswith(_TOOL_DIRS):
+                kind = TOOL
+            elif path.startswith(_LIB_DIRS):
+                kind = LIBRARY
+            else:
+                kind = USER
+        _cache[filename] = kind
+    return kind
+
+
+def _abs(filename: str) -> str:
+    return filename if filename.startswith("<") else os.path.abspath(filename)
+
+
+def user_frame(frame: FrameType | None) -> tuple[Location | None, Location | None]:
+    """(innermost user line, innermost library line below it) walking outwards from `frame`."""
+    library = None
+    while frame is not None:
+        code = frame.f_code
+        kind = classify(code.co_filename)
+        if kind == USER:
+            return Location(_abs(code.co_filename), frame.f_lineno, code.co_name), library
+        if kind == LIBRARY and library is None:
+            library = Location(_abs(code.co_filename), frame.f_lineno, code.co_name)
+        frame = frame.f_back
+    return library, None
+
+
+def caller_location(depth: int = 1) -> Location | None:
+    return user_frame(sys._getframe(depth + 1))[0]
+
+
+def is_user_file(filename: str) -> bool:
+    return classify(filename) == USER

@@ -1,0 +1,76 @@
+"""Backend-neutral per-step records: the one shape every adapter produces and every analysis reads."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Location:
+    """A line of the user's code (never a frame inside torch, torch_xla, jax or ptxla_perf)."""
+
+    file: str
+    line: int
+    function: str
+
+    def short(self) -> str:
+        return f"{self.file}:{self.line} ({self.function})"
+
+
+@dataclass
+class Transfers:
+    count: int = 0
+    bytes: int | None = None  # None where the backend cannot tell
+
+
+@dataclass
+class Event:
+    """Something that happened inside a step at a user line: a host read, a fallback op, an early execution,
+    an implicit transfer. Adapters emit these only on attribution steps (see docs/attribution.md)."""
+
+    kind: str  # device_to_host_sync | op_fallback | graph_break | host_to_device_transfer | compile
+    location: Location | None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StepRecord:
+    index: int
+    wall_time_s: float  # from the previous step boundary (or the session start) to this one
+    site: Location | None = None  # where the step boundary was called (the user's sync / step call)
+    compiles: int = 0  # uncached compiles
+    compile_time_s: float = 0.0
+    cached_compiles: int = 0
+    executions: int = 0
+    mark_steps: int = 0
+    device_to_host: Transfers = field(default_factory=Transfers)
+    host_to_device: Transfers = field(default_factory=Transfers)
+    fallback_ops: dict[str, int] = field(default_factory=dict)
+    graph_hashes: list[str] = field(default_factory=list)
+    attributed: bool = False  # this step ran with line attribution on (slower; excluded from step-time stats)
+    phase: str | None = None  # recipe-provided label, e.g. "train" / "eval"
+    samples: int | None = None  # recipe-provided, for throughput
+    tokens: int | None = None
+    events: list[Event] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        if not d["events"]:
+            del d["events"]
+        return d
+
+
+def location_from_json(d: dict | None) -> Location | None:
+    return Location(d["file"], int(d["line"]), d.get("function", "?")) if d else None
+
+
+def step_from_json(d: dict[str, Any]) -> StepRecord:
+    """Rebuild a record from a report, so findings and diffs can be recomputed offline."""
+    d = dict(d)
+    d["site"] = location_from_json(d.get("site"))
+    d["device_to_host"] = Transfers(**d.get("device_to_host", {}))
+    d["host_to_device"] = Transfers(**d.get("host_to_device", {}))
+    d["events"] = [Event(e["kind"], location_from_json(e.get("location")), e.get("detail", {}))
+                   for e in d.get("events", [])]
+    known = StepRecord.__dataclass_fields__
+    return StepRecord(**{k: v for k, v in d.items() if k in known})

@@ -1,0 +1,77 @@
+"""Console and markdown renderings of a report: one concise summary, findings first-to-fix first."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+_SEV = {"error": "ERROR", "warning": "WARN ", "info": "info "}
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v * 1e3:.1f} ms"
+
+
+from .findings import short_path as _rel
+
+
+def summary_lines(report: dict[str, Any], report_path: str | None = None, max_findings: int = 8) -> list[str]:
+    s = report["summary"]
+    run = report.get("run", {})
+    what = run.get("recipe") or run.get("script") or run.get("kind")
+    st = s.get("step_time_s") or {}
+    lines = [f"ptxla_perf [{report['backend']}] {what}: {s['steps']} steps ({s['warmup_steps']} warm-up), "
+             f"status {run.get('status')}"]
+    lines.append(f"  step time   p50 {_ms(st.get('p50'))}  p90 {_ms(st.get('p90'))}  mean {_ms(st.get('mean'))}"
+                 f"  (over {st.get('n', 0)} steady steps)")
+    lines.append(f"  compiles    {s['compiles']} ({s['compile_time_s']:.2f} s), {s['recompiles_after_warmup']} after "
+                 f"warm-up;  executions/step {_num(s['executions_per_step'])};  "
+                 f"device->host/step {_num(s['device_to_host_per_step'])};  "
+                 f"host->device/step {_num(s['host_to_device_per_step'])}")
+    tp = s.get("throughput") or {}
+    if tp:
+        parts = []
+        if "samples_per_s" in tp:
+            parts.append(f"{tp['samples_per_s']:.1f} samples/s ({tp['us_per_sample']:.0f} us/sample)")
+        if "tokens_per_s" in tp:
+            parts.append(f"{tp['tokens_per_s']:.0f} tokens/s")
+        if "mb_per_s" in tp:
+            parts.append(f"{tp['mb_per_s']:.2f} MB/s host->device")
+        lines.append("  throughput  " + ", ".join(parts))
+    if s.get("fallback_ops"):
+        lines.append("  CPU fallback ops  " + ", ".join(f"{k} x{v}" for k, v in s["fallback_ops"].items()))
+    findings = report.get("findings", [])
+    shown = [f for f in findings if f["severity"] != "info"] + [f for f in findings if f["severity"] == "info"]
+    if not findings:
+        lines.append("  no findings")
+    for f in shown[:max_findings]:
+        loc = f.get("location")
+        where = f"  [{_rel(loc['file'])}:{loc['line']}]" if loc else ""
+        lines.append(f"  {_SEV[f['severity']]} {f['kind']}{where}: {f['message']}")
+    if len(shown) > max_findings:
+        lines.append(f"  ... {len(shown) - max_findings} more finding(s) in the report")
+    if report_path:
+        lines.append(f"  report: {_rel(report_path)}")
+    return lines
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    s = report["summary"]
+    st = s.get("step_time_s") or {}
+    rows = [("steps (warm-up)", f"{s['steps']} ({s['warmup_steps']})"),
+            ("step time p50 / p90", f"{_ms(st.get('p50'))} / {_ms(st.get('p90'))}"),
+            ("compiles (after warm-up)", f"{s['compiles']} ({s['recompiles_after_warmup']})"),
+            ("executions / step", _num(s["executions_per_step"])),
+            ("device->host / step", _num(s["device_to_host_per_step"])),
+            ("host->device / step", _num(s["host_to_device_per_step"]))]
+    out = ["| metric | value |", "|---|---|"] + [f"| {a} | {b} |" for a, b in rows]
+    if report.get("findings"):
+        out += ["", "| severity | kind | where | message |", "|---|---|---|---|"]
+        for f in report["findings"]:
+            loc = f.get("location")
+            where = f"`{os.path.basename(loc['file'])}:{loc['line']}`" if loc else ""
+            out.append(f"| {f['severity']} | {f['kind']} | {where} | {f['message'].replace('|', '/')} |")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,89 @@
+"""`python -m ptxla_perf.run +recipe=NAME [overrides]`: a Hydra app that runs a recipe inside a Session.
+
+The report and logs go to Hydra's run directory; `-m` sweeps give one report per job plus a comparison table.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+DEFAULT_RECIPE = "mlp"
+_HERE = Path(__file__).resolve().parent
+CONFIG_DIR = str(_HERE / "configs" if (_HERE / "configs" / "config.yaml").is_file() else _HERE.parent / "configs")
+
+
+def load_recipe(name: str):
+    try:
+        return importlib.import_module(f"ptxla_perf.recipes.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name not in (f"ptxla_perf.recipes.{name}", "ptxla_perf.recipes"):
+            raise
+    raise SystemExit(f"ptxla_perf: error: unknown recipe {name!r} (configs/recipe/{name}.yaml has no module)")
+
+
+def run_recipe(cfg: DictConfig) -> int:
+    from .session import RunStopped, Session, SessionError
+    recipe = cfg.recipe
+    out_dir = HydraConfig.get().runtime.output_dir
+    module = load_recipe(recipe.name)
+    try:
+        session = Session(
+            recipe.get("backend", "torch_xla"), report_path=os.path.join(out_dir, cfg.report),
+            port=cfg.profiler.port,
+            run={"kind": "recipe", "recipe": recipe.name, "config": OmegaConf.to_container(cfg, resolve=True),
+                 "overrides": list(HydraConfig.get().overrides.task), "output_dir": out_dir},
+            attribution=OmegaConf.to_container(cfg.attribution), max_warmup=cfg.max_warmup,
+            guard=OmegaConf.to_container(cfg.guard), progress_every_s=cfg.progress_every_s)
+        session.start()
+    except SessionError as exc:
+        print(f"ptxla_perf: error: {exc}", file=sys.stderr)
+        return 2
+    capture = cfg.profiler.get("capture")
+    if capture and capture.get("start_step") is not None:
+        _add_capture(session, capture, out_dir)
+    try:
+        extra = module.run(recipe, session) or {}
+        session.extra.update(extra)
+        session.finish("completed", 0)
+        return 0
+    except RunStopped as stop:
+        session.finish("interrupted" if stop.signum else "stopped", stop.exit_code, stop.reason)
+        return stop.exit_code
+    except KeyboardInterrupt:
+        session.finish("interrupted", 130, "KeyboardInterrupt")
+        return 130
+    except BaseException as exc:
+        session.finish("crashed", 1, f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def _add_capture(session, capture, out_dir: str) -> None:
+    from .capture import StepWindowCapture
+    window = StepWindowCapture(os.path.join(out_dir, "tensorboard"), int(capture.start_step),
+                               int(capture.num_steps), session.backend)
+    session.add_step_callback(window.on_step_end, close=window.close)
+    session.capture_window = window
+
+
+@hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
+def _main(cfg: DictConfig) -> None:
+    code = run_recipe(cfg)
+    if code:
+        sys.exit(code)
+
+
+def main() -> None:
+    if not any(re.match(r"^\+{0,2}recipe=", a) for a in sys.argv[1:]):
+        sys.argv.append(f"+recipe={DEFAULT_RECIPE}")
+    _main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""A profiling session: backend adapter + profiler server + signals + report, for one training run.
+
+    with Session(report_path="report.json") as session:
+        train()                      # every torch_xla.sync() is a step boundary
+
+Ctrl-C / SIGTERM stop the run at the next step boundary and still write the report; a crash in the user's code
+writes it too, then the exception goes on.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+from . import render, report as report_mod
+from .findings import Finding
+from .records import StepRecord
+
+
+class RunStopped(KeyboardInterrupt):
+    """Raised at a step boundary to stop the user's loop: a signal arrived, or a guard tripped."""
+
+    def __init__(self, signum: int | None, reason: str):
+        super().__init__(reason)
+        self.signum = signum
+        self.reason = reason
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum if self.signum else 3
+
+
+class SessionError(RuntimeError):
+    """A problem with the session's own set-up (bad port, unknown backend): a one-line message for the user."""
+
+
+def process_index() -> int:
+    for var in ("RANK", "PJRT_LOCAL_PROCESS_RANK", "LOCAL_RANK", "JAX_PROCESS_ID"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return 0
+
+
+def check_port(port: int) -> None:
+    if not 0 < port < 65536:
+        raise SessionError(f"profiler port {port} is out of range (1-65535)")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            raise SessionError(f"profiler port {port} is already in use; pass another port (or null to disable "
+                               "the profiler server)") from None
+
+
+def make_adapter(backend: str, attribution: dict | None):
+    if backend == "torch_xla":
+        from .backends.torch_xla import TorchXlaAdapter
+        return TorchXlaAdapter(attribution)
+    if backend == "jax":
+        try:
+            from .backends.jax import JaxAdapter
+        except ImportError as exc:
+            raise SessionError(f"the JAX backend is not available: {exc}") from None
+        return JaxAdapter(attribution)
+    raise SessionError(f"unknown backend {backend!r} (torch_xla or jax)")
+
+
+class Session:
+    def __init__(self, backend: str = "torch_xla", *, report_path: str | None = "ptxla_perf_report.json",
+                 port: int | None = 9012, run: dict[str, Any] | None = None, attribution: dict | None = None,
+                 max_warmup: int = 5, guard: dict | None = None, progress_every_s: float | None = 10.0,
+                 flush_every_s: float | None = 30.0, console: bool = True, handle_signals: bool = True):
+        self.backend = backend
+        self.report_path = report_path
+        self.port = port
+        self.run_info = {"kind": "api", "argv": list(sys.argv), **(run or {})}
+        self.max_warmup = max_warmup
+        self.guard = {"max_compiles_per_step": 40, "max_syncs_per_step": 200, **(guard or {})}
+        self.progress_every_s = progress_every_s
+        self.flush_every_s = flush_every_s
+        self.rank = process_index()
+        self.console = console and self.rank == 0
+        self.handle_signals = handle_signals
+        self.adapter = make_adapter(backend, attribution)
+        self.steps: list[StepRecord] = []
+        self.extra: dict[str, Any] = {}
+        self.extra_findings: list[Finding] = []
+        self.profiler: dict[str, Any] = {"server_port": None, "address": None}
+        self._server = None  # kept alive for the whole run: torch_xla's server stops when collected
+        self._callbacks: list[Callable[[StepRecord], None]] = []
+        self._closers: list[Callable[[], None]] = []
+        self._step_info: dict[str, Any] = {}
+        self._stop: RunStopped | None = None
+        self._old_handlers: dict[int, Any] = {}
+        self._started_at = None
+        self._last_progress = self._last_flush = time.monotonic()
+        self._finished: dict[str, Any] | None = None
+        self.tail: StepRecord | None = None
+
+    # --- public API -------------------------------------------------------------------------------
+    def start(self) -> "Session":
+        if self.port is not None:
+            check_port(int(self.port))
+        self._started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        if self.port is not None:
+            self._server = self.adapter.start_server(int(self.port))
+            self.profiler = {"server_port": int(self.port), "address": f"{socket.gethostname()}:{self.port}"}
+            self.say(f"ptxla_perf: profiler server at localhost:{self.port} - TensorBoard > Profile > "
+                     f"Capture Profile, or: python -m ptxla_perf capture --service localhost:{self.port}")
+        if self.handle_signals and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+        self.adapter.start(self._on_boundary)
+        return self
+
+    def set_step_info(self, *, samples: int | None = None, tokens: int | None = None,
+                      phase: str | None = None) -> None:
+        """Sticky per-step facts from a recipe (batch size, tokens, train/eval) for throughput and labels."""
+        self._step_info.update({k: v for k, v in (("samples", samples), ("tokens", tokens), ("phase", phase))
+                                if v is not None})
+
+    def add_step_callback(self, fn: Callable[[StepRecord], None], close: Callable[[], None] | None = None) -> None:
+        self._callbacks.append(fn)
+        if close:
+            self._closers.append(close)
+
+    def request_stop(self, reason: str) -> None:
+        """Stop the run at the next step boundary (e.g. a recipe's own guard)."""
+        self._stop = self._stop or RunStopped(None, reason)
+
+    def add_finding(self, finding: Finding) -> None:
+        self.extra_findings.append(finding)
+
+    def say(self, msg: str) -> None:
+        if self.console:
+            print(msg, file=sys.stderr, flush=True)
+
+    def finish(self, status: str = "completed", exit_code: int | None = 0, stop_reason: str | None = None
+               ) -> dict[str, Any]:
+        if self._finished is not None:
+            return self._finished
+        for close in self._closers:
+            try:
+                close()
+            except Exception as exc:
+                self.say(f"ptxla_perf: could not close a step callback: {exc}")
+        self.tail = self.adapter.stop()
+        for sig, handler in self._old_handlers.items():
+            signal.signal(sig, handler)
+        self._old_handlers.clear()
+        report = self._build(status, exit_code, stop_reason)
+        self._finished = report
+        if self.report_path:
+            path = report_mod.write(report, self._path())
+            if self.console:
+                print("\n".join(render.summary_lines(report, path)), file=sys.stderr, flush=True)
+        return report
+
+    def __enter__(self) -> "Session":
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is None:
+            self.finish()
+        elif isinstance(exc, RunStopped):
+            self.finish("interrupted" if exc.signum else "stopped", exc.exit_code, exc.reason)
+            return exc.signum is None  # a guard stop is handled; a signal goes on to the caller
+        elif isinstance(exc, KeyboardInterrupt):
+            self.finish("interrupted", 130, "KeyboardInterrupt")
+        elif isinstance(exc, SystemExit):
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            self.finish("completed" if code == 0 else "crashed", code)
+        else:
+            self.finish("crashed", 1, f"{type(exc).__name__}: {exc}")
+        return False
+
+    # --- internals --------------------------------------------------------------------------------
+    def _path(self) -> str:
+        path = self.report_path
+        if self.rank:
+            root, ext = os.path.splitext(path)
+            path = f"{root}.rank{self.rank}{ext or '.json'}"
+        return path
+
+    def _build(self, status: str, exit_code: int | None, stop_reason: str | None) -> dict[str, Any]:
+        env = report_mod.environment(self.adapter.environment())
+        run = dict(self.run_info, started_at=self._started_at or "",
+                   ended_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                   status=status, exit_code=exit_code, stop_reason=stop_reason)
+        run.setdefault("step_detection", getattr(self.adapter, "step_detection",
+                                                 "each torch_xla.sync()/xm.mark_step() is a step boundary"))
+        run["attribution"] = dict(getattr(self.adapter, "cfg", {}),
+                                  steps=[s.index for s in self.steps if s.attributed][:50],
+                                  notes=list(getattr(self.adapter, "notes", []))[:10])
+        if self.tail is not None:
+            run["after_last_step"] = {"device_to_host": self.tail.device_to_host.count,
+                                      "compiles": self.tail.compiles, "executions": self.tail.executions,
+                                      "note": "work after the last step boundary (e.g. a final .item()) is not a "
+                                              "step and is never flagged"}
+        extra_findings = list(self.extra_findings)
+        if status in ("stopped",) and stop_reason:
+            extra_findings.append(Finding("run_stopped", "error", stop_reason, 1,
+                                          self.steps[-1].site if self.steps else None, {}))
+        totals = self.adapter.totals() if hasattr(self.adapter, "totals") else None
+        return report_mod.build(backend=self.backend, run=run, env=env, steps=self.steps,
+                                profiler=self.profiler, extra=self.extra or None, totals=totals,
+                                extra_findings=extra_findings, max_warmup=self.max_warmup)
+
+    def _on_boundary(self, rec: StepRecord) -> None:
+        rec.index = len(self.steps)
+        for key, value in self._step_info.items():
+            setattr(rec, key, value)
+        self.steps.append(rec)
+        for fn in self._callbacks:
+            fn(rec)
+        self._check_guard(rec)
+        now = time.monotonic()
+        if self.progress_every_s and now - self._last_progress >= self.progress_every_s:
+            self._last_progress = now
+            self.say(f"ptxla_perf: step {rec.index + 1}, last {rec.wall_time_s * 1e3:.1f} ms, "
+                     f"{sum(s.compiles for s in self.steps)} compiles so far")
+        if self.flush_every_s and self.report_path and now - self._last_flush >= self.flush_every_s:
+            self._last_flush = now
+            try:  # a hard kill (SIGKILL, OOM) still leaves the report of the steps so far
+                report_mod.write(self._build("running", None, None), self._path())
+            except Exception:
+                pass
+        if self._stop is not None:
+            stop, self._stop = self._stop, None
+            raise stop
+
+    def _check_guard(self, rec: StepRecord) -> None:
+        g = self.guard
+        if rec.compiles > g["max_compiles_per_step"] or rec.device_to_host.count > g["max_syncs_per_step"]:
+            self.request_stop(
+                f"step {rec.index} compiled {rec.compiles} graphs and copied {rec.device_to_host.count} tensors to "
+                f"the host (guard: {g['max_compiles_per_step']} compiles / {g['max_syncs_per_step']} syncs per step)"
+                "; stopped before the run exhausts memory. Typical cause: torch.autograd.set_detect_anomaly(True) "
+                "or a host read inside a per-op hook.")
+
+    def _on_signal(self, signum, frame) -> None:
+        if self._stop is not None and self._stop.signum:
+            signal.signal(signum, signal.SIG_DFL)
+            raise KeyboardInterrupt  # second signal: stop now
+        name = signal.Signals(signum).name
+        self._stop = RunStopped(signum, f"{name} received")
+        self.say(f"ptxla_perf: {name}: stopping at the next step boundary and writing the report "
+                 "(again to stop now)")
