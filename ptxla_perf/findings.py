@@ -66,6 +66,20 @@ def _where(loc: Location | None) -> str:
     return f" at {short_path(loc.file)}:{loc.line} ({loc.function})" if loc else ""
 
 
+CAUSES = {  # cause (set by the adapter that diffed the graphs) -> what it means and what to do
+    "input_shapes": "input shapes changed (pad or bucket them to a fixed set of sizes)",
+    "input_dtypes": "input dtypes changed (cast inputs to one dtype before the step)",
+    "constant": "a value is baked into the graph as a constant (e.g. indexing a device tensor with a changing "
+                "Python int; use a tensor index or torch.index_select)",
+    "static_argument": "a static argument changed value (make it a traced argument, or keep it to a few values)",
+    "argument_structure": "the structure of the arguments changed (a different pytree / number of inputs)",
+    "new_function_object": "a new jitted function object is created every step (jit it once, outside the loop)",
+    "eager_op": "an op outside any jitted function compiles on its own (move it into the step function)",
+    "graph_structure": "the traced graph changed (Python control flow or a changing number of ops)",
+    "attributes": "an op attribute changed between steps",
+}
+
+
 def recompilation(steps: list[StepRecord], warmup: int) -> list[Finding]:
     out: list[Finding] = []
     compiled_sites: set[tuple] = set()
@@ -107,12 +121,7 @@ def recompilation(steps: list[StepRecord], warmup: int) -> list[Finding]:
                 "torch_xla bakes into the graph as a constant. Harmless once; set XLA_NO_SPECIAL_SCALARS=1 to "
                 "avoid it.", n, loc, evidence, n / steady, [s.index for s in hits]))
             continue
-        cause = {"input_shapes": "input shapes changed (pad or bucket them to a fixed set of sizes)",
-                 "constant": "a value is baked into the graph as a constant (e.g. indexing a device tensor with "
-                             "a changing Python int; use a tensor index or torch.index_select)",
-                 "graph_structure": "the traced graph changed (Python control flow or a changing number of ops)",
-                 "attributes": "an op attribute changed between steps"}.get(evidence.get("cause", ""),
-                                                                            "the graph differs from the cached one")
+        cause = CAUSES.get(evidence.get("cause", ""), "the graph differs from the cached one")
         out.append(Finding(
             "recompilation", "warning",
             f"The step graph compiled {n} more time(s) after warm-up{_where(loc)} ({n / steady:.2f} per step, "
@@ -194,9 +203,10 @@ def device_to_host_sync(steps: list[StepRecord]) -> list[Finding]:
     def make(loc, detail, hit_steps, n, per_step):
         calls = ", ".join(detail.get("calls", {})) or "a host read"
         sev = "warning" if repeated else "info"
+        advice = detail.pop("advice", None) or ("Keep values on the device and read them every N steps (torch_xla: "
+                                                "xm.add_step_closure; JAX: after the loop or every N steps).")
         msg = (f"Device-to-host sync{_where(loc)}: {calls} copies a tensor to the host {per_step:.2f} times per "
-               f"step, stalling the host until the device finishes. Keep values on the device, log them with "
-               f"xm.add_step_closure, or read them every N steps.")
+               f"step, stalling the host until the device finishes. {advice}")
         if loc is None:
             msg += " (the line was not caught by an attribution step; rerun with attribution.mode=always)"
         bytes_ = sum(s.device_to_host.bytes or 0 for s in steps)

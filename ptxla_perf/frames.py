@@ -38,6 +38,7 @@ _LIB_DIRS = tuple({os.path.join(os.path.realpath(p), "") for p in
 
 USER, LIBRARY, TOOL = 0, 1, 2
 _cache: dict[str, int] = {}
+_by_code: dict = {}  # code object -> kind: the per-step frame walk is a few dict hits
 
 
 def classify(filename: str) -> int:
@@ -60,8 +61,14 @@ def classify(filename: str) -> int:
     return kind
 
 
+_abs_paths: dict[str, str] = {}
+
+
 def _abs(filename: str) -> str:
-    return filename if filename.startswith("<") else os.path.abspath(filename)
+    path = _abs_paths.get(filename)
+    if path is None:
+        path = _abs_paths[filename] = filename if filename.startswith("<") else os.path.abspath(filename)
+    return path
 
 
 def user_frame(frame: FrameType | None) -> tuple[Location | None, Location | None]:
@@ -69,7 +76,9 @@ def user_frame(frame: FrameType | None) -> tuple[Location | None, Location | Non
     library = None
     while frame is not None:
         code = frame.f_code
-        kind = classify(code.co_filename)
+        kind = _by_code.get(code)
+        if kind is None:
+            kind = _by_code[code] = classify(code.co_filename)
         if kind == USER:
             return Location(_abs(code.co_filename), frame.f_lineno, code.co_name), library
         if kind == LIBRARY and library is None:

@@ -9,7 +9,7 @@ from collections import Counter
 import re
 from dataclasses import dataclass, field
 
-_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.+?)\s+(?P<op>[\w\-]+)\((?P<rest>.*)$")
+_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>[^=\s][^=]*?)\s+(?P<op>[\w\-]+)\((?P<rest>.*)$")
 _META = re.compile(r",?\s*metadata=\{(?P<meta>[^}]*)\}")
 _FILE = re.compile(r'source_file="(?P<f>[^"]*)"')
 _LINE = re.compile(r"source_line=(?P<l>\d+)")

@@ -52,6 +52,7 @@ class StepRecord:
     samples: int | None = None  # recipe-provided, for throughput
     tokens: int | None = None
     events: list[Event] = field(default_factory=list)
+    own_time_us: float | None = None  # ptxla_perf's own host time at this boundary (the overhead we add)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

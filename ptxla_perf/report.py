@@ -71,6 +71,7 @@ def summarize(steps: list[StepRecord], warmup: int, findings: list[Finding],
         "host_to_device_bytes_per_step": None,
         "fallback_ops": fallback,
         "throughput": _throughput(steady),
+        "overhead_us_per_step": _stats([s.own_time_us for s in steady if s.own_time_us is not None]),
         "findings_by_severity": {sev: sum(f.severity == sev for f in findings)
                                  for sev in ("error", "warning", "info")},
     }
@@ -84,6 +85,9 @@ def _throughput(steady: list[StepRecord]) -> dict[str, float]:
     out: dict[str, float] = {}
     if not t:
         return out
+    moved = [s.host_to_device.bytes for s in steady if s.host_to_device.bytes is not None]
+    if moved and len(moved) == len(steady) and sum(moved):
+        out["mb_per_s"] = sum(moved) / t / 1e6  # host->device bytes per second of steady steps
     samples = [s.samples for s in steady if s.samples]
     if samples and len(samples) == len(steady):
         out["samples_per_s"] = sum(samples) / t
@@ -125,6 +129,17 @@ def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list
     }
     if extra:
         report["extra"] = extra
+    return report
+
+
+def merge_trace(report: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:
+    """Put a trace analysis into a report: its section, and its findings (evidence.source = "trace") in place of
+    any earlier trace findings."""
+    report["trace"] = trace
+    report["findings"] = [f for f in report.get("findings", [])
+                          if (f.get("evidence") or {}).get("source") != "trace"] + list(trace.get("findings", []))
+    report.setdefault("summary", {})["findings_by_severity"] = {
+        sev: sum(f["severity"] == sev for f in report["findings"]) for sev in ("error", "warning", "info")}
     return report
 
 

@@ -14,7 +14,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-DEFAULT_RECIPE = "mlp"
+DEFAULT_RECIPE = "mmf"
 _HERE = Path(__file__).resolve().parent
 CONFIG_DIR = str(_HERE / "configs" if (_HERE / "configs" / "config.yaml").is_file() else _HERE.parent / "configs")
 
@@ -65,11 +65,25 @@ def run_recipe(cfg: DictConfig) -> int:
 
 
 def _add_capture(session, capture, out_dir: str) -> None:
+    """profiler.capture.*: trace a window of steps into <run dir>/tensorboard, then analyze it into the report."""
     from .capture import StepWindowCapture
     window = StepWindowCapture(os.path.join(out_dir, "tensorboard"), int(capture.start_step),
                                int(capture.num_steps), session.backend)
-    session.add_step_callback(window.on_step_end, close=window.close)
     session.capture_window = window
+
+    def close_and_analyze() -> None:
+        path = window.close()
+        session.profiler.setdefault("captures", []).append(window.to_json())
+        if path is None:
+            session.say(f"ptxla_perf: no capture: {window.error or 'the run ended before the capture window'}")
+        elif capture.get("analyze", True):
+            from .trace import analyze_trace
+            try:
+                session.trace = analyze_trace(path)
+            except Exception as exc:  # the report still goes out without its trace section
+                session.say(f"ptxla_perf: could not analyze {path}: {exc}")
+
+    session.add_step_callback(lambda rec: window.on_step_end(rec.index), close=close_and_analyze)
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")

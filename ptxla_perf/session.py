@@ -22,6 +22,11 @@ from .findings import Finding
 from .records import StepRecord
 
 
+# Profiler servers by port, kept for the life of the process: torch_xla's server stops when its object is
+# collected (pytorch/xla#7841), and a Hydra -m sweep runs several sessions in one process on the same port.
+_SERVERS: dict[tuple[int, str], Any] = {}
+
+
 class RunStopped(KeyboardInterrupt):
     """Raised at a step boundary to stop the user's loop: a signal arrived, or a guard tripped."""
 
@@ -98,17 +103,22 @@ class Session:
         self._stop: RunStopped | None = None
         self._old_handlers: dict[int, Any] = {}
         self._started_at = None
-        self._last_progress = self._last_flush = time.monotonic()
+        self._clock = self._last_progress = self._last_flush = 0.0
         self._finished: dict[str, Any] | None = None
         self.tail: StepRecord | None = None
+        self.trace: dict[str, Any] | None = None  # a capture's analysis (ptxla_perf.trace), merged into the report
+        self.capture_window = None
 
     # --- public API -------------------------------------------------------------------------------
     def start(self) -> "Session":
-        if self.port is not None:
-            check_port(int(self.port))
+        port = None if self.port is None else int(self.port)
+        if port is not None and (port, self.backend) not in _SERVERS:
+            check_port(port)
         self._started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        if self.port is not None:
-            self._server = self.adapter.start_server(int(self.port))
+        if port is not None:
+            if (port, self.backend) not in _SERVERS:
+                _SERVERS[(port, self.backend)] = self.adapter.start_server(port)
+            self._server = _SERVERS[(port, self.backend)]
             self.profiler = {"server_port": int(self.port), "address": f"{socket.gethostname()}:{self.port}"}
             self.say(f"ptxla_perf: profiler server at localhost:{self.port} - TensorBoard > Profile > "
                      f"Capture Profile, or: python -m ptxla_perf capture --service localhost:{self.port}")
@@ -207,9 +217,12 @@ class Session:
             extra_findings.append(Finding("run_stopped", "error", stop_reason, 1,
                                           self.steps[-1].site if self.steps else None, {}))
         totals = self.adapter.totals() if hasattr(self.adapter, "totals") else None
-        return report_mod.build(backend=self.backend, run=run, env=env, steps=self.steps,
-                                profiler=self.profiler, extra=self.extra or None, totals=totals,
-                                extra_findings=extra_findings, max_warmup=self.max_warmup)
+        report = report_mod.build(backend=self.backend, run=run, env=env, steps=self.steps,
+                                  profiler=self.profiler, extra=self.extra or None, totals=totals,
+                                  extra_findings=extra_findings, max_warmup=self.max_warmup)
+        if self.trace:
+            report_mod.merge_trace(report, self.trace)
+        return report
 
     def _on_boundary(self, rec: StepRecord) -> None:
         rec.index = len(self.steps)
@@ -219,7 +232,7 @@ class Session:
         for fn in self._callbacks:
             fn(rec)
         self._check_guard(rec)
-        now = time.monotonic()
+        now = self._clock = self._clock + rec.wall_time_s  # no clock call of our own per step
         if self.progress_every_s and now - self._last_progress >= self.progress_every_s:
             self._last_progress = now
             self.say(f"ptxla_perf: step {rec.index + 1}, last {rec.wall_time_s * 1e3:.1f} ms, "

@@ -1,0 +1,44 @@
+# Two commands for a fresh machine (see README):  make demo   |   make test
+# Everything installs into .venv (created if missing). PJRT_DEVICE defaults to the CPU.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.ptxla_perf-installed
+export PJRT_DEVICE ?= CPU
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.PHONY: setup demo test test-fast bench browser clean
+
+setup: $(STAMP)
+
+# MMF 1.0.0rc10 pins torch 1.5 in its metadata: it and transformers 2.3 go in with --no-deps, with the packages
+# they really import pinned in requirements-mmf.txt (README: "Why MMF is installed this way").
+$(STAMP): pyproject.toml setup.py requirements-mmf.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "ptxla_perf needs Python 3.11 (torch_xla 2.9 wheels): set PYTHON=/path/to/python3.11")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[jax,test]"
+	$(PY) -m pip install --quiet --no-deps -r requirements-mmf.txt
+	touch $@
+
+demo: setup
+	$(PY) -m ptxla_perf.run
+
+# Headless Chromium for the TensorBoard browser test (Debian's package; installed when we can).
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ; } || \
+	  echo "note: chromium not installed; the browser test will say how to install it"
+
+test: setup browser
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-fast: setup
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not browser"
+
+bench: setup
+	$(PY) benchmarks/overhead.py
+	$(PY) benchmarks/analyze.py
+
+clean:
+	rm -rf $(VENV) outputs multirun build *.egg-info

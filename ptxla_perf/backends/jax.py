@@ -1,0 +1,584 @@
+"""JAX adapter: jax.monitoring + a thin wrapper around every `jax.jit` made during the session -> StepRecords.
+
+What it hooks (all restored by `stop()`):
+- `jax.jit` (module attribute): functions jitted after the session starts (incl. `flax.nnx.jit`, which calls
+  `jax.jit`) come back wrapped in `_Jitted`. Each top-level call (not one made while tracing another) is
+  counted as an execution, may be a step boundary (inferred steps), and is checked for implicit transfers.
+- Implicit host->device transfers: the call runs under `transfer_guard_host_to_device("disallow")` (and
+  device_to_device) - about 2-5 us, whatever the size of the argument tree. When the guard trips, nothing has
+  run yet: the arguments are flattened to find the NumPy arrays / Python lists / uncommitted arrays, the user's
+  line is recorded, and the call is repeated unguarded. From then on that function is checked by flattening its
+  arguments instead (no exception per call). `jax.device_put` is explicit and never a finding.
+- Device->host reads: the `ArrayImpl._value` property (float, int, bool, str/print, format, tolist,
+  jax.device_get) and `numpy.asarray` / `numpy.array` (numpy reads CPU arrays through the buffer protocol and
+  never calls back into Python; `.item()` goes through `np.asarray`). `transfer_guard` sees none of `float(x)`.
+- Compiles: `jax.monitoring` duration listeners (trace, lowering, backend compile); a compile inside a wrapped
+  call is explained by diffing the abstract signature (shapes, dtypes, static arguments, tree structure) with the
+  previous compile of the same function; a compile outside any jitted call is an eager op, blamed on its line.
+- Steps: `jax.profiler.StepTraceAnnotation` exits are step boundaries when the code uses them; otherwise the
+  first jitted function called twice from the same line is the step function and each of its calls starts a step.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import types
+from typing import Any, Callable
+
+import numpy as np
+
+import jax
+import jax.profiler
+from jax._src import config as _jcfg
+from jax._src.array import ArrayImpl
+from jax._src.lib import guard_lib as _guard
+
+from ..frames import USER, classify, user_frame
+from ..records import Event, Location, StepRecord, Transfers
+
+_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+_TRACE = "/jax/core/compile/jaxpr_trace_duration"
+_LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+_CACHE_HIT = "/jax/compilation_cache/cache_hits"
+_GUARD_TRIP = ("Disallowed host-to-device transfer", "Disallowed device-to-device transfer")
+_SCALARS = (int, float, bool, complex)
+_MAX_EVENTS_PER_STEP = 16
+_DISALLOW = _guard.TransferGuardLevel.DISALLOW
+_GLOBAL_GUARD = _guard.global_state()
+
+_READ_NAMES = {"__float__": "float", "__int__": "int", "__bool__": "bool", "__index__": "index",
+               "__complex__": "complex", "__str__": "print/str", "__repr__": "repr", "__format__": "format",
+               "tolist": "tolist", "tobytes": "tobytes", "device_get": "jax.device_get", "_item": "item",
+               "_np_asarray": "np.asarray", "_np_array": "np.array"}
+
+
+def _short_dtype(dt) -> str:
+    name = np.dtype(dt).name if not hasattr(dt, "name") else dt.name
+    return (name.replace("float", "f").replace("bfloat", "bf").replace("uint", "u").replace("int", "s")
+            .replace("complex", "c").replace("bool", "pred"))
+
+
+def _aval_str(x) -> str:
+    if isinstance(x, _SCALARS):
+        return f"python {type(x).__name__}"
+    shape = getattr(x, "shape", None)
+    dtype = getattr(x, "dtype", None)
+    if shape is None or dtype is None:
+        return type(x).__name__
+    weak = getattr(getattr(x, "aval", None), "weak_type", False)
+    return f"{_short_dtype(dtype)}[{','.join(str(d) for d in shape)}]" + ("{weak}" if weak else "")
+
+
+def _path_str(path) -> str:
+    try:
+        return jax.tree_util.keystr(path)
+    except Exception:
+        return str(path)
+
+
+class _Jitted:
+    """Stands in for the object `jax.jit` returns: same call, attributes forwarded (lower, trace, ...)."""
+
+    __slots__ = ("_jit", "_adapter", "_name", "_static", "_code", "_sig", "_mode", "_no_host_trips", "_d2d",
+                 "_varnames",
+                 "__weakref__")
+
+    def __init__(self, jitted, adapter: "JaxAdapter", fun, kwargs: dict):
+        self._jit = jitted
+        self._adapter = adapter
+        self._name = getattr(fun, "__qualname__", None) or getattr(fun, "__name__", None) or repr(fun)[:60]
+        code = getattr(fun, "__code__", None)
+        self._code = (code.co_filename, code.co_firstlineno) if code else None
+        nums = kwargs.get("static_argnums")
+        names = kwargs.get("static_argnames")
+        nums = (nums,) if isinstance(nums, int) else tuple(nums or ())
+        names = (names,) if isinstance(names, str) else tuple(names or ())
+        if code and not names and nums:  # jax also accepts the names of static positional args
+            names = tuple(code.co_varnames[i] for i in nums if 0 <= i < code.co_argcount)
+        self._static = (nums, names)
+        self._varnames = code.co_varnames[:code.co_argcount] if code else ()
+        self._sig: tuple | None = None  # abstract signature at the last compile
+        self._mode = "guard"  # guard | flatten (after the guard tripped once)
+        self._no_host_trips = 0
+        self._d2d = False  # its guard tripped on a device-to-device move (uncommitted arrays to a mesh)
+
+    def __call__(self, *args, **kwargs):
+        return self._adapter._call(self, args, kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._jit, name)
+
+    def __get__(self, obj, objtype=None):  # jitted methods
+        return self if obj is None else types.MethodType(self, obj)
+
+    def __repr__(self):
+        return f"<ptxla_perf-wrapped {self._jit!r}>"
+
+    @property
+    def __wrapped__(self):
+        return getattr(self._jit, "__wrapped__", None)
+
+
+class JaxAdapter:
+    name = "jax"
+
+    def __init__(self, attribution: dict | None = None):
+        cfg = {"mode": "auto"}
+        cfg.update({k: v for k, v in (attribution or {}).items() if k == "mode"})
+        self.cfg = cfg
+        self.lines = cfg["mode"] != "off"
+        self.notes: list[str] = []
+        self.step_detection = "no step found yet"
+        self._on_boundary: Callable[[StepRecord], None] | None = None
+        self._depth = 0  # inside a wrapped jitted call (its tracing and dispatch)
+        self._in_np = False
+        self._events: list[Event] = []
+        # cumulative counters
+        self._compiles = 0
+        self._compile_time = 0.0
+        self._cached = 0
+        self._execs = 0
+        self._d2h = 0
+        self._d2h_bytes = 0
+        self._h2d = 0
+        self._h2d_bytes = 0
+        self._eager_compile_events = 0
+        # step state
+        self._annotated = False
+        self._step_key: tuple | None = None
+        self._step_fn: _Jitted | None = None
+        self._candidates: dict[tuple, tuple] = {}  # (fn id, file, line) -> snapshot at its first call
+        self._mark: tuple | None = None  # snapshot at the last boundary; None before the first step
+        self._mark_site: Location | None = None
+        self._session_start: tuple | None = None
+        self._saved: dict[str, Any] = {}
+        self._server = None
+        self._first_mark: tuple | None = None
+        self._code_sigs: dict[tuple, tuple] = {}
+        self._nsteps = 0
+        self._site_cache: tuple = (None, None)
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def start(self, on_boundary: Callable[[StepRecord], None]) -> None:
+        self._on_boundary = on_boundary
+        self._session_start = self._snapshot()
+        adapter = self
+        real_jit = jax.jit
+        real_value = ArrayImpl.__dict__["_value"]
+        real_asarray, real_array = np.asarray, np.array
+        stp = jax.profiler.StepTraceAnnotation
+        real_exit = stp.__dict__.get("__exit__")
+        self._saved = {"jit": real_jit, "value": real_value, "asarray": real_asarray, "array": real_array,
+                       "stp_exit": real_exit}
+
+        def jit(fun=None, /, **kwargs):
+            if fun is None:
+                return lambda f: jit(f, **kwargs)
+            return _Jitted(real_jit(fun, **kwargs), adapter, fun, kwargs)
+        jit.__doc__ = real_jit.__doc__
+        jit.__wrapped__ = real_jit
+        jax.jit = jit
+
+        fget = real_value.fget
+
+        def _value(self_arr):
+            if self_arr._npy_value is None and not adapter._depth and not adapter._in_np:
+                adapter._read(self_arr, sys._getframe(1))
+            return fget(self_arr)
+        ArrayImpl._value = property(_value)
+
+        def _np_asarray(a, *args, **kwargs):
+            if type(a) is ArrayImpl and not adapter._in_np:
+                return adapter._np_read(real_asarray, a, args, kwargs, sys._getframe(1))
+            return real_asarray(a, *args, **kwargs)
+
+        def _np_array(a, *args, **kwargs):
+            if type(a) is ArrayImpl and not adapter._in_np:
+                return adapter._np_read(real_array, a, args, kwargs, sys._getframe(1))
+            return real_array(a, *args, **kwargs)
+        np.asarray, np.array = _np_asarray, _np_array
+
+        real_enter = stp.__dict__.get("__enter__")
+        self._saved["stp_enter"] = real_enter
+        base_enter, base_exit = stp.__mro__[1].__enter__, stp.__mro__[1].__exit__
+
+        def __enter__(self_ann):
+            if not adapter._annotated and not adapter._depth:
+                adapter._annotation_start()
+            return base_enter(self_ann)
+
+        def __exit__(self_ann, *exc):
+            result = base_exit(self_ann, *exc)
+            if exc[0] is None:  # a block that raised is not a finished step
+                adapter._annotation_boundary(sys._getframe(1))
+            return result
+        stp.__enter__, stp.__exit__ = __enter__, __exit__
+
+        jax.monitoring.register_event_duration_secs_listener(self._on_duration)
+        jax.monitoring.register_event_listener(self._on_event)
+
+    def stop(self) -> StepRecord | None:
+        s = self._saved
+        if s:
+            jax.jit = s["jit"]
+            ArrayImpl._value = s["value"]
+            np.asarray, np.array = s["asarray"], s["array"]
+            stp = jax.profiler.StepTraceAnnotation
+            for attr in ("__enter__", "__exit__"):
+                if s[f"stp_{attr.strip('_')}"] is None:
+                    try:
+                        delattr(stp, attr)
+                    except AttributeError:
+                        pass
+                else:
+                    setattr(stp, attr, s[f"stp_{attr.strip('_')}"])
+            for unreg, cb in ((jax.monitoring.unregister_event_duration_listener, self._on_duration),
+                              (jax.monitoring.unregister_event_listener, self._on_event)):
+                try:
+                    unreg(cb)
+                except (AssertionError, ValueError):
+                    pass
+            self._saved = {}
+        if self._mark is None:
+            return None
+        tail = self._record(None)
+        busy = tail.compiles or tail.device_to_host.count or tail.executions or tail.host_to_device.count
+        return tail if busy else None
+
+    def totals(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"host_to_device_bytes": self._h2d_bytes, "host_to_device_transfers": self._h2d,
+                               "device_to_host_bytes": self._d2h_bytes, "device_to_host_transfers": self._d2h}
+        if self._session_start is not None and self._first_mark is not None:
+            s0, s1 = self._session_start, self._first_mark
+            out["before_first_step"] = {"compiles": s1[0] - s0[0], "compile_time_s": round(s1[1] - s0[1], 4),
+                                        "device_to_host": s1[4] - s0[4], "host_to_device": s1[6] - s0[6],
+                                        "executions": s1[3] - s0[3]}
+        return out
+
+    def start_server(self, port: int):
+        self._server = jax.profiler.start_server(port)
+        return self._server
+
+    def environment(self) -> dict[str, Any]:
+        env: dict[str, Any] = {"versions": {"jax": jax.__version__}}
+        try:
+            import jaxlib
+            env["versions"]["jaxlib"] = getattr(jaxlib, "__version__", None)
+        except ImportError:
+            pass
+        try:
+            import flax
+            env["versions"]["flax"] = flax.__version__
+        except ImportError:
+            pass
+        try:
+            devs = jax.devices()
+            env["device_kind"] = devs[0].platform
+            env["device"] = f"{devs[0].device_kind} x{len(devs)}"
+            env["process_count"] = int(jax.process_count())
+            env["process_index"] = int(jax.process_index())
+        except Exception as exc:
+            env["device_kind"] = os.environ.get("JAX_PLATFORMS")
+            env["device_error"] = str(exc).splitlines()[0]
+        return env
+
+    # --- counters ---------------------------------------------------------------------------------------
+    def _snapshot(self) -> tuple:
+        return (self._compiles, self._compile_time, self._cached, self._execs, self._d2h, self._d2h_bytes,
+                self._h2d, self._h2d_bytes, time.perf_counter())
+
+    def _record(self, site: Location | None) -> StepRecord:
+        prev, now = self._mark, self._snapshot()
+        self._mark = now
+        execs = now[3] - prev[3]
+        rec = StepRecord(0, max(now[8] - prev[8], 0.0), site or self._mark_site, now[0] - prev[0],
+                         max(now[1] - prev[1], 0.0), now[2] - prev[2], execs,
+                         execs,  # mark_steps: every jitted call is an explicit launch, never a "graph break"
+                         Transfers(now[4] - prev[4], now[5] - prev[5]), Transfers(now[6] - prev[6], now[7] - prev[7]),
+                         events=self._events)
+        self._events = []
+        return rec
+
+    def _event(self, kind: str, loc: Location | None, detail: dict) -> None:
+        if len(self._events) >= _MAX_EVENTS_PER_STEP:
+            return
+        for e in self._events:  # one event per line and kind per step; repeats add up in detail["transfers"]
+            if e.kind == kind and e.location == loc and kind != "compile":
+                e.detail["transfers"] = e.detail.get("transfers", 1) + detail.get("transfers", 1)
+                return
+        self._events.append(Event(kind, loc, detail))
+
+    def _emit(self, site: Location | None) -> None:
+        rec = self._record(site)
+        self._mark_site = site
+        self._nsteps += 1
+        self._on_boundary(rec)
+
+    # --- steps -------------------------------------------------------------------------------------------
+    def _annotation_start(self) -> None:
+        self._annotated = True
+        self.step_detection = "jax.profiler.StepTraceAnnotation: each annotated block is one step"
+        if self._mark is not None and self._step_fn is not None:
+            self.notes.append("steps were inferred from a jitted function until the first "
+                              "StepTraceAnnotation; annotations are used from then on")
+        self._step_fn = None
+        if self._mark is None:  # step 0 starts where the first annotated block does
+            self._mark = self._first_mark = self._snapshot()
+            self._events = []  # what happened before the first step is not a step's
+
+    def _annotation_boundary(self, frame) -> None:
+        if self._depth or not self._annotated:
+            return
+        self._emit(user_frame(frame)[0])
+
+    def _maybe_step(self, fn: _Jitted, frame) -> None:
+        """A top-level call of a jitted function: maybe a step boundary (inferred steps)."""
+        if self._step_fn is not None:
+            if fn is not self._step_fn:
+                return
+            key = (frame.f_code, frame.f_lineno)
+            if key == self._site_cache[0]:
+                site = self._site_cache[1]
+            else:
+                site = user_frame(frame)[0]
+                if classify(frame.f_code.co_filename) == USER:  # called straight from user code: cacheable
+                    self._site_cache = (key, site)
+            if site is not None and (site.file, site.line) != self._step_key:
+                return  # the step function called from elsewhere (e.g. evaluation): same step
+            self._emit(site)
+            return
+        site = user_frame(frame)[0]
+        key = (id(fn), site.file, site.line) if site else (id(fn), "?", 0)
+        first = self._candidates.get(key)
+        if first is None:
+            if len(self._candidates) < 256:
+                self._candidates[key] = self._snapshot() + (site, len(self._events))
+            return
+        # second call from the same line: this is the step function; step 0 began at its first call
+        self._step_fn, self._step_key = fn, key[1:]
+        self.step_detection = (f"inferred: the jitted function called repeatedly, {fn._name}, at "
+                               f"{site.short() if site else '?'}; each call starts a step")
+        self._candidates.clear()
+        self._mark = first[:9]
+        self._first_mark = self._mark
+        self._mark_site = first[9]
+        self._events = self._events[first[10]:]
+        self._emit(site)
+
+    # --- jitted calls ------------------------------------------------------------------------------------
+    def _call(self, fn: _Jitted, args: tuple, kwargs: dict):
+        if self._depth:  # called while tracing another jitted function: not a launch
+            return fn._jit(*args, **kwargs)
+        frame = sys._getframe(2)
+        if not self._annotated:
+            self._maybe_step(fn, frame)
+        self._execs += 1
+        compiles = self._compiles
+        self._depth += 1
+        try:
+            tls = _guard.thread_local_state() if fn._mode == "guard" else None
+            if tls is not None and tls.host_to_device is None and tls.device_to_device is None \
+                    and _GLOBAL_GUARD.host_to_device is None and _GLOBAL_GUARD.device_to_device is None:
+                # the user set no guard of their own: disallow implicit transfers for this call only (setting
+                # the C++ thread-local state directly costs ~0.1 us; jax's context managers ~5 us each)
+                tls.host_to_device = tls.device_to_device = _DISALLOW
+                try:
+                    out = fn._jit(*args, **kwargs)
+                except Exception as exc:
+                    tls.host_to_device = tls.device_to_device = None
+                    msg = str(exc)[:300]
+                    if not any(t in msg for t in _GUARD_TRIP):
+                        raise
+                    if "device-to-device" in msg:
+                        fn._d2d = True
+                    found = self._scan(fn, args, kwargs, frame)
+                    if found:
+                        fn._mode = "flatten"
+                    else:  # scalars only, or a constant made while tracing: not worth a finding
+                        fn._no_host_trips += 1
+                        if fn._no_host_trips >= 2:
+                            fn._mode = "flatten"
+                    out = fn._jit(*args, **kwargs)
+                finally:
+                    tls.host_to_device = tls.device_to_device = None
+            else:
+                self._scan(fn, args, kwargs, frame)
+                out = fn._jit(*args, **kwargs)
+        finally:
+            self._depth -= 1
+        if self._compiles != compiles:
+            self._explain_compile(fn, args, kwargs, frame)
+        return out
+
+    def _scan(self, fn: _Jitted, args: tuple, kwargs: dict, frame) -> bool:
+        """Find implicit transfers among the arguments; record them. True if any were found."""
+        nums, names = fn._static
+        shapes: list[list[int]] = []
+        nbytes = 0
+        n = 0
+        kinds = set()
+        dyn = [a for i, a in enumerate(args) if i not in nums] + \
+              [v for k, v in kwargs.items() if k not in names]
+        for a in dyn:  # a Python list of numbers: one transfer per element
+            if type(a) in (list, tuple) and a and all(isinstance(v, _SCALARS) for v in a):
+                kinds.add("python list")
+                shapes.append([len(a)])
+                nbytes += 4 * len(a)
+                n += len(a)
+        leaves = jax.tree_util.tree_leaves(dyn)
+        multi = fn._d2d  # uncommitted arrays are moved only where the call spans other devices
+        for x in leaves:
+            t = type(x)
+            if t is ArrayImpl:
+                if multi and not x._committed and x.ndim and len(x.sharding.device_set) == 1:
+                    kinds.add("uncommitted jax.Array")
+                    shapes.append(list(x.shape))
+                    nbytes += x.nbytes
+                    n += 1
+            elif t is np.ndarray or isinstance(x, (np.ndarray, np.generic)):
+                kinds.add("numpy")
+                shapes.append(list(np.shape(x)))
+                nbytes += int(x.nbytes)
+                n += 1
+        if not n:
+            return False
+        self._h2d += n
+        self._h2d_bytes += nbytes
+        loc = user_frame(frame)[0] if self.lines else None
+        shapes.sort(key=lambda s: -int(np.prod(s)) if s else 0)
+        self._event("host_to_device_transfer", loc,
+                    {"call": fn._name, "shapes": shapes[:6], "bytes": nbytes, "transfers": n,
+                     "arrays": n, "source": sorted(kinds)})
+        return True
+
+    # --- compiles --------------------------------------------------------------------------------------
+    def _on_duration(self, event: str, duration: float, **kwargs) -> None:
+        if event == _BACKEND_COMPILE:
+            self._compiles += 1
+            self._compile_time += duration
+            if not self._depth and self.lines and self._nsteps:  # eager compiles in step 0 are expected
+                loc, _ = user_frame(sys._getframe(1))
+                if loc is not None and not any(e.kind == "compile" and e.location == loc for e in self._events):
+                    self._event("compile", loc, {"cause": "eager_op", "special_scalars": False,
+                                                 "differences": ["an operation outside any jitted function was "
+                                                                 "compiled (eager dispatch of a new shape/op)"]})
+        elif event in (_TRACE, _LOWER):
+            self._compile_time += duration
+
+    def _on_event(self, event: str, **kwargs) -> None:
+        if event == _CACHE_HIT:
+            self._cached += 1
+
+    def _signature(self, fn: _Jitted, args: tuple, kwargs: dict) -> tuple:
+        nums, names = fn._static
+        static = tuple((f"argument {i}", a) for i, a in enumerate(args) if i in nums) + \
+            tuple((f"argument {k!r}", v) for k, v in sorted(kwargs.items()) if k in names)
+        varnames = fn._varnames
+        named = [(varnames[i] if i < len(varnames) else f"args[{i}]", a)
+                 for i, a in enumerate(args) if i not in nums]
+        named += [(k, v) for k, v in sorted(kwargs.items()) if k not in names]
+        leaves = []
+        trees = []
+        for name, a in named:
+            flat, tree = jax.tree_util.tree_flatten_with_path(a)
+            trees.append(tree)
+            leaves += [(name + _path_str(p), _aval_str(x)) for p, x in flat]
+        return (id(fn._jit), tuple(trees), tuple(leaves), tuple((k, _safe_repr(v)) for k, v in static))
+
+    def _explain_compile(self, fn: _Jitted, args: tuple, kwargs: dict, frame) -> None:
+        try:
+            sig = self._signature(fn, args, kwargs)
+        except Exception as exc:  # an unusual argument tree: never break the user's call for a diagnostic
+            self.notes.append(f"signature of {fn._name} failed: {str(exc).splitlines()[0][:100]}")
+            return
+        old, fn._sig = fn._sig, sig
+        key = fn._code
+        prev_same_code = self._code_sigs.get(key) if key else None
+        if key:
+            self._code_sigs[key] = sig
+        if old is None and prev_same_code is None:
+            return  # the first compile of this function: expected
+        diffs: list[str] = []
+        cause = "unknown"
+        if old is None:
+            old = prev_same_code
+            cause = "new_function_object"
+            diffs.append(f"{fn._name} was jitted again (a new jax.jit object or lambda, e.g. created inside the "
+                         "loop): JAX caches compiled code per function object")
+        if old[3] != sig[3]:
+            cause = "static_argument" if cause == "unknown" else cause
+            for (k, v_old), (_, v_new) in zip(old[3], sig[3]):
+                if v_old != v_new:
+                    diffs.append(f"static {k} of {fn._name}: {v_old} -> {v_new} (each new value of a static "
+                                 "argument compiles a new program)")
+        if old[1] != sig[1]:
+            cause = "argument_structure" if cause == "unknown" else cause
+            diffs.append(f"the argument pytree structure of {fn._name} changed")
+        else:
+            shape_change = dtype_change = False
+            for (path, a_old), (_, a_new) in zip(old[2], sig[2]):
+                if a_old != a_new:
+                    if a_old.split("[")[0] == a_new.split("[")[0]:
+                        shape_change = True
+                    else:
+                        dtype_change = True
+                    if len(diffs) < 6:
+                        diffs.append(f"input {path or '(arg)'}: {a_old} -> {a_new}")
+            if cause == "unknown":
+                cause = "input_shapes" if shape_change else ("input_dtypes" if dtype_change else cause)
+        if not diffs:
+            diffs.append(f"{fn._name} compiled again with the same signature (jit cache cleared, a changed "
+                         "global/closure, or a different device/sharding)")
+        loc = user_frame(frame)[0] if self.lines else None
+        # an eager op on the same line (e.g. the slice that made the new shape) is explained by this one
+        self._events = [e for e in self._events if not (e.kind == "compile" and e.location == loc
+                                                        and e.detail.get("cause") == "eager_op")]
+        self._event("compile", loc, {"cause": cause, "differences": diffs, "special_scalars": False,
+                                     "call": fn._name})
+
+    def _read(self, arr, frame, default: str = "read") -> None:
+        """A device->host copy from the `_value` property (float, bool, print, device_get, ...)."""
+        self._d2h += 1
+        try:
+            self._d2h_bytes += int(arr.nbytes)
+        except Exception:
+            pass
+        if not self.lines:
+            return
+        loc, via, call = self._blame(frame, default)
+        detail: dict[str, Any] = {"call": call, "shapes": [list(arr.shape)], "bytes": int(arr.nbytes)}
+        if via:
+            detail["via"] = via.short()
+        self._event("device_to_host_sync", loc, detail)
+
+    def _np_read(self, real, a, args, kwargs, frame):
+        self._in_np = True
+        try:
+            if a._npy_value is None and not self._depth:
+                self._read(a, frame, "np." + real.__name__)
+            return real(a, *args, **kwargs)
+        finally:
+            self._in_np = False
+
+    def _blame(self, frame, default: str) -> tuple[Location | None, Location | None, str]:
+        """The user's line, a library line under it, and what read the value (the outermost tool frame)."""
+        from ..frames import TOOL, classify
+        call = None
+        f = frame
+        while f is not None and classify(f.f_code.co_filename) == TOOL:
+            call = f.f_code.co_name
+            f = f.f_back
+        if f is frame and frame is not None:  # called straight from user code: np.asarray/np.array
+            call = None
+        loc, via = user_frame(frame)
+        name = _READ_NAMES.get(call, default) if call else default
+        return loc, via, name
+
+
+def _safe_repr(v) -> str:
+    try:
+        r = repr(v)
+    except Exception:
+        r = f"<{type(v).__name__}>"
+    return r if len(r) <= 60 else r[:57] + "..."

@@ -1,0 +1,79 @@
+"""`analyze PATH`: step breakdown, executor idle gaps, top HLO ops, collective share and compiles from a profile
+capture (.xplane.pb, a run folder, or a logdir: newest run or --run NAME); merged into a report with --report."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ..cli import UsageError
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("analyze", help="analyze a profile capture (.xplane.pb / run folder / logdir)",
+                       description=__doc__.splitlines()[0], epilog="See docs/analyze.md.")
+    p.add_argument("path", metavar="PATH", help=".xplane.pb file, run folder, or logdir (plugins/profile/<run>/)")
+    p.add_argument("--run", default=None, metavar="NAME", help="run folder name under LOGDIR/plugins/profile "
+                                                                "(default: the newest)")
+    p.add_argument("--report", default=None, metavar="OUT.json",
+                   help="merge the trace section into this ptxla_perf report if it exists, else write a minimal "
+                        "report there")
+    p.add_argument("--format", choices=["table", "json", "markdown"], default="table",
+                   help="console output (default: %(default)s)")
+    p.add_argument("--top", type=int, default=15, metavar="N", help="top HLO ops to list (default: %(default)s)")
+    p.add_argument("--gaps", type=int, default=5, metavar="N", help="largest idle gaps to list (default: %(default)s)")
+    p.add_argument("--min-gap-ms", type=float, default=None, metavar="MS",
+                   help="smallest idle gap counted (default: 5%% of the median step, at least 0.1 ms)")
+    p.add_argument("--xprof", choices=["auto", "always", "never"], default="auto",
+                   help="use xprof's device tables (hlo_stats, overview_page): auto = when the capture has a "
+                        "device plane (default: %(default)s)")
+    return p
+
+
+def merge_into_report(trace: dict, report_path: str | None) -> dict:
+    """Existing report: replace its `trace` and append the trace findings (evidence.source = "trace", earlier
+    trace findings replaced). Otherwise a minimal valid report (run.kind = "trace", no steps)."""
+    from .. import report as R
+
+    if report_path and os.path.exists(report_path):
+        try:
+            rep = R.load(report_path)
+        except (ValueError, json.JSONDecodeError) as exc:
+            raise UsageError(f"--report {report_path}: {exc}") from None
+    else:
+        backend = trace["source"].get("backend") or "torch_xla"
+        run = {"kind": "trace", "status": "completed", "argv": sys.argv[1:], "config": None,
+               "step_detection": trace["step_summary"]["detection"]}
+        rep = R.build(backend=backend, run=run, env=R.environment({}), steps=[])
+    return R.merge_trace(rep, trace)
+
+
+
+def run(args) -> int:
+    from ..trace import TraceError, analyze_trace
+    from ..trace.render import print_table, to_markdown
+
+    if args.top < 1 or args.gaps < 0:
+        raise UsageError("--top must be >= 1 and --gaps >= 0")
+    use_xprof = {"auto": None, "always": True, "never": False}[args.xprof]
+    try:
+        trace = analyze_trace(args.path, args.run, top_n=args.top, gaps_n=args.gaps, min_gap_ms=args.min_gap_ms,
+                              use_xprof=use_xprof)
+    except TraceError as exc:
+        raise UsageError(str(exc)) from None
+    if args.report:
+        from .. import report as R
+
+        rep = merge_into_report(trace, args.report)
+        R.write(rep, args.report)
+    if args.format == "json":
+        json.dump(trace, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    elif args.format == "markdown":
+        print(to_markdown(trace))
+    else:
+        print_table(trace)
+    if args.report:
+        print(f"report: {os.path.abspath(args.report)}", file=sys.stderr)
+    return 0

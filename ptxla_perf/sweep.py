@@ -1,0 +1,115 @@
+"""One comparison table across a Hydra multirun's reports: `python -m ptxla_perf.sweep MULTIRUN_DIR`.
+
+Also a Hydra callback (`ptxla_perf.sweep.SweepTable`) that prints the table when a `-m` sweep ends:
+    hydra:
+      callbacks:
+        sweep_table:
+          _target_: ptxla_perf.sweep.SweepTable
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+COLUMNS = [  # header, getter
+    ("job", lambda r, p: p.parent.name),
+    ("overrides", lambda r, p: " ".join(r.get("run", {}).get("overrides", []))[:40]),
+    ("batch", lambda r, p: _extra(r, "batch_size") or "-"),
+    ("steps", lambda r, p: r["summary"]["steps"]),
+    ("step p50 ms", lambda r, p: _ms((r["summary"].get("step_time_s") or {}).get("p50"))),
+    ("us/sample", lambda r, p: _f((r["summary"].get("throughput") or {}).get("us_per_sample"), 1)),
+    ("compiles", lambda r, p: r["summary"]["compiles"]),
+    ("h2d/step", lambda r, p: _f(r["summary"].get("host_to_device_per_step"), 2)),
+    ("d2h/step", lambda r, p: _f(r["summary"].get("device_to_host_per_step"), 2)),
+    ("all-reduce share", lambda r, p: _pct(_extra(r, "all_reduce_share"))),
+    ("fusion share", lambda r, p: _pct((_extra(r, "op_categories") or {}).get("fusion"))),
+    ("warnings", lambda r, p: (r["summary"].get("findings_by_severity") or {}).get("warning", 0)),
+]
+
+
+def _extra(r: dict, key: str) -> Any:
+    ex = r.get("extra") or {}
+    if key in ex:
+        return ex[key]
+    tr = r.get("trace") or {}
+    if key == "all_reduce_share":
+        return (tr.get("collective_share") or {}).get("mean")
+    return None
+
+
+def _ms(v):
+    return "-" if v is None else f"{v * 1e3:.2f}"
+
+
+def _f(v, nd):
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+def _pct(v):
+    return "-" if v is None else f"{v:.0%}"
+
+
+def find_reports(root: str | Path, name: str = "report.json") -> list[Path]:
+    root = Path(root)
+    return sorted(root.rglob(name), key=lambda p: (len(p.parts), str(p)))
+
+
+def table(reports: list[Path]) -> list[str]:
+    rows = []
+    for p in reports:
+        try:
+            r = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        rows.append([str(get(r, p)) for _, get in COLUMNS])
+    rows.sort(key=lambda row: _sort_key(row[1]))
+    head = [h for h, _ in COLUMNS]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(head)]
+    fmt = lambda cells: "  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    return [fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in rows]
+
+
+def _sort_key(overrides: str):
+    import re
+    nums = [float(x) for x in re.findall(r"=(\d+(?:\.\d+)?)", overrides)]
+    return (nums, overrides)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ptxla_perf.sweep", description=__doc__.splitlines()[0])
+    ap.add_argument("root", help="a multirun folder (or any folder holding report.json files)")
+    ap.add_argument("--report-name", default="report.json")
+    args = ap.parse_args(argv)
+    reports = find_reports(args.root, args.report_name)
+    if not reports:
+        print(f"ptxla_perf: no {args.report_name} under {args.root}", file=sys.stderr)
+        return 2
+    print("\n".join(table(reports)))
+    return 0
+
+
+try:
+    from hydra.experimental.callback import Callback as _Callback
+except ImportError:  # hydra not installed: the CLI above still works
+    _Callback = object
+
+
+class SweepTable(_Callback):
+    """Prints the comparison table at the end of a `-m` sweep."""
+
+    def on_multirun_end(self, config, **kwargs) -> None:
+        try:
+            root = config.hydra.sweep.dir
+            reports = find_reports(root, config.get("report", "report.json"))
+            if reports:
+                print("\n".join(["", f"ptxla_perf sweep: {len(reports)} run(s) in {root}"] + table(reports)),
+                      flush=True)
+        except Exception as exc:  # never fail a finished sweep over its summary
+            print(f"ptxla_perf: sweep table failed: {exc}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

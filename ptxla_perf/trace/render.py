@@ -1,0 +1,79 @@
+"""Console table / markdown for a `trace` section."""
+from __future__ import annotations
+
+
+def _pct(x) -> str:
+    return f"{x * 100:.1f}%" if isinstance(x, (int, float)) else "-"
+
+
+def _rows(trace: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) blocks shared by the table and markdown renderers."""
+    blocks = []
+    src = trace["source"]
+    ss = trace["step_summary"]
+    st = ss.get("step_time_ms") or {}
+    info = [["capture", src["path"]], ["backend (guessed)", str(src.get("backend"))],
+            ["op statistics from", src["op_source"]],
+            ["steps", f"{ss['steps']} ({ss['steady_steps']} steady) via {ss['detection']}"],
+            ["step time", f"p50 {st.get('p50', 0):.3f} ms, mean {st.get('mean', 0):.3f} ms" if st else "-"],
+            ["window", f"{trace['window']['duration_ms']:.1f} ms"]]
+    blocks.append(("Capture", ["", ""], info))
+    if ss["steps"]:
+        per, share = ss["breakdown_ms_per_step"], ss["breakdown_share"]
+        blocks.append(("Step breakdown (per steady step)", ["category", "ms/step", "share"],
+                       [[k, f"{per[k]:.3f}", _pct(share.get(k))] for k in per]))
+    devs = trace["devices"]
+    if devs:
+        blocks.append(("Executor / device activity", ["device", "busy ms", "duty cycle", "idle gaps",
+                                                      "largest gap ms", "collective share"],
+                       [[d["device"], f"{d['busy_ms']:.2f}", _pct(d["duty_cycle"]), str(d["idle_gaps"]),
+                         f"{d['largest_gap_ms']:.3f}", _pct(d.get("collective_share"))] for d in devs[:16]]))
+    g = trace["gaps"]
+    if g["largest"]:
+        rows = []
+        for x in g["largest"]:
+            what = "; ".join(f"{a['thread']}: {a['path']} ({a['overlap_ms']:.2f} ms)" for a in x["host_activity"][:2])
+            rows.append([f"{x['duration_ms']:.3f}", f"{x['start_ms']:.2f}", str(x["step"]), what or "untraced"])
+        blocks.append((f"Largest windows with no op running (>= {g['min_gap_ms']} ms: {g['count']}, "
+                       f"{g['total_ms']:.1f} ms)", ["ms", "at ms", "step", "host threads meanwhile"], rows))
+    if trace["top_ops"]:
+        blocks.append((f"Top HLO ops by self time (per device; collectives {_pct(trace['collective_share']['mean'])})",
+                       ["op", "category", "count", "ms/device", "share"],
+                       [[o["name"], o["category"], str(o["occurrences"]), f"{o['self_time_ms_per_device']:.3f}",
+                         _pct(o["share"])] for o in trace["top_ops"]]))
+    if trace["compiles"]:
+        blocks.append((f"Compiles in the window ({len(trace['compiles'])})", ["name", "thread", "ms", "step"],
+                       [[c["name"], c["thread"], f"{c['duration_ms']:.1f}", str(c["step"])]
+                        for c in trace["compiles"][:10]]))
+    if trace["findings"]:
+        blocks.append(("Findings", ["severity", "kind", "message"],
+                       [[f["severity"], f["kind"], f["message"]] for f in trace["findings"]]))
+    return blocks
+
+
+def to_markdown(trace: dict) -> str:
+    out = []
+    for title, header, rows in _rows(trace):
+        out.append(f"### {title}\n")
+        if header == ["", ""]:
+            out.extend(f"- **{k}**: {v}" for k, v in rows)
+        else:
+            out.append("| " + " | ".join(header) + " |")
+            out.append("|" + "|".join("---" for _ in header) + "|")
+            out.extend("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows)
+        out.append("")
+    return "\n".join(out)
+
+
+def print_table(trace: dict, file=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=file, width=140)
+    for title, header, rows in _rows(trace):
+        t = Table(title=title, title_justify="left", show_header=header != ["", ""])
+        for h in header:
+            t.add_column(h, overflow="fold")
+        for r in rows:
+            t.add_row(*r)
+        console.print(t)

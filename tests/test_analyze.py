@@ -1,0 +1,146 @@
+"""analyze on real captures: a torch_xla CPU capture (StepTrace steps, compile in the window) and a JAX 8-device
+capture with an all-reduce; report merge and schema validation through the real CLI."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import jsonschema
+import pytest
+
+from trace_helpers import cli, run_job, xplanes
+
+from ptxla_perf import report as R
+from ptxla_perf.trace import TraceError, analyze_trace, locate_xplanes
+from ptxla_perf.trace.analyses import CATEGORIES, op_category
+
+
+@pytest.fixture(scope="module")
+def txla_capture(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("txla")
+    run_job("txla_window", logdir, 0, 5, 5)  # window from before step 0: holds the first compile
+    (path,) = xplanes(logdir)
+    return path
+
+
+@pytest.fixture(scope="module")
+def jax_capture(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("jax")
+    run_job("jax_window", logdir, 1, 6, 8)
+    (path,) = xplanes(logdir)
+    return path
+
+
+def _check_breakdown(trace):
+    for s in trace["steps"]:
+        parts = s["breakdown_ms"]
+        assert set(parts) == set(CATEGORIES)
+        assert all(v >= 0 for v in parts.values())
+        assert sum(parts.values()) == pytest.approx(s["duration_ms"], abs=0.01)
+
+
+def test_torch_xla_capture(txla_capture):
+    t = analyze_trace(txla_capture)
+    assert t["source"]["op_source"] == "host executor events" and t["source"]["backend"] == "torch_xla"
+    assert t["source"]["device_planes"] == []
+    assert [s["step"] for s in t["steps"]] == [0, 1, 2, 3, 4]
+    assert "train_step" in t["step_summary"]["detection"]
+    _check_breakdown(t)
+    # step 0 compiles: the compile shows in its breakdown and in the compile list
+    assert t["steps"][0]["compiles"] >= 1 and t["steps"][0]["breakdown_ms"]["compile"] > 0
+    assert any(c["step"] == 0 and "Compile" in c["name"] for c in t["compiles"])
+    assert t["step_summary"]["steady_steps"] == 3  # not step 0 (compiles), not step 1 (first run after)
+    # one executor stream (one CPU device), a duty cycle, gaps with host activity
+    assert len(t["devices"]) == 1 and 0 < t["devices"][0]["duty_cycle"] < 1
+    assert t["gaps"]["count"] >= 1 and t["gaps"]["largest"]
+    assert any(a["thread"] == "python" for g in t["gaps"]["largest"] for a in g["host_activity"])
+    ops = t["top_ops"]
+    assert ops and any(o["category"] == "dot/convolution" for o in ops)
+    assert sum(o["share"] for o in ops) <= 1.0001
+    assert t["collective_share"]["mean"] == 0
+    # a tiny MLP on the CPU: Python graph building dominates
+    assert any(f["kind"] == "host_bound" and f["evidence"]["source"] == "trace" for f in t["findings"])
+
+
+def test_jax_capture_collectives(jax_capture):
+    t = analyze_trace(jax_capture)
+    assert t["source"]["backend"] == "jax" and t["source"]["op_source"] == "host executor events"
+    assert [s["step"] for s in t["steps"]] == [1, 2, 3, 4, 5, 6]
+    _check_breakdown(t)
+    # one stream per virtual device, from the device_ordinal stat (not one per thread)
+    assert sorted(d["device"] for d in t["devices"]) == [f"device {i}" for i in range(8)]
+    for d in t["devices"]:
+        assert 0 < d["duty_cycle"] <= 1  # per device: never a sum over threads above wall time
+        assert d["busy_ms"] <= t["window"]["duration_ms"] + 1e-6
+    cs = t["collective_share"]
+    assert cs["mean"] > 0 and len(cs["per_device"]) == 8 and all(0 < d["share"] < 1 for d in cs["per_device"])
+    assert any(o["name"].startswith("all-reduce") and o["category"] == "collective" and o["devices"] == 8
+               for o in t["top_ops"])
+    assert t["op_categories"]["collective"] == pytest.approx(cs["mean"], abs=1e-3)
+    assert t["gaps"]["largest"] is not None
+
+
+def test_op_categories():
+    assert op_category("all-reduce.3") == "collective"
+    assert op_category("all-gather-start.1") == "collective"
+    assert op_category("reduce-scatter") == "collective"
+    assert op_category("collective-permute-done") == "collective"
+    assert op_category("dot.9") == "dot/convolution" and op_category("convolution.2") == "dot/convolution"
+    assert op_category("multiply_reduce_fusion") == "fusion" and op_category("fusion.12") == "fusion"
+    assert op_category("copy.1") == "copy"
+    assert op_category("reduce.125") == "other"
+
+
+def test_cli_minimal_report_validates(txla_capture, tmp_path):
+    out = tmp_path / "r.json"
+    res = cli("analyze", txla_capture.parent.parent.parent.parent, "--report", out, "--format", "json")
+    assert res.returncode == 0, res.stderr
+    trace = json.loads(res.stdout)
+    rep = json.loads(out.read_text())
+    jsonschema.validate(rep, R.schema())
+    assert rep["run"]["kind"] == "trace" and rep["steps"] == [] and rep["summary"]["steps"] == 0
+    assert rep["trace"]["step_summary"] == trace["step_summary"]
+    assert [f["kind"] for f in rep["findings"]] == [f["kind"] for f in trace["findings"]]
+
+
+def test_cli_merges_into_existing_report(jax_capture, tmp_path):
+    out = tmp_path / "existing.json"
+    base = R.build(backend="jax", run={"kind": "script", "status": "completed"}, env=R.environment({}), steps=[])
+    base["findings"].append({"kind": "recompile", "severity": "warning", "message": "kept", "count": 1,
+                             "location": None, "evidence": {}})
+    R.write(base, str(out))
+    for _ in range(2):  # analyzing twice replaces the trace findings instead of duplicating them
+        res = cli("analyze", jax_capture, "--report", out, "--format", "markdown")
+        assert res.returncode == 0, res.stderr
+    assert "| all-reduce" in res.stdout and "### Step breakdown" in res.stdout
+    rep = json.loads(out.read_text())
+    jsonschema.validate(rep, R.schema())
+    assert rep["run"]["kind"] == "script" and rep["trace"]["collective_share"]["mean"] > 0
+    kinds = [f["kind"] for f in rep["findings"]]
+    assert kinds[0] == "recompile"
+    trace_f = [f for f in rep["findings"] if f["evidence"].get("source") == "trace"]
+    assert len(trace_f) == len(rep["trace"]["findings"])
+
+
+def test_locate_runs_and_errors(jax_capture, tmp_path):
+    logdir = tmp_path / "logs"
+    for name in ("2020_01_01_00_00_00", "2020_01_02_00_00_00"):
+        d = logdir / "plugins" / "profile" / name
+        d.mkdir(parents=True)
+        shutil.copy(jax_capture, d / "vm.xplane.pb")
+    run_dir, files = locate_xplanes(logdir)
+    assert run_dir.name == "2020_01_02_00_00_00" and len(files) == 1
+    assert locate_xplanes(logdir, "2020_01_01_00_00_00")[0].name == "2020_01_01_00_00_00"
+    assert locate_xplanes(run_dir)[0] == run_dir
+    with pytest.raises(TraceError, match="no run named"):
+        locate_xplanes(logdir, "nope")
+    res = cli("analyze", logdir, "--run", "nope")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "no run named 'nope'" in res.stderr
+    res = cli("analyze", tmp_path / "missing")
+    assert res.returncode == 2 and "no such file" in res.stderr
+    bad = tmp_path / "bad.xplane.pb"
+    bad.write_bytes(b"\xff\xff\xff not a protobuf")
+    res = cli("analyze", bad)
+    assert res.returncode == 2 and "XSpace" in res.stderr
+    res = cli("analyze", logdir)  # table output
+    assert res.returncode == 0 and "Top HLO ops" in res.stdout

@@ -1,0 +1,119 @@
+"""The CLI's contract: bad input gets one line and a non-zero exit; Ctrl-C / SIGTERM / crashes keep the report."""
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, SCRIPTS, cli_env, load_report, run_cli
+
+
+def one_line_error(proc) -> str:
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return err[0]
+
+
+def test_missing_script(tmp_path):
+    line = one_line_error(run_cli("profile", str(tmp_path / "nope.py"), cwd=tmp_path))
+    assert "no such script" in line and "nope.py" in line
+
+
+@pytest.mark.parametrize("port", ["abc", "70000", "-3"])
+def test_bad_port(tmp_path, port):
+    line = one_line_error(run_cli("profile", "--port", port, str(SCRIPTS / "clean_loop.py"), cwd=tmp_path))
+    assert "port" in line
+
+
+def test_port_in_use(tmp_path):
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        line = one_line_error(run_cli("profile", "--port", str(port), str(SCRIPTS / "clean_loop.py"),
+                                      cwd=tmp_path))
+    assert "already in use" in line and str(port) in line
+    assert not (tmp_path / "ptxla_perf_report.json").exists()
+
+
+def test_unknown_command_and_option(tmp_path):
+    assert "invalid choice" in one_line_error(run_cli("frobnicate", cwd=tmp_path))
+    assert "unrecognized" in one_line_error(run_cli("profile", "--bogus", "x.py", cwd=tmp_path))
+
+
+def test_exit_code_and_argv_are_the_scripts(tmp_path):
+    script = tmp_path / "exits.py"
+    script.write_text("import sys\nimport torch_xla\nprint('ARGS', sys.argv)\nsys.exit(7)\n")
+    proc = run_cli("profile", "--port", "none", str(script), "--flag", "value", cwd=tmp_path)
+    assert proc.returncode == 7
+    assert f"ARGS ['{script}', '--flag', 'value']" in proc.stdout
+    report = load_report(tmp_path / "ptxla_perf_report.json")
+    assert report["run"]["exit_code"] == 7 and report["run"]["argv"][1:] == ["--flag", "value"]
+
+
+def test_crash_in_user_code_still_writes_report(tmp_path):
+    script = tmp_path / "crash.py"
+    script.write_text(
+        "import torch, torch_xla\n"
+        "dev = torch_xla.device()\n"
+        "w = torch.randn(4, 4, device=dev)\n"
+        "for step in range(5):\n"
+        "    w = (w @ w).tanh()\n"
+        "    torch_xla.sync()\n"
+        "    if step == 3:\n"
+        "        raise RuntimeError('boom at step 3')\n")
+    proc = run_cli("profile", "--port", "none", str(script), cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "RuntimeError: boom at step 3" in proc.stderr  # the user's own traceback is shown
+    report = load_report(tmp_path / "ptxla_perf_report.json")
+    assert report["run"]["status"] == "crashed" and len(report["steps"]) == 4
+    assert "boom" in report["run"]["stop_reason"]
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_stops_at_step_boundary_and_writes_report(tmp_path, sig, code):
+    flag = tmp_path / "started"
+    script = tmp_path / "forever.py"
+    script.write_text(
+        "import pathlib, sys, time, torch, torch_xla\n"
+        "dev = torch_xla.device()\n"
+        "w = torch.randn(8, 8, device=dev)\n"
+        "step = 0\n"
+        "while True:\n"
+        "    w = (w @ w).tanh()\n"
+        "    torch_xla.sync()\n"
+        "    step += 1\n"
+        "    if step == 3:\n"
+        f"        pathlib.Path({str(flag)!r}).write_text('x')\n"
+        "    time.sleep(0.02)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", str(script)],
+                            cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not flag.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "script never reached step 3"
+            time.sleep(0.1)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err[-2000:]
+    assert "Traceback" not in err
+    report = load_report(tmp_path / "ptxla_perf_report.json")
+    assert report["run"]["status"] == "interrupted" and report["run"]["exit_code"] == code
+    assert len(report["steps"]) >= 3
+    assert signal.Signals(sig).name in report["run"]["stop_reason"]
+
+
+def test_help_and_version():
+    proc = run_cli("--help")
+    assert proc.returncode == 0 and "profile" in proc.stdout
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and "ptxla_perf" in proc.stdout

@@ -1,0 +1,118 @@
+"""The `mmf` recipe end to end at tiny sizes through the Hydra runner: MMF's own MMBT, trained by MMF's
+BaseTrainer step methods on the XLA CPU device, and each case-study knob giving its finding.
+
+Needs MMF installed: pip install --no-deps -r requirements-mmf.txt (skipped otherwise)."""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, cli_env, load_report
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        importlib.util.find_spec("mmf") is None or importlib.util.find_spec("transformers") is None,
+        reason="MMF not installed (pip install --no-deps -r requirements-mmf.txt)",
+    ),
+]
+
+TINY = [
+    "recipe.model.hidden_size=32", "recipe.model.num_hidden_layers=2", "recipe.model.num_attention_heads=2",
+    "recipe.model.intermediate_size=64", "recipe.model.vocab_size=1000", "recipe.model.modal_hidden_size=64",
+    "recipe.data.batch_size=2", "recipe.data.tokens=8", "recipe.data.regions=4",
+    "recipe.data.train_samples=16", "recipe.data.eval_samples=5",
+]
+TRAIN_PY = Path("recipes", "mmf", "train.py")
+
+
+@pytest.fixture(scope="module")
+def bert_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("mmf_cache")  # the random-init BERT is made once for the module
+
+
+def run_mmf(tmp_path, bert_cache, *overrides, timeout=600):
+    proc = subprocess.run(
+        [sys.executable, "-m", "ptxla_perf.run", "+recipe=mmf", *TINY, *overrides, "profiler.port=null",
+         "hydra.run.dir=out"],
+        cwd=tmp_path, env=cli_env(PTXLA_PERF_CACHE_DIR=str(bert_cache)), capture_output=True, text=True,
+        timeout=timeout)
+    path = tmp_path / "out" / "report.json"
+    return proc, (load_report(path) if path.exists() else None)
+
+
+def _line(loc: dict) -> str:
+    return Path(loc["file"]).read_text().splitlines()[loc["line"] - 1]
+
+
+def test_default_config_trains_mmfs_mmbt_cleanly(tmp_path, bert_cache):
+    proc, report = run_mmf(tmp_path, bert_cache, "recipe.steps=5")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert report["run"]["status"] == "completed"
+    extra = report["extra"]
+    assert extra["model"] == "mmbt"
+    assert extra["model_class"].startswith("mmf.") and extra["model_class"].endswith(".MMBT")
+    assert extra["versions"]["mmf"] == "1.0.0rc10" and extra["versions"]["transformers"] == "2.3.0"
+    assert "bert" in Path(extra["bert_model_dir"]).name
+    assert Path(extra["bert_model_dir"]).is_relative_to(bert_cache)
+    assert extra["samples_per_step"] == 2 and extra["tokens_per_step"] == 16
+    assert report["summary"]["steps"] == 5
+    # the state-initialising first update, then the scheduler's lr=0 (a torch_xla special scalar), then steady
+    assert report["summary"]["compiles"] == 3
+    assert extra["recipe_timing"]["compiles_per_step"] == [1, 1, 1, 0, 0]
+    assert report["summary"]["recompiles_after_warmup"] == 0
+    assert not [f for f in report["findings"] if f["severity"] != "info"], report["findings"]
+    assert report["summary"]["throughput"]["tokens_per_s"] > 0
+    assert "Warning:" not in proc.stderr  # MMF/transformers 2020 deprecations are silenced by name only
+
+
+def test_log_interval_gives_host_sync_at_the_meter_line(tmp_path, bert_cache):
+    proc, report = run_mmf(tmp_path, bert_cache, "recipe.steps=5", "recipe.log_interval=1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    f = next(f for f in report["findings"] if f["kind"] == "device_to_host_sync")
+    assert f["severity"] == "warning"
+    assert f["location"]["file"].endswith(str(TRAIN_PY))
+    assert "_update_meter" in _line(f["location"])
+
+
+def test_eval_with_smaller_last_batch_recompiles(tmp_path, bert_cache):
+    proc, report = run_mmf(tmp_path, bert_cache, "recipe.steps=6", "recipe.eval_every=6",
+                           "recipe.eval_drop_last=false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert report["extra"]["evals"][0]["batch_sizes"] == [2, 2, 1]
+    f = next(f for f in report["findings"] if f["kind"] == "recompilation")
+    assert f["severity"] == "warning"
+    assert "StepTrace" in _line(f["location"]) or "eval" in f["location"]["function"]
+
+
+def test_detect_anomaly_is_capped_and_named(tmp_path, bert_cache):
+    proc, report = run_mmf(tmp_path, bert_cache, "recipe.steps=4", "recipe.detect_anomaly=true",
+                           "recipe.anomaly_sync_cap=4")
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert report["run"]["status"] == "stopped"
+    assert report["summary"]["steps"] == 1
+    f = next(f for f in report["findings"] if f["kind"] == "run_stopped")
+    assert "detect_anomaly" in f["message"] and "set_detect_anomaly" in f["message"]
+    assert report["extra"]["stopped_early"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_compat_stand_ins_are_local_to_the_process():
+    code = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "from recipes.mmf import compat\n"
+        "assert 'demjson' not in sys.modules\n"
+        "compat.import_mmf()\n"
+        "import demjson, demjson3, torchtext.vocab as v\n"
+        "assert demjson is demjson3 and v.pretrained_aliases == {}\n"
+        "try:\n    v.pretrained_aliases['glove.6B.300d']\nexcept KeyError as e:\n    assert 'stand-in' in str(e)\n"
+        "print(compat.INSTALLED)\n" % str(ROOT)
+    )
+    proc = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "torchtext.vocab import stand-in" in proc.stdout
+    assert importlib.util.find_spec("demjson") is None  # nothing was installed globally

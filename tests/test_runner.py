@@ -1,0 +1,60 @@
+"""The Hydra runner: `python -m ptxla_perf.run +recipe=NAME`, overrides, -m sweeps, reports in Hydra's dirs."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import cli_env, load_report
+
+
+def run_app(*args: str, cwd: Path, timeout: float = 400):
+    return subprocess.run([sys.executable, "-m", "ptxla_perf.run", *args], cwd=cwd, env=cli_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_recipe_run_writes_report_in_hydra_dir(tmp_path):
+    proc = run_app("+recipe=mlp", "recipe.steps=6", "recipe.batch_size=8", "profiler.port=null",
+                   "hydra.run.dir=out", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = load_report(tmp_path / "out" / "report.json")
+    assert report["run"]["kind"] == "recipe" and report["run"]["recipe"] == "mlp"
+    assert report["run"]["config"]["recipe"]["steps"] == 6
+    assert "recipe.steps=6" in report["run"]["overrides"]
+    assert report["summary"]["steps"] == 6
+    assert report["extra"]["model"] == "mlp"
+    assert report["summary"]["throughput"]["samples_per_s"] > 0
+    assert not [f for f in report["findings"] if f["severity"] != "info"]
+    assert "report: out/report.json" in proc.stderr
+
+
+def test_knob_gives_finding_at_recipe_line(tmp_path):
+    proc = run_app("+recipe=mlp", "recipe.steps=6", "recipe.log_every=1", "profiler.port=null",
+                   "hydra.run.dir=out", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = load_report(tmp_path / "out" / "report.json")
+    f = next(f for f in report["findings"] if f["kind"] == "device_to_host_sync")
+    assert f["severity"] == "warning"
+    assert f["location"]["file"].endswith(str(Path("recipes", "mlp", "__init__.py")))
+    src = Path(f["location"]["file"]).read_text().splitlines()[f["location"]["line"] - 1]
+    assert "loss.item()" in src
+
+
+def test_multirun_gives_one_report_per_job(tmp_path):
+    proc = run_app("-m", "+recipe=mlp", "recipe.steps=4", "recipe.batch_size=4,8", "profiler.port=9391",
+                   "hydra.sweep.dir=sweep", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reports = sorted((tmp_path / "sweep").glob("*/report.json"))
+    assert len(reports) == 2
+    sizes = sorted(load_report(r)["run"]["config"]["recipe"]["batch_size"] for r in reports)
+    assert sizes == [4, 8]
+    # the second job reused the first job's profiler server instead of failing on a busy port
+    assert all(load_report(r)["profiler"]["server_port"] == 9391 for r in reports)
+
+
+def test_unknown_recipe_is_one_line(tmp_path):
+    proc = run_app("+recipe=nope", cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    assert "nope" in proc.stderr
