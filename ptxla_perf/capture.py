@@ -248,7 +248,7 @@ class StepWindowCapture:
     """
 
     def __init__(self, logdir: str | os.PathLike, start_step: int, num_steps: int, backend: str | None = None,
-                 *, sync_outputs=None):
+                 *, sync_outputs=None, tail_steps: int = 0):
         if start_step is None or num_steps is None:
             raise ValueError("start_step and num_steps are required (None means: no window)")
         if int(start_step) < 0 or int(num_steps) < 1:
@@ -260,6 +260,9 @@ class StepWindowCapture:
         if self.backend not in ("torch_xla", "jax"):
             raise ValueError(f"backend must be torch_xla or jax, got {self.backend!r}")
         self.sync_outputs = sync_outputs  # jax: callable returning arrays to block on before start/stop
+        # boundaries to wait before stopping: 1 when on_step_end runs inside the step's own sync (a session
+        # callback runs inside StepTrace's exit, before its annotation closes): the last step stays whole
+        self.tail_steps = int(tail_steps)
         self.active = False
         self.done = False
         self.steps_captured = 0
@@ -361,9 +364,9 @@ class StepWindowCapture:
                 self.start()
                 self._late_start = step_index + 1
             return
-        self.steps_captured += 1
+        self.steps_captured = min(self.steps_captured + 1, self.num_steps)
         first = getattr(self, "_late_start", self.start_step)
-        if step_index >= first + self.num_steps - 1:
+        if step_index >= first + self.num_steps - 1 + self.tail_steps:
             self.stop()
 
     def close(self) -> Path | None:

@@ -30,11 +30,16 @@ class Finding:
 
 
 def warmup_steps(steps: list[StepRecord], max_warmup: int = 5) -> int:
-    """Leading steps until the first step that compiled nothing (capped): their compiles are expected."""
-    for i, s in enumerate(steps[:max_warmup]):
-        if s.compiles == 0:
+    """Leading steps until the first step after the first compile that compiled nothing (at most `max_warmup`
+    steps from that first compile): their compiles are expected. Idle leading steps (a loader's first sync)
+    belong to the warm-up too."""
+    first = next((i for i, s in enumerate(steps) if s.compiles), None)
+    if first is None:
+        return 0
+    for i in range(first, min(len(steps), first + max_warmup)):
+        if steps[i].compiles == 0:
             return i
-    return min(len(steps), max_warmup)
+    return min(len(steps), first + max_warmup)
 
 
 def _site(s: StepRecord) -> tuple:

@@ -28,10 +28,19 @@ def load_recipe(name: str):
     raise SystemExit(f"ptxla_perf: error: unknown recipe {name!r} (configs/recipe/{name}.yaml has no module)")
 
 
+def _cpu_devices(n: int | None) -> None:
+    """A recipe that needs N devices gets N host-platform devices on the CPU (JAX reads XLA_FLAGS when its
+    backend starts, which is later); a device count the user set is kept, and TPUs/GPUs ignore the flag."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if n and "xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={int(n)}".strip()
+
+
 def run_recipe(cfg: DictConfig) -> int:
     from .session import RunStopped, Session, SessionError
     recipe = cfg.recipe
     out_dir = HydraConfig.get().runtime.output_dir
+    _cpu_devices(recipe.get("cpu_devices"))
     module = load_recipe(recipe.name)
     try:
         session = Session(
@@ -68,7 +77,7 @@ def _add_capture(session, capture, out_dir: str) -> None:
     """profiler.capture.*: trace a window of steps into <run dir>/tensorboard, then analyze it into the report."""
     from .capture import StepWindowCapture
     window = StepWindowCapture(os.path.join(out_dir, "tensorboard"), int(capture.start_step),
-                               int(capture.num_steps), session.backend)
+                               int(capture.num_steps), session.backend, tail_steps=1)
     session.capture_window = window
 
     def close_and_analyze() -> None:

@@ -59,7 +59,7 @@ def test_op_fallback_names_the_op(profile):
     assert not [f for f in report["findings"] if f["kind"] == "device_to_host_sync" and f["severity"] == "warning"]
 
 
-@pytest.mark.parametrize("script", ["item_fixed.py", "clean_loop.py", "step_trace_loop.py"])
+@pytest.mark.parametrize("script", ["item_fixed.py", "clean_loop.py", "step_trace_loop.py", "mp_loader_loop.py"])
 def test_clean_loop_has_no_warnings(profile, script):
     proc, report = profile(SCRIPTS / script)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -92,3 +92,13 @@ def test_step_records_carry_the_counters(profile):
     assert all(s["site"]["line"] == planted_line(SCRIPTS / "item_per_step.py") + 1 for s in steps)
     assert report["environment"]["versions"]["torch_xla"].startswith("2.9")
     assert report["environment"]["device_kind"] == "CPU"
+
+
+def test_mp_device_loader_marks_the_steps(profile):
+    _, report = profile(SCRIPTS / "mp_loader_loop.py")
+    # 10 batches: the loader's own mark_step ends each one (it also syncs once before the first batch and once
+    # when exhausted: steps that run nothing)
+    busy = [s for s in report["steps"] if s["executions"]]
+    assert len(busy) == 10 and 10 <= report["summary"]["steps"] <= 12
+    assert report["summary"]["warmup_steps"] >= 2  # the idle first sync and the compiling first batch
+    assert report["summary"]["recompiles_after_warmup"] == 0

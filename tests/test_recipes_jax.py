@@ -22,25 +22,22 @@ TINY = {"rnn_jax": ["steps=8", "batch_size=8", "seq_len=8", "hidden=16", "num_ba
                      "capture_start_step=2", "capture_num_steps=2", "mesh_shape=[2]"]}
 
 
-def run_recipe(name, tmp_path, *overrides):
-    """Run a recipe in a subprocess (JAX's device count is fixed at import) and return its validated report."""
-    report = tmp_path / f"{name}{''.join('_' + o.split('=')[-1] for o in overrides)}.json"
-    code = f"""
-import importlib, json, sys
-from omegaconf import OmegaConf
-from ptxla_perf.session import Session
-cfg = OmegaConf.merge(OmegaConf.load({str(ROOT / 'configs' / 'recipe' / (name + '.yaml'))!r}),
-                      OmegaConf.from_dotlist(sys.argv[1:]))
-s = Session("jax", report_path={str(report)!r}, port=None, run={{"kind": "recipe", "recipe": {name!r}}},
-            handle_signals=False).start()
-s.extra.update(importlib.import_module("recipes.{name}").run(cfg, s) or {{}})
-s.finish()
-"""
-    proc = subprocess.run([sys.executable, "-c", code, *TINY[name], *overrides], cwd=tmp_path, timeout=600,
-                          env=cli_env(XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu"),
-                          capture_output=True, text=True)
+def run_app(tmp_path, *args):
+    proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", *args, "profiler.port=null"], cwd=tmp_path,
+                          timeout=600, env=cli_env(JAX_PLATFORMS="cpu"), capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    return load_report(report)
+    return proc
+
+
+def run_recipe(name, tmp_path, *overrides):
+    """Run a recipe through the real Hydra runner (a subprocess: JAX's device count is fixed at start-up) and
+    return its validated report."""
+    out = f"{name}{''.join('_' + o.split('=')[-1] for o in overrides)}"
+    run_app(tmp_path, f"+recipe={name}", *(f"recipe.{o}" for o in TINY[name]),
+            *(f"recipe.{o}" for o in overrides), f"hydra.run.dir={out}")
+    report = load_report(tmp_path / out / "report.json")
+    (tmp_path / f"{out}.json").write_text(json.dumps(report))
+    return report
 
 
 def test_rnn_jax_initial_vs_fixed(tmp_path):
@@ -77,6 +74,21 @@ def test_vit_mesh_all_reduce_share_and_sweep_table(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "all-reduce share" in proc.stdout and f"{ex['all_reduce_share']:.0%}" in proc.stdout
+
+
+def test_vit_mesh_sweep_ends_with_table_and_all_reduce_share_falls(tmp_path):
+    """The study's effect, scaled down: -m over batch sizes; all-reduce's share of executor time falls as the
+    batch grows (fusions grow, the gradient all-reduce does not)."""
+    proc = run_app(tmp_path, "-m", "+recipe=vit_mesh", "recipe.batch_size=16,512", "recipe.steps=6",
+                   "recipe.capture_start_step=2", "recipe.capture_num_steps=3", "hydra.sweep.dir=sweep")
+    reports = {load_report(p)["extra"]["batch_size"]: load_report(p)
+               for p in sorted((tmp_path / "sweep").glob("*/report.json"))}
+    assert set(reports) == {16, 512}
+    assert all(r["extra"]["devices"] == 8 for r in reports.values())
+    small, large = reports[16]["extra"]["all_reduce_share"], reports[512]["extra"]["all_reduce_share"]
+    assert 0 < large < small <= 1, (small, large)
+    table = proc.stdout[proc.stdout.index("ptxla_perf sweep: 2 run(s)"):]
+    assert "all-reduce share" in table and f"{small:.0%}" in table and f"{large:.0%}" in table
 
 
 def test_configs_follow_the_recipe_contract():

@@ -58,3 +58,16 @@ def test_unknown_recipe_is_one_line(tmp_path):
     assert proc.returncode != 0
     assert "Traceback" not in proc.stderr
     assert "nope" in proc.stderr
+
+
+def test_capture_window_by_config_writes_xplane_and_trace_section(tmp_path):
+    proc = run_app("+recipe=mlp", "recipe.steps=8", "profiler.port=null", "profiler.capture.start_step=3",
+                   "profiler.capture.num_steps=2", "hydra.run.dir=out", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    xplanes = list((tmp_path / "out" / "tensorboard" / "plugins" / "profile").glob("*/*.xplane.pb"))
+    assert len(xplanes) == 1
+    report = load_report(tmp_path / "out" / "report.json")
+    (cap,) = report["profiler"]["captures"]
+    assert cap["start_step"] == 3 and cap["steps_captured"] == 2 and cap["path"] == str(xplanes[0])
+    assert report["trace"]["step_summary"]["steps"] >= 2
+    assert report["trace"]["top_ops"]

@@ -1,0 +1,16 @@
+"""A clean loop fed by torch_xla's MpDeviceLoader, which calls mark_step itself: each batch is one step."""
+import torch
+import torch_xla
+import torch_xla.distributed.parallel_loader as pl
+
+dev = torch_xla.device()
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to(dev)
+opt = torch.optim.SGD(model.parameters(), lr=0.05)
+data = torch.utils.data.TensorDataset(torch.randn(80, 16), torch.randint(0, 4, (80,)))
+loader = pl.MpDeviceLoader(torch.utils.data.DataLoader(data, batch_size=8, drop_last=True), dev)
+for x, y in loader:
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+print("done")

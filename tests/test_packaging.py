@@ -1,0 +1,54 @@
+"""`pip install .` (non-editable) gives a working CLI and runner from any directory: configs/ and recipes/ ship
+inside the wheel as ptxla_perf.configs / ptxla_perf.recipes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                    "-w", str(tmp / "dist"), str(ROOT)], check=True, capture_output=True, text=True)
+    wheel = next((tmp / "dist").glob("ptxla_perf-*.whl"))
+    target = tmp / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+                    str(wheel)], check=True, capture_output=True, text=True)
+    return wheel, target
+
+
+def test_wheel_ships_configs_recipes_and_schema(installed):
+    wheel, _ = installed
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in ("ptxla_perf/configs/config.yaml", "ptxla_perf/configs/recipe/mmf.yaml",
+                   "ptxla_perf/configs/recipe/mlp.yaml", "ptxla_perf/recipes/mmf/__init__.py",
+                   "ptxla_perf/recipes/mlp/__init__.py", "ptxla_perf/recipes/vit_mesh/__init__.py",
+                   "ptxla_perf/schema/report.schema.json"):
+        assert needed in names, needed
+    assert not any(n.startswith(("configs/", "recipes/", "tests/")) for n in names)
+
+
+def test_installed_cli_and_runner_work_from_another_directory(installed, tmp_path):
+    _, target = installed
+    env = dict(os.environ, PYTHONPATH=str(target), PJRT_DEVICE="CPU", TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, "-c", "import ptxla_perf; print(ptxla_perf.__file__)"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True)
+    assert proc.stdout.startswith(str(target)), proc.stdout + proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "ptxla_perf", "--help"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and "profile" in proc.stdout and "diff" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", "+recipe=mlp", "recipe.steps=3",
+                           "profiler.port=null", "hydra.run.dir=run"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["summary"]["steps"] == 3
+    assert report["run"]["config"]["recipe"]["name"] == "mlp"
