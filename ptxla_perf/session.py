@@ -111,7 +111,10 @@ class Session:
 
     # --- public API -------------------------------------------------------------------------------
     def start(self) -> "Session":
-        port = None if self.port is None else int(self.port)
+        try:
+            port = None if self.port is None else int(self.port)
+        except (TypeError, ValueError):
+            raise SessionError(f"profiler port must be a number from 1 to 65535 or null, not {self.port!r}") from None
         if port is not None and (port, self.backend) not in _SERVERS:
             check_port(port)
         self._started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

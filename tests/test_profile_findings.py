@@ -102,3 +102,18 @@ def test_mp_device_loader_marks_the_steps(profile):
     assert len(busy) == 10 and 10 <= report["summary"]["steps"] <= 12
     assert report["summary"]["warmup_steps"] >= 2  # the idle first sync and the compiling first batch
     assert report["summary"]["recompiles_after_warmup"] == 0
+
+
+@pytest.mark.parametrize("script,kind", [("item_per_step.py", "device_to_host_sync"),
+                                         ("index_by_step.py", "recompilation")])
+def test_attribution_always_and_off(profile, script, kind):
+    path = SCRIPTS / script
+    _, report = profile(path, options=("--attribution", "always"))
+    f = next(f for f in warnings_of(report) if f["kind"] == kind)
+    assert f["location"]["line"] == planted_line(path)
+    assert all(s["attributed"] for s in report["steps"])
+    # off: counters only; the problem is still reported, without a line
+    _, report = profile(path, options=("--attribution", "off"))
+    f = next(f for f in warnings_of(report) if f["kind"] == kind)
+    assert not any(s["attributed"] for s in report["steps"])
+    assert f["location"] is None or f["location"]["line"] != planted_line(path)

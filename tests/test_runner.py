@@ -71,3 +71,9 @@ def test_capture_window_by_config_writes_xplane_and_trace_section(tmp_path):
     assert cap["start_step"] == 3 and cap["steps_captured"] == 2 and cap["path"] == str(xplanes[0])
     assert report["trace"]["step_summary"]["steps"] >= 2
     assert report["trace"]["top_ops"]
+
+
+def test_bad_port_override_is_one_line(tmp_path):
+    proc = run_app("+recipe=mlp", "profiler.port=abc", "hydra.run.dir=out", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "profiler port must be a number" in proc.stderr

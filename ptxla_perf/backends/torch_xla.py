@@ -73,6 +73,13 @@ class _Snapshot:
         return self.uncached + self.cached
 
 
+def _call_signal() -> tuple[int, int, int]:
+    """Counters that move whenever a call launches a graph or copies a tensor (either way: `_to_copy` also counts
+    host-to-device copies, `_to_cpu` host reads): a few plain counter reads, whatever the run's length."""
+    return (_counter("UncachedCompile"), _counter("CachedCompile"),
+            _counter("xla::_to_cpu") + _counter("xla::_to_copy"))
+
+
 class _Attribution(TorchFunctionMode):
     """Active only on "calls" attribution steps: blames the torch call (and the user's line that made it)
     whenever the runtime launched a graph or copied to the host inside that call. IR nodes built inside this
@@ -84,17 +91,12 @@ class _Attribution(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        u0, c0 = _counter("UncachedCompile"), _counter("CachedCompile")
-        d0 = X._xla_metric_data("TransferFromDeviceTime")
-        d0 = d0[0] if d0 else 0
+        before = _call_signal()
         result = func(*args, **kwargs)
-        u1, c1 = _counter("UncachedCompile"), _counter("CachedCompile")
-        d1 = X._xla_metric_data("TransferFromDeviceTime")
-        d1 = d1[0] if d1 else 0
         name = getattr(func, "__name__", str(func))
-        if (u1, c1, d1) != (u0, c0, d0):
-            self._blame(name, args, u1 - u0, (u1 + c1) - (u0 + c0), d1 - d0)
-        elif name == "__getitem__" and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "xla":
+        if _call_signal() != before:  # cheap counters moved: only now read the (costlier) transfer metric
+            self._check(name, args, before)
+        if name == "__getitem__" and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "xla":
             ints = _python_ints(args[1] if len(args) > 1 else None)
             if ints:
                 loc, _ = user_frame(sys._getframe(1))
@@ -108,8 +110,20 @@ class _Attribution(TorchFunctionMode):
                 self.adapter.h2d_lines.setdefault((loc.file, loc.line), (loc, set()))[1].add(tuple(result.shape))
         return result
 
+    def _check(self, name: str, args, before: tuple) -> None:
+        u0, c0, _ = before
+        u1, c1, _ = _call_signal()
+        d2h = _metric("TransferFromDeviceTime")[0] - self.d2h
+        self.d2h += d2h
+        if u1 != u0 or c1 != c0 or d2h:
+            self._blame(name, args, u1 - u0, (u1 + c1) - (u0 + c0), d2h)
+
+    def __enter__(self):
+        self.d2h = _metric("TransferFromDeviceTime")[0]
+        return super().__enter__()
+
     def _blame(self, name: str, args, compiles: int, launches: int, d2h: int) -> None:
-        loc, via = user_frame(sys._getframe(2))
+        loc, via = user_frame(sys._getframe(3))
         detail: dict[str, Any] = {"call": name, "compiles": compiles, "launches": launches, "transfers": d2h}
         if via:
             detail["via"] = via.short()
@@ -157,6 +171,7 @@ class TorchXlaAdapter:
         self._explained: set[tuple] = set()
         self._unresolved: list[Event] = []
         self._compile_total = 0.0
+        self._ir_debug0 = False
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[..., None]) -> None:
@@ -164,12 +179,15 @@ class TorchXlaAdapter:
         self._real_marker = X._xla_step_marker
         X._xla_step_marker = self._marker
         self._snap = _Snapshot()
+        self._ir_debug0 = bool(X._get_ir_debug())  # the user's own XLA_IR_DEBUG / XLA_HLO_DEBUG setting stays
         self._compile_total = _metric("CompileTime")[1] / 1e9
         self.fallback_seen = dict(self._snap.fallbacks)
         self._totals0 = (_metric("OutboundData")[1], _metric("TransferToDeviceTime")[0])
         if self.cfg["mode"] != "off":
             # graphs first: warm-up compiles happen in the first steps; calls next, for host reads & co.
-            self._plan = [GRAPHS] * int(self.cfg["initial_steps"]) + [CALLS] * int(self.cfg["rearm_steps"])
+            self._plan = [GRAPHS] * int(self.cfg["initial_steps"])
+            if self.cfg["mode"] == "auto":
+                self._plan += [CALLS] * int(self.cfg["rearm_steps"])
             self._next_step()
 
     def stop(self) -> StepRecord | None:
@@ -211,16 +229,17 @@ class TorchXlaAdapter:
 
     # --- attribution plan ----------------------------------------------------------------------------
     def _want(self, kind: str, steps: int) -> None:
-        if self.cfg["mode"] != "auto":
+        mode = self.cfg["mode"]
+        if mode == "off" or (mode == "always" and kind == CALLS):
             return
-        room = int(self.cfg["max_steps"]) - self._spent - len(self._plan)
+        room = int(self.cfg["max_steps"]) - self._spent - len(self._plan) if mode == "auto" else steps
         if room > 0 and self._plan.count(kind) < steps:
             self._plan += [kind] * min(steps - self._plan.count(kind), room)
 
     def _next_step(self) -> None:
-        if self.cfg["mode"] == "always":
-            self._plan = [CALLS if self._current == GRAPHS else GRAPHS]
         kind = self._plan.pop(0) if self._plan else None
+        if kind is None and self.cfg["mode"] == "always":
+            kind = CALLS  # every step, graphs only where a site recompiles
         if kind == GRAPHS and not self.cfg["hlo"]:
             kind = CALLS
         self._activate(kind)
@@ -235,7 +254,7 @@ class TorchXlaAdapter:
                 pass
             self._mode = None
         if self._current == GRAPHS:
-            X._set_ir_debug(False)
+            X._set_ir_debug(self._ir_debug0)
         if kind == CALLS:
             self._mode = _Attribution(self)
             self._mode.__enter__()

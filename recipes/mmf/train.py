@@ -25,6 +25,8 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig
 
+from ptxla_perf.frames import hide_frames
+
 from . import compat
 from .model import build_mmbt, cache_root, ensure_random_bert, mmf_config
 
@@ -81,22 +83,15 @@ class SyncCap:
         return handles
 
 
-# The annotation wrapper is compiled under a "<...>" file name: ptxla_perf's attribution never blames
-# such frames, so a finding raised inside a wrapped MMF method points at the loop line that called it
-# (with MMF's own line as the library detail), not at this wrapper.
-_WRAPPER_SRC = """
-def traced(fn, name, trace):
-    def wrapper(*args, **kwargs):
-        with trace(name):
-            return fn(*args, **kwargs)
-    return wrapper
-"""
-_ns: dict = {}
-exec(compile(_WRAPPER_SRC, "<ptxla_perf mmf annotation>", "exec"), _ns)
-
-
 def _traced(fn: Callable, name: str, xp) -> Callable:
-    return functools.update_wrapper(_ns["traced"](fn, name, xp.Trace), fn)
+    """`fn` inside a profiler Trace scope. The wrapper's frame is hidden from attribution, so a finding raised
+    inside a wrapped MMF method points at the loop line that called it (MMF's own line stays as the library
+    detail), not at this wrapper."""
+    @hide_frames
+    def wrapper(*args, **kwargs):
+        with xp.Trace(name):
+            return fn(*args, **kwargs)
+    return functools.update_wrapper(wrapper, fn)
 
 
 def annotate_trainer(trainer, xp) -> None:
