@@ -8,10 +8,6 @@ from typing import Any, Iterable
 
 from .records import Event, Location, StepRecord
 
-KINDS = ("recompilation", "warmup_compiles", "new_graph", "device_to_host_sync", "graph_break", "op_fallback",
-         "host_to_device_transfer", "compile_time", "attribution_incomplete", "run_stopped")
-
-
 @dataclass
 class Finding:
     kind: str
