@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -16,8 +17,12 @@ from conftest import ROOT
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
+    # build from a clean copy: setuptools reuses <project>/build/, where stale files would hide a packaging bug
+    src = tmp / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "outputs",
+                                                              "multirun", "artifacts", "__pycache__", ".hypothesis"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "-w", str(tmp / "dist"), str(ROOT)], check=True, capture_output=True, text=True)
+                    "-w", str(tmp / "dist"), str(src)], check=True, capture_output=True, text=True)
     wheel = next((tmp / "dist").glob("ptxla_perf-*.whl"))
     target = tmp / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
