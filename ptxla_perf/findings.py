@@ -311,10 +311,23 @@ def compile_time(steps: list[StepRecord], warmup: int) -> list[Finding]:
         {"compile_time_s": round(comp, 4), "wall_time_s": round(total, 4), "share": round(share, 4)})]
 
 
-def analyze(steps: list[StepRecord], max_warmup: int = 5) -> tuple[int, list[Finding]]:
+def no_steps(steps: list[StepRecord]) -> list[Finding]:
+    if steps:
+        return []
+    return [Finding(
+        "no_steps", "warning",
+        "No step boundary was seen in this process, so there is nothing per step to report. torch_xla: the "
+        "loop never called torch_xla.sync() / xm.mark_step() here (work launched in xmp.spawn children or "
+        "through torch.compile is not seen: use the Session API inside the spawned function); JAX: no "
+        "StepTraceAnnotation and no jitted function called twice from the same line.", 0)]
+
+
+def analyze(steps: list[StepRecord], max_warmup: int = 5, expect_steps: bool = True
+            ) -> tuple[int, list[Finding]]:
     warmup = warmup_steps(steps, max_warmup)
     findings = (recompilation(steps, warmup) + device_to_host_sync(steps) + op_fallback(steps)
-                + graph_break(steps) + split_iterations(steps) + host_to_device_transfer(steps) + compile_time(steps, warmup))
+                + graph_break(steps) + split_iterations(steps) + host_to_device_transfer(steps)
+                + compile_time(steps, warmup) + (no_steps(steps) if expect_steps else []))
     order = {"error": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: (order[f.severity], -f.count))
     return warmup, findings

@@ -114,7 +114,7 @@ def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list
           profiler: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
           totals: dict[str, Any] | None = None, extra_findings: list[Finding] | None = None,
           max_warmup: int = 5) -> dict[str, Any]:
-    warmup, findings = analyze(steps, max_warmup)
+    warmup, findings = analyze(steps, max_warmup, expect_steps=run.get("kind") != "trace")
     findings = (extra_findings or []) + findings
     report = {
         "schema": SCHEMA_ID,

@@ -117,3 +117,14 @@ def test_attribution_always_and_off(profile, script, kind):
     f = next(f for f in warnings_of(report) if f["kind"] == kind)
     assert not any(s["attributed"] for s in report["steps"])
     assert f["location"] is None or f["location"]["line"] != planted_line(path)
+
+
+def test_script_without_steps_says_so(profile, tmp_path):
+    script = tmp_path / "no_sync.py"
+    script.write_text("import torch, torch_xla\n"
+                      "x = torch.ones(3, device=torch_xla.device())\n"
+                      "print(x.sum().item())\n")
+    proc, report = profile(script)
+    assert proc.returncode == 0
+    assert [f["kind"] for f in warnings_of(report)] == ["no_steps"]
+    assert report["summary"]["steps"] == 0
