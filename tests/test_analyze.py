@@ -116,8 +116,8 @@ def test_cli_merges_into_existing_report(jax_capture, tmp_path):
     rep = json.loads(out.read_text())
     jsonschema.validate(rep, R.schema())
     assert rep["run"]["kind"] == "script" and rep["trace"]["collective_share"]["mean"] > 0
-    kinds = [f["kind"] for f in rep["findings"]]
-    assert kinds[0] == "recompile"
+    kept = [f["kind"] for f in rep["findings"] if f["evidence"].get("source") != "trace"]
+    assert kept == ["no_steps", "recompile"]  # the report's own findings stay, in order
     trace_f = [f for f in rep["findings"] if f["evidence"].get("source") == "trace"]
     assert len(trace_f) == len(rep["trace"]["findings"])
 
