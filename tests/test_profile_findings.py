@@ -9,6 +9,7 @@ PLANTED = [
     ("item_per_step.py", "device_to_host_sync", {"item"}),
     ("print_loss.py", "device_to_host_sync", {"__repr__", "__format__", "__str__"}),
     ("bool_in_loop.py", "device_to_host_sync", {"__bool__"}),
+    ("log_every_n.py", "device_to_host_sync", {"item"}),  # every 7 steps: caught at a booked step
     ("changing_batch.py", "recompilation", None),
     ("index_by_step.py", "recompilation", None),
     ("nonzero_in_loop.py", "op_fallback", None),

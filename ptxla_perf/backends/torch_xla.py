@@ -170,6 +170,9 @@ class TorchXlaAdapter:
         self._sites_compiled: set[tuple] = set()
         self._explained: set[tuple] = set()
         self._unresolved: list[Event] = []
+        self._steps = 0  # boundaries so far
+        self._seen_at: dict[tuple, list[int]] = {}  # unexplained anomaly -> steps it happened at
+        self._at: dict[int, str] = {}  # step index -> attribution kind booked for it
         self._compile_total = 0.0
         self._ir_debug0 = False
 
@@ -238,6 +241,9 @@ class TorchXlaAdapter:
 
     def _next_step(self) -> None:
         kind = self._plan.pop(0) if self._plan else None
+        timed = self._at.pop(self._steps, None)
+        if timed and kind is None and (self.cfg["mode"] != "auto" or self._spent < int(self.cfg["max_steps"])):
+            kind = timed
         if kind is None and self.cfg["mode"] == "always":
             kind = CALLS  # every step, graphs only where a site recompiles
         if kind == GRAPHS and not self.cfg["hlo"]:
@@ -317,8 +323,17 @@ class TorchXlaAdapter:
         self.fallback_seen.update(self._snap.fallbacks)
         for e in rec.events:
             self._explained.add(_anomaly_key(e.kind, rec, e))
+        step = self._steps
+        self._steps += 1
         for key in self._unexplained(rec):
-            self._want(GRAPHS if key[0] == "compile" else CALLS, int(self.cfg["rearm_steps"]))
+            kind_wanted = GRAPHS if key[0] == "compile" else CALLS
+            self._want(kind_wanted, int(self.cfg["rearm_steps"]))
+            # a problem that comes back every N steps (a loss logged every N updates) is missed by the steps
+            # right after it: once its period is known, attribute the step it should come back at
+            seen = self._seen_at.setdefault(key, [])
+            seen.append(step)
+            if len(seen) >= 2 and seen[-1] - seen[-2] > 1:
+                self._at[seen[-1] + (seen[-1] - seen[-2])] = kind_wanted
         if rec.compiles:
             self._sites_compiled.add(_site_key(rec.site))
         self._next_step()
