@@ -4,10 +4,11 @@ Every `torch_xla.sync()` / `xm.mark_step()` (also those inside `StepTrace.__exit
 in `torch_xla._XLAC._xla_step_marker`; wrapping that one binding makes each call a step boundary without
 touching the user's script.
 
-Default mode reads a handful of counters per boundary (no syncs, no extra graphs). "Attribution" steps (the
-first few, and a few after any anomaly) also run a TorchFunctionMode that notices which torch call made the
-runtime compile, execute early or copy to the host, and capture the pending graph's HLO (IR debug on) so a
-recompile can be diffed against the previous graph of the same site. See docs/attribution.md.
+Default mode reads a handful of counters per boundary (no syncs, no extra graphs). Attribution steps (the
+first few, a few after an unexplained anomaly, one at the period of a recurring one) come in two kinds that never
+share a step: "graphs" capture the pending graph's HLO (IR debug on) so a recompile can be diffed against the
+previous graph of the same site; "calls" run a TorchFunctionMode that notices which torch call made the runtime
+compile, execute early or copy to the host. See docs/attribution.md.
 """
 from __future__ import annotations
 
