@@ -1,8 +1,8 @@
 """Recipe ``mmf``: MMF's MMBT trained on the XLA device with MMF's own trainer step methods.
 
 ``run(cfg, session)`` is the recipe entry point (``cfg`` is the ``recipe`` node of the Hydra config,
-``configs/recipe/mmf.yaml``).  See ``docs/recipe-mmf.md``.  Standalone, for development:
-``PJRT_DEVICE=CPU python -m recipes.mmf steps=5 model.hidden_size=32 ...``.
+``configs/recipe/mmf.yaml``).  See ``docs/recipe-mmf.md``.  Run it with
+``python -m ptxla_perf.run +recipe=mmf [recipe.steps=5 recipe.model.hidden_size=32 ...]``.
 """
 
 from __future__ import annotations

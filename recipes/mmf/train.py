@@ -238,14 +238,12 @@ def train(cfg: DictConfig, session: Any = None) -> dict:
         if session is not None:
             session.set_step_info(samples=samples, tokens=samples * tokens, phase=phase)
 
-    per_step: list[dict] = []
     evals: list[dict] = []
     stopped: str | None = None
     batches = itertools.chain.from_iterable(itertools.repeat(train_loader))
 
     def evaluate(at_update: int) -> None:
         """An evaluation pass like MMF's (no_grad forward + loss per batch), one XLA step per batch."""
-        c0, t0 = _counters(met), time.perf_counter()
         model.eval()
         sizes = []
         with torch.no_grad():
@@ -257,8 +255,7 @@ def train(cfg: DictConfig, session: Any = None) -> dict:
                 sizes.append(int(report.batch_size))
         model.train()
         step_info("train", bs)
-        evals.append({"after_update": at_update, "batch_sizes": sizes,
-                      "host_ms": round((time.perf_counter() - t0) * 1e3, 2), **_delta(c0, _counters(met))})
+        evals.append({"after_update": at_update, "batch_sizes": sizes})
 
     guard = SyncCap(met, cap) if detect_anomaly else None
     hooks = guard.install(model) if guard else []
@@ -267,11 +264,10 @@ def train(cfg: DictConfig, session: Any = None) -> dict:
         torch.autograd.set_detect_anomaly(True)  # what MMF's BaseTrainer.train() does
     step_info("train", bs)
     model.train()
-    t_train = t_done = time.perf_counter()
+    t_train = time.perf_counter()
     try:
         with compat.quiet_known_deprecations(sync_cap=guard is not None):
             for step in range(steps):
-                c0, t0 = _counters(met), time.perf_counter()
                 if guard:
                     guard.arm()
                 with xp.StepTrace("train_mmf", step_num=step):  # its exit is torch_xla.sync(): one step
@@ -291,50 +287,18 @@ def train(cfg: DictConfig, session: Any = None) -> dict:
                             session.request_stop(stopped)  # raised at this step's boundary (StepTrace exit)
                         else:
                             say(f"[mmf] {stopped}")
-                d = _delta(c0, _counters(met))
-                t1 = time.perf_counter()
-                d.update(host_ms=round((t1 - t0) * 1e3, 2), end_s=t1)
-                per_step.append(d)
                 if stopped:
                     break
                 if eval_every and trainer.num_updates % eval_every == 0:
                     evaluate(trainer.num_updates)
             xm.wait_device_ops()
-            t_done = time.perf_counter()
     finally:
         torch.autograd.set_detect_anomaly(prev_anomaly)
         for h in hooks:
             h.remove()
     train_s = time.perf_counter() - t_train
 
-    # Steady state: the updates after the last one that compiled, timed end to end up to
-    # wait_device_ops() (execution is async, so one update's host loop time is not its device time).
-    compiling = [i for i, s in enumerate(per_step) if s["compiles"]]
-    first_steady = (compiling[-1] + 1) if compiling else 0
-    n_steady = len(per_step) - first_steady
-    steady_ms = None
-    if n_steady > 0 and first_steady > 0 and not eval_every and not stopped:
-        steady_ms = (t_done - per_step[first_steady - 1]["end_s"]) * 1e3 / n_steady
-    for s in per_step:
-        s.pop("end_s", None)
-
-    info.update(
-        updates=trainer.num_updates,
-        stopped_early=stopped,
-        evals=evals,
-        compiles_total=sum(s["compiles"] for s in per_step) + sum(e["compiles"] for e in evals),
-        # the recipe's own counters and clock (the session's step records are the report's numbers);
-        # per-update lists are cut at 100 entries
-        recipe_timing={
-            "setup_s": round(setup_s, 2),
-            "train_s": round(train_s, 2),
-            "steady_state_ms_per_step": round(steady_ms, 2) if steady_ms is not None else None,
-            "steady_state_updates": n_steady,
-            "samples_per_s": round(bs * 1e3 / steady_ms, 1) if steady_ms else None,
-            "tokens_per_s": round(bs * tokens * 1e3 / steady_ms, 1) if steady_ms else None,
-            "compiles_per_step": [s["compiles"] for s in per_step][:100],
-            "host_transfers_per_step": [s["host_transfers"] for s in per_step][:100],
-            "host_ms_per_step": [s["host_ms"] for s in per_step][:100],
-        },
-    )
+    # per-step counts and times are the session's step records (report `steps` / `summary`): not kept twice here
+    info.update(updates=trainer.num_updates, stopped_early=stopped, evals=evals,
+                recipe_timing={"setup_s": round(setup_s, 2), "train_s": round(train_s, 2)})
     return info
