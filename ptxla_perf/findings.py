@@ -81,24 +81,30 @@ CAUSES = {  # cause (set by the adapter that diffed the graphs) -> what it means
 }
 
 
-def recompilation(steps: list[StepRecord], warmup: int) -> list[Finding]:
-    out: list[Finding] = []
+def classify_compiles(steps: list[StepRecord], warmup: int):
+    """Compiling steps by site: (after warm-up at a site that had compiled before = recompiles, first compile at
+    a site after warm-up, compiles during warm-up). The one rule the summary and the findings share."""
     compiled_sites: set[tuple] = set()
-    by_site: dict[tuple, list[StepRecord]] = defaultdict(list)
+    again: dict[tuple, list[StepRecord]] = defaultdict(list)
     new_sites: dict[tuple, StepRecord] = {}
-    warm_compiles: dict[tuple, list[StepRecord]] = defaultdict(list)
+    warm: dict[tuple, list[StepRecord]] = defaultdict(list)
     for s in steps:
         if not s.compiles:
             continue
         key = _site(s)
-        if s.index >= warmup:
-            if key in compiled_sites:
-                by_site[key].append(s)
-            else:
-                new_sites[key] = s
+        if s.index < warmup:
+            warm[key].append(s)
+        elif key in compiled_sites:
+            again[key].append(s)
         else:
-            warm_compiles[key].append(s)
+            new_sites[key] = s
         compiled_sites.add(key)
+    return again, new_sites, warm
+
+
+def recompilation(steps: list[StepRecord], warmup: int) -> list[Finding]:
+    out: list[Finding] = []
+    by_site, new_sites, warm_compiles = classify_compiles(steps, warmup)
     site_events: dict[tuple, list[Event]] = defaultdict(list)
     for s in steps:  # an explanation seen on any step at the site (often a warm-up one) explains them all
         site_events[_site(s)].extend(e for e in s.events if e.kind == "compile")
@@ -164,9 +170,10 @@ def _event_findings(steps: list[StepRecord], kind: str, counted: Counter, make_m
     n_steps = max(1, len(steps))
     out = []
     groups = _by_location(events)
+    step_of = {id(e): s.index for s in steps for e in s.events}
     for key, evs in groups.items():
         loc = evs[0].location
-        hit_steps = sorted({s.index for s in steps for e in s.events if e in evs})
+        hit_steps = sorted({step_of[id(e)] for e in evs})
         detail = _merge_details(evs)
         out.append((loc, detail, hit_steps))
     total = sum(counted.values())

@@ -12,7 +12,7 @@ from importlib import resources
 from typing import Any
 
 from . import SCHEMA_ID, __version__
-from .findings import Finding, analyze
+from .findings import Finding, analyze, classify_compiles
 from .records import StepRecord
 
 
@@ -41,14 +41,7 @@ def summarize(steps: list[StepRecord], warmup: int, findings: list[Finding],
     n = len(steps)
     steady = steady_steps(steps, warmup)
     per = (lambda total: total / n) if n else (lambda total: None)
-    compiled_sites = set()
-    recompiles = 0
-    for s in steps:
-        key = (s.site.file, s.site.line) if s.site else None
-        if s.compiles and s.index >= warmup and key in compiled_sites:
-            recompiles += s.compiles
-        if s.compiles:
-            compiled_sites.add(key)
+    recompiles = sum(s.compiles for hits in classify_compiles(steps, warmup)[0].values() for s in hits)
     fallback: dict[str, int] = {}
     for s in steps:
         for op, c in s.fallback_ops.items():
