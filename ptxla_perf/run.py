@@ -85,7 +85,7 @@ def _add_capture(session, capture, out_dir: str) -> None:
         session.profiler.setdefault("captures", []).append(window.to_json())
         if path is None:
             session.say(f"ptxla_perf: no capture: {window.error or 'the run ended before the capture window'}")
-        elif capture.get("analyze", True):
+        elif capture.get("analyze", True) and session.trace is None:  # a recipe may have analyzed it already
             from .trace import analyze_trace
             try:
                 session.trace = analyze_trace(path)

@@ -109,13 +109,15 @@ def run(cfg, session) -> dict:
              "final_loss": final, "batch_size": cfg.batch_size, "mesh_shape": list(mesh.devices.shape),
              "mesh_axes": list(mesh.axis_names), "devices": n_dev}
     if window is not None:
-        extra.update(trace_shares(window))
+        extra.update(trace_shares(window, session))
     del own_window
     return extra
 
 
-def trace_shares(window) -> dict:
-    """Close the capture window (idempotent) and read the all-reduce share and the largest ops from it."""
+def trace_shares(window, session=None) -> dict:
+    """Close the capture window (idempotent) and read the all-reduce share and the largest ops from it. For the
+    runner's window (profiler.capture.*) the analysis is the one the report's `trace` section gets
+    (session.trace): it is run once, not twice."""
     try:
         path = window.close()
     except Exception as exc:  # noqa: BLE001
@@ -125,7 +127,10 @@ def trace_shares(window) -> dict:
                 "(steps < start_step + num_steps?)"}
     try:
         from ptxla_perf.trace_analysis import analyze_trace
-        trace = analyze_trace(path)
+        runners = session is not None and window is getattr(session, "capture_window", None)
+        trace = (session.trace if runners else None) or analyze_trace(path)
+        if runners:
+            session.trace = trace
     except Exception as exc:  # noqa: BLE001
         return {"trace_error": f"analyze failed: {type(exc).__name__}: {exc}"[:300], "capture": str(path)}
     coll = trace.get("collective_share") or {}
