@@ -16,7 +16,8 @@ from .findings import Finding, analyze, classify_compiles
 from .records import StepRecord
 
 
-def _stats(values: list[float]) -> dict[str, float] | None:
+def stats(values: list[float], ndigits: int | None = None) -> dict[str, float] | None:
+    """p50/p90 (linear interpolation), mean, min, max, n: the one statistics shape every section of a report uses."""
     if not values:
         return None
     v = sorted(values)
@@ -25,7 +26,10 @@ def _stats(values: list[float]) -> dict[str, float] | None:
         k = (len(v) - 1) * p
         lo, hi = int(k), min(int(k) + 1, len(v) - 1)
         return v[lo] + (v[hi] - v[lo]) * (k - lo)
-    return {"p50": pct(0.5), "p90": pct(0.9), "mean": sum(v) / len(v), "min": v[0], "max": v[-1], "n": len(v)}
+    out = {"p50": pct(0.5), "p90": pct(0.9), "mean": sum(v) / len(v), "min": v[0], "max": v[-1]}
+    if ndigits is not None:
+        out = {k: round(float(x), ndigits) for k, x in out.items()}
+    return {**out, "n": len(v)}
 
 
 def steady_steps(steps: list[StepRecord], warmup: int) -> list[StepRecord]:
@@ -51,7 +55,7 @@ def summarize(steps: list[StepRecord], warmup: int, findings: list[Finding],
         "warmup_steps": warmup,
         "steady_steps": len(steady),
         "wall_time_s": sum(s.wall_time_s for s in steps),
-        "step_time_s": _stats([s.wall_time_s for s in steady]),
+        "step_time_s": stats([s.wall_time_s for s in steady]),
         "compiles": sum(s.compiles for s in steps),
         "compile_time_s": sum(s.compile_time_s for s in steps),
         "cached_compiles": sum(s.cached_compiles for s in steps),
@@ -64,7 +68,7 @@ def summarize(steps: list[StepRecord], warmup: int, findings: list[Finding],
         "host_to_device_bytes_per_step": None,
         "fallback_ops": fallback,
         "throughput": _throughput(steady),
-        "overhead_us_per_step": _stats([s.own_time_us for s in steady if s.own_time_us is not None]),
+        "overhead_us_per_step": stats([s.own_time_us for s in steady if s.own_time_us is not None]),
         "findings_by_severity": {sev: sum(f.severity == sev for f in findings)
                                  for sev in ("error", "warning", "info")},
     }

@@ -14,21 +14,13 @@ import numpy as np
 
 from . import analyses as A
 from .events import Capture, load_capture
+from ..report import stats
 from .locate import TraceError, list_runs, locate_xplanes
 
 __all__ = ["analyze_trace", "locate_xplanes", "list_runs", "TraceError", "load_capture", "Capture"]
 
 SOURCE_HOST = "host executor events"
 SOURCE_XPROF = "xprof device tables"
-
-
-def _stats(values: list[float]) -> dict | None:
-    if not values:
-        return None
-    a = np.asarray(values, dtype=float)
-    return {"mean": round(float(a.mean()), 4), "p50": round(float(np.median(a)), 4),
-            "p90": round(float(np.percentile(a, 90)), 4), "min": round(float(a.min()), 4),
-            "max": round(float(a.max()), 4), "n": int(len(a))}
 
 
 def _xprof_device_tables(files: list[Path]) -> dict:
@@ -131,7 +123,7 @@ def analyze_trace(path: str | Path, run: str | None = None, *, top_n: int = 15, 
                 for k in A.CATEGORIES}
     tot = sum(per_step.values()) or 1.0
     step_summary = {"steps": len(step_rows), "steady_steps": len(steady) if step_rows else 0,
-                    "step_time_ms": _stats([r["duration_ms"] for r in steady]),
+                    "step_time_ms": stats([r["duration_ms"] for r in steady], ndigits=4),
                     "breakdown_ms_per_step": per_step,
                     "breakdown_share": {k: round(v / tot, 4) for k, v in per_step.items()} if step_rows else {},
                     "detection": step_detection}
