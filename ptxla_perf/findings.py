@@ -1,12 +1,39 @@
-"""Rules: per-step records in, findings out. Backend-neutral; each rule is one function over the records."""
+"""Rules: iterations in, findings out - backend-neutral, one function per rule, one analysis pass.
+
+`analyze(boundaries, advice=...)` groups the adapter's boundary records into iterations (iterations.py),
+classifies every compile against its own graph identity (compiles.py) and runs the rules once; the report only
+assembles what it returns. Severity policy (docs/report.md): `warning` = costs time every step or keeps
+recurring, with its measured cost; `info` explains (one-offs, warm-up, amortised reads every N steps);
+`error` only for a run we stopped. Backend-specific advice comes from the adapter (`advice[kind]`).
+"""
 from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
+from . import compiles as C
+from . import iterations as I
 from .records import Event, Location, StepRecord
+
+# a finding recurs (warning) when it hits at least this many iterations and this share of its phase's iterations
+RECURRING_MIN_HITS = 2
+RECURRING_SHARE = 0.5
+
+GENERIC_ADVICE = {
+    "device_to_host_sync": "Keep values on the device and read them every N steps, or after the loop.",
+    "graph_break": "Move the sync out of the step: one sync per iteration.",
+    "early_execution": "Move the call out of the step, or after the step's own sync.",
+    "host_to_device_transfer": "Put parameters and state on the device once and keep them there.",
+    "special_scalars": "",
+    "op_fallback": "Replace it with an op the device supports (e.g. masks instead of nonzero/boolean indexing) "
+                   "or move it out of the step.",
+    "closure_read": "",
+    "no_steps": "",
+    "eager_compile": "Move the ops into a jitted function if they run every step.",
+}
+
 
 @dataclass
 class Finding:
@@ -25,33 +52,20 @@ class Finding:
         return d
 
 
-def warmup_steps(steps: list[StepRecord], max_warmup: int = 5) -> int:
-    """Leading steps until the first step after the first compile that compiled nothing (at most `max_warmup`
-    steps from that first compile): their compiles are expected. Idle leading steps (a loader's first sync)
-    belong to the warm-up too."""
-    first = next((i for i, s in enumerate(steps) if s.compiles), None)
-    if first is None:
-        return 0
-    for i in range(first, min(len(steps), first + max_warmup)):
-        if steps[i].compiles == 0:
-            return i
-    return min(len(steps), first + max_warmup)
+@dataclass
+class Analysis:
+    """Everything the report says about the steps, computed once."""
 
+    iterations: list[StepRecord]
+    train: list[StepRecord]  # training iterations (the report's step count)
+    warmup: int  # leading training iterations that hold warm-up compiles
+    steady: list[StepRecord]  # training iterations that time the loop as it runs
+    units: list[C.CompileUnit]
+    findings: list[Finding]
 
-def _site(s: StepRecord) -> tuple:
-    return (s.site.file, s.site.line) if s.site else ("?", 0)
-
-
-def _first_location(events: Iterable[Event]) -> Location | None:
-    return next((e.location for e in events if e.location), None)
-
-
-def _by_location(events: list[Event]) -> dict[tuple, list[Event]]:
-    groups: dict[tuple, list[Event]] = defaultdict(list)
-    for e in events:
-        key = (e.location.file, e.location.line) if e.location else ("?", 0)
-        groups[key].append(e)
-    return groups
+    @property
+    def recompiles(self) -> int:
+        return sum(u.count for u in self.units if u.klass == C.RECOMPILE)
 
 
 def short_path(path: str) -> str:
@@ -67,274 +81,410 @@ def _where(loc: Location | None) -> str:
     return f" at {short_path(loc.file)}:{loc.line} ({loc.function})" if loc else ""
 
 
-CAUSES = {  # cause (set by the adapter that diffed the graphs) -> what it means and what to do
+def _loc_json(loc: Location | None) -> dict | None:
+    return asdict(loc) if loc else None
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"
+
+
+CAUSES = {  # cause (from a compile's own evidence) -> what it means and what to do
     "input_shapes": "input shapes changed (pad or bucket them to a fixed set of sizes)",
     "input_dtypes": "input dtypes changed (cast inputs to one dtype before the step)",
     "constant": "a value is baked into the graph as a constant (e.g. indexing a device tensor with a changing "
                 "Python int; use a tensor index or torch.index_select)",
+    "special_scalar": "a Python scalar passed through 0 or 1, which torch_xla bakes into the graph as a constant",
     "static_argument": "a static argument changed value (make it a traced argument, or keep it to a few values)",
-    "argument_structure": "the structure of the arguments changed (a different pytree / number of inputs)",
+    "argument_structure": "the argument structure changed (a different number of inputs / pytree)",
     "new_function_object": "a new jitted function object is created every step (jit it once, outside the loop)",
-    "eager_op": "an op outside any jitted function compiles on its own (move it into the step function)",
     "graph_structure": "the traced graph changed (Python control flow or a changing number of ops)",
     "attributes": "an op attribute changed between steps",
 }
 
 
-def classify_compiles(steps: list[StepRecord], warmup: int):
-    """Compiling steps by site: (after warm-up at a site that had compiled before = recompiles, first compile at
-    a site after warm-up, compiles during warm-up). The one rule the summary and the findings share."""
-    compiled_sites: set[tuple] = set()
-    again: dict[tuple, list[StepRecord]] = defaultdict(list)
-    new_sites: dict[tuple, StepRecord] = {}
-    warm: dict[tuple, list[StepRecord]] = defaultdict(list)
-    for s in steps:
-        if not s.compiles:
-            continue
-        key = _site(s)
-        if s.index < warmup:
-            warm[key].append(s)
-        elif key in compiled_sites:
-            again[key].append(s)
-        else:
-            new_sites[key] = s
-        compiled_sites.add(key)
-    return again, new_sites, warm
+# --- steps ----------------------------------------------------------------------------------------------------
+def steady_steps(train: list[StepRecord], warmup: int) -> list[StepRecord]:
+    """Training iterations that time the loop as it really runs: after warm-up, no compile, no attribution
+    overhead. Falls back to every post-warm-up iteration for runs too short to have such iterations."""
+    after = train[warmup:]
+    clean = [s for s in after if not s.compiles and not s.attributed]
+    return clean or [s for s in after if not s.compiles] or after
 
 
-def recompilation(steps: list[StepRecord], warmup: int) -> list[Finding]:
+def _warmup(train: list[StepRecord], units: list[C.CompileUnit], max_warmup: int) -> int:
+    """Leading training iterations that each hold a first or warm-up compile of a training key."""
+    start = {u.position for u in units if u.phase == I.TRAIN and u.klass in (C.NEW, C.WARMUP)}
+    k = 0
+    while k in start and k < min(max_warmup, len(train)):
+        k += 1
+    return k
+
+
+# --- compiles -------------------------------------------------------------------------------------------------
+def compile_findings(it: list[StepRecord], by_key: dict[str, list[C.CompileUnit]], warmup: int,
+                     advice: Mapping[str, str]) -> list[Finding]:
     out: list[Finding] = []
-    by_site, new_sites, warm_compiles = classify_compiles(steps, warmup)
-    site_events: dict[tuple, list[Event]] = defaultdict(list)
-    for s in steps:  # an explanation seen on any step at the site (often a warm-up one) explains them all
-        site_events[_site(s)].extend(e for e in s.events if e.kind == "compile")
-    for key, hits in by_site.items():
-        # the latest explanation is the steadiest one: the first graphs also differ by start-up work
-        events = ([e for s in hits for e in s.events if e.kind == "compile"] or site_events[key])[::-1]
-        special = [e for e in events if e.detail.get("special_scalars")]
-        loc = _first_location(events) or hits[0].site
-        n = sum(s.compiles for s in hits)
-        seconds = sum(s.compile_time_s for s in hits)
-        steady = max(1, len(steps) - warmup)
-        evidence = {"site": _loc_json(hits[0].site), "compile_time_s": round(seconds, 4),
-                    "graph_hashes": sorted({h for s in hits for h in s.graph_hashes})[:8]}
-        explained = next((e for e in events if e.detail.get("differences")), None)
-        if explained:
-            evidence.update(cause=explained.detail.get("cause"), differences=explained.detail["differences"])
-        if special and len(special) == len(events):
+    wall = sum(s.wall_time_s for s in it) or 1.0
+    phase_len = Counter(s.phase for s in it)
+    for key, us in by_key.items():
+        if key.startswith("eager:"):
+            out.append(_eager(us, phase_len, wall, advice))
+            continue
+        first = us[0]
+        re_ = [u for u in us if u.klass == C.RECOMPILE]
+        warm = [u for u in us if u.klass == C.WARMUP]
+        if re_:
+            out.append(_recompilation(re_, wall, phase_len, advice))
+        if warm:
+            out.append(_warmup_finding(first, warm))
+        if not (first.phase == I.TRAIN and first.position < max(1, warmup)):
+            what = "the first evaluation step" if first.phase == I.EVAL else "a graph not seen before"
             out.append(Finding(
-                "recompilation", "info",
-                f"{n} extra compile(s) after warm-up{_where(loc)}: a Python scalar passed through 0 or 1, which "
-                "torch_xla bakes into the graph as a constant. Harmless once; set XLA_NO_SPECIAL_SCALARS=1 to "
-                "avoid it.", n, loc, evidence, n / steady, [s.index for s in hits]))
-            continue
-        cause = CAUSES.get(evidence.get("cause", ""), "the graph differs from the cached one")
-        out.append(Finding(
-            "recompilation", "warning",
-            f"The step graph compiled {n} more time(s) after warm-up{_where(loc)} ({n / steady:.2f} per step, "
-            f"{seconds:.2f} s compiling): {cause}.", n, loc, evidence, n / steady, [s.index for s in hits]))
-    for key, s in new_sites.items():
-        out.append(Finding(
-            "new_graph", "info",
-            f"A new graph was compiled after warm-up at step {s.index}{_where(s.site)} (first compile at that "
-            f"site, {s.compile_time_s:.2f} s), e.g. the first evaluation step.", s.compiles, s.site,
-            {"compile_time_s": round(s.compile_time_s, 4)}, None, [s.index]))
-    for key, hits in warm_compiles.items():
-        n = sum(s.compiles for s in hits)
-        events = [e for s in hits for e in s.events if e.kind == "compile"]
-        if n < 2 or not events:  # several graphs at one site is only worth a word when they really differ
-            continue
-        special = any(e.detail.get("special_scalars") for e in events)
-        why = ("one because a value that was 0 or 1 (a warm-up learning rate, a fresh torch.zeros) is baked "
-               "into the first graph as a constant and read from the device later (XLA_NO_SPECIAL_SCALARS=1 "
-               "avoids it)") if special else (
-            f"the graphs differ ({'; '.join(events[0].detail.get('differences', [])[:2]) or events[0].detail.get('cause')})")
-        out.append(Finding(
-            "warmup_compiles", "info",
-            f"{n} graphs compiled during the {warmup} warm-up step(s){_where(hits[0].site)}: "
-            f"{why}. Expected; they are excluded from step time.", n, _first_location(events) or hits[0].site,
-            {"differences": [d for e in events for d in e.detail.get("differences", [])][:6],
-             "special_scalars": special, "compile_time_s": round(sum(s.compile_time_s for s in hits), 4)},
-            None, [s.index for s in hits]))
-    return out
+                "new_graph", "info",
+                f"A new graph compiled at {first.phase} iteration {first.position}{_where(first.location)} "
+                f"({first.count} compile(s), {first.seconds:.2f} s): its first compile ({what}); expected once.",
+                first.count, first.location, {"key": key, "compile_time_s": round(first.seconds, 4),
+                                              "phase": first.phase}, None, [it[first.iteration].index]))
+    return [f for f in out if f is not None]
 
 
-def _loc_json(loc: Location | None) -> dict | None:
-    return asdict(loc) if loc else None
+def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, advice: Mapping[str, str]
+                   ) -> Finding:
+    n = sum(u.count for u in re_)
+    seconds = sum(u.seconds for u in re_)
+    hits = len({u.iteration for u in re_})
+    seen, events = C.causes(re_)
+    explained = len({id(u) for u in re_ if any(e.detail.get("cause") not in (None, "identical") for e in u.evidence)})
+    special = all(e.detail.get("special_scalars") for e in events) and events and explained == len(re_)
+    loc = next((e.location for e in events if e.location), None) or re_[0].location
+    phase = re_[0].phase
+    per = n / max(1, phase_len[phase])
+    evidence: dict[str, Any] = {
+        "key": re_[0].key, "compile_time_s": round(seconds, 4), "share_of_wall_time": round(seconds / wall, 4),
+        "iterations": [u.position for u in re_][:20], "phase": phase, "explained": explained,
+        "unexplained": len(re_) - explained}
+    if events:
+        # the latest explanation is the steadiest one: the first graphs also differ by start-up work
+        top = events[-1].detail["cause"]
+        evidence["cause"] = "special_scalar" if special else top
+        evidence["causes"] = dict(seen)
+        evidence["differences"] = [d for e in events[::-1] for d in e.detail.get("differences", [])][:8]
+        hashes = sorted({h for e in events for h in e.detail.get("graph_hashes", [])})
+        if hashes:
+            evidence["graph_hashes"] = hashes[:8]
+    recurring = hits >= RECURRING_MIN_HITS
+    severity = "warning" if recurring and not special else "info"
+    cost = (f"{n} compile(s) in {hits} {phase} iteration(s), {seconds:.2f} s compiling = "
+            f"{seconds / wall:.0%} of the run's wall time")
+    if special:
+        why = CAUSES["special_scalar"] + (f". {advice['special_scalars']}" if advice.get("special_scalars") else "")
+    elif events:
+        why = CAUSES.get(evidence["cause"], evidence["cause"])
+        if len(re_) > explained:
+            why += f" (seen on {explained} of {len(re_)} recompiling iterations; the others were not captured)"
+    else:
+        why = ("cause unknown: no graph or signature was captured for these compiles (capture is armed after an "
+               "unexplained recompile; rerun with attribution 'always' to see what differs)")
+    lead = (f"The graph{_where(loc)} recompiled after its first compile, again and again"
+            if recurring else f"The graph{_where(loc)} recompiled once after its first compile (a one-off)")
+    return Finding("recompilation", severity, f"{lead}: {cost}. Why: {why}.", n, loc, evidence, per,
+                   [u.iteration for u in re_])
 
 
-def _event_findings(steps: list[StepRecord], kind: str, counted: Counter, make_message) -> list[Finding]:
-    """Group a kind's events by user line; if the count says it happened but no attribution step saw it,
-    still report it, without a line."""
-    events = [e for s in steps for e in s.events if e.kind == kind]
-    n_steps = max(1, len(steps))
-    out = []
-    groups = _by_location(events)
-    step_of = {id(e): s.index for s in steps for e in s.events}
-    for key, evs in groups.items():
-        loc = evs[0].location
-        hit_steps = sorted({step_of[id(e)] for e in evs})
-        detail = _merge_details(evs)
-        out.append((loc, detail, hit_steps))
-    total = sum(counted.values())
-    findings = []
-    if not out and total:
-        hit_steps = sorted(counted)
-        findings.append(make_message(None, {}, hit_steps, total, total / n_steps))
-        return findings
-    share = total / max(1, sum(len(d["_events"]) for _, d, _ in out))
-    for loc, detail, hit_steps in out:
-        n = max(len(detail["_events"]), round(len(detail["_events"]) * share))
-        detail.pop("_events")
-        findings.append(make_message(loc, detail, hit_steps, n, n / n_steps))
-    return findings
+def _warmup_finding(first: C.CompileUnit, warm: list[C.CompileUnit]) -> Finding:
+    n = first.count + sum(u.count for u in warm)
+    seen, events = C.causes(warm)
+    special = bool(events) and all(e.detail.get("special_scalars") for e in events)
+    if special:
+        why = ("one because a value that was 0 or 1 (a warm-up learning rate, a fresh torch.zeros) is baked into "
+               "the first graph as a constant")
+    elif events:
+        why = "the graphs differ: " + "; ".join(d for e in events for d in e.detail.get("differences", [])[:2])
+    else:
+        why = "what differed was not captured (e.g. optimizer state appearing after the first update)"
+    loc = next((e.location for e in events if e.location), None) or first.location
+    return Finding(
+        "warmup_compiles", "info",
+        f"{n} graphs compiled in the first {len(warm) + 1} {first.phase} iterations{_where(loc)}, then no more: "
+        f"{why}. Expected warm-up; excluded from step time.", n, loc,
+        {"key": first.key, "cause": (seen.most_common(1)[0][0] if seen else None), "special_scalars": special,
+         "differences": [d for e in events for d in e.detail.get("differences", [])][:6],
+         "compile_time_s": round(first.seconds + sum(u.seconds for u in warm), 4)},
+        None, [first.iteration] + [u.iteration for u in warm])
+
+
+def _eager(us: list[C.CompileUnit], phase_len: Counter, wall: float, advice: Mapping[str, str]) -> Finding:
+    n = sum(u.count for u in us)
+    seconds = sum(u.seconds for u in us)
+    train_hits = sorted({u.position for u in us if u.phase == I.TRAIN})
+    recurring = len(train_hits) >= 3 and len(train_hits) >= RECURRING_SHARE * max(1, phase_len[I.TRAIN])
+    loc = us[0].location
+    ops = Counter(op for u in us for e in u.evidence for op in e.detail.get("ops", []))
+    evidence = {"key": us[0].key, "compile_time_s": round(seconds, 4), "iterations": len({u.iteration for u in us}),
+                "ops": dict(ops.most_common(8)), "share_of_wall_time": round(seconds / wall, 4)}
+    if recurring:
+        return Finding("eager_compile", "warning",
+                       f"Ops outside any jitted function{_where(loc)} compile in {len(train_hits)} training "
+                       f"iterations ({n} compiles, {seconds:.2f} s): new shapes reach eager ops every step. "
+                       f"{advice.get('eager_compile', '')}".strip(), n, loc, evidence,
+                       n / max(1, phase_len[I.TRAIN]), [u.iteration for u in us])
+    return Finding("eager_compile", "info",
+                   f"{n} op(s) outside any jitted function{_where(loc)} compiled on first use ({seconds:.2f} s); "
+                   "each eager op compiles once per shape and is cached after that. Expected.", n, loc, evidence,
+                   None, [u.iteration for u in us])
+
+
+# --- events grouped by line -----------------------------------------------------------------------------------
+def _by_location(events: Iterable[tuple[int, Event]]) -> dict[tuple, list[tuple[int, Event]]]:
+    groups: dict[tuple, list[tuple[int, Event]]] = defaultdict(list)
+    for j, e in events:
+        key = (e.location.file, e.location.line) if e.location else ("?", 0)
+        groups[key].append((j, e))
+    return groups
 
 
 def _merge_details(events: list[Event]) -> dict[str, Any]:
-    detail: dict[str, Any] = {"_events": events}
+    detail: dict[str, Any] = {}
     calls = Counter(e.detail.get("call") for e in events if e.detail.get("call"))
     if calls:
         detail["calls"] = dict(calls)
-    for key in ("via", "shapes", "bytes", "ops", "dtype"):
+    for key in ("via", "shapes", "bytes", "ops", "dtype", "source"):
         vals = [e.detail[key] for e in events if key in e.detail]
         if vals:
             detail[key] = vals[0]
     return detail
 
 
-def device_to_host_sync(steps: list[StepRecord]) -> list[Finding]:
-    counted = Counter({s.index: s.device_to_host.count for s in steps if s.device_to_host.count})
-    fallback_steps = {s.index for s in steps if s.fallback_ops}
-    counted = Counter({k: v for k, v in counted.items() if k not in fallback_steps or v > 1})
-    repeated = len(counted) >= 2
-
-    def make(loc, detail, hit_steps, n, per_step):
-        calls = ", ".join(detail.get("calls", {})) or "a host read"
-        sev = "warning" if repeated else "info"
-        advice = detail.pop("advice", None) or ("Keep values on the device and read them every N steps (torch_xla: "
-                                                "xm.add_step_closure; JAX: after the loop or every N steps).")
-        msg = (f"Device-to-host sync{_where(loc)}: {calls} copies a tensor to the host {per_step:.2f} times per "
-               f"step, stalling the host until the device finishes. {advice}")
-        if loc is None:
-            msg += " (the line was not caught by an attribution step; rerun with attribution.mode=always)"
-        bytes_ = sum(s.device_to_host.bytes or 0 for s in steps)
-        detail.update(bytes_total=bytes_, steps_with_sync=len(counted))
-        return Finding("device_to_host_sync", sev, msg, n, loc, detail, per_step, hit_steps)
-    return _event_findings(steps, "device_to_host_sync", counted, make)
+def _recurs(hits: int, phase_iterations: int) -> bool:
+    return hits >= RECURRING_MIN_HITS and hits >= RECURRING_SHARE * max(1, phase_iterations)
 
 
-def op_fallback(steps: list[StepRecord]) -> list[Finding]:
-    totals: Counter = Counter()
-    for s in steps:
-        totals.update(s.fallback_ops)
-    if not totals:
-        return []
-    n_steps = max(1, len(steps))
-    events = [e for s in steps for e in s.events if e.kind == "op_fallback"]
-    out = []
-    for op, n in totals.most_common():
-        ev = [e for e in events if op in e.detail.get("ops", [])]
-        loc = _first_location(ev)
-        steps_hit = [s.index for s in steps if op in s.fallback_ops]
-        out.append(Finding(
-            "op_fallback", "warning",
-            f"{op} ran on the CPU (no XLA lowering){_where(loc)}: {n / n_steps:.2f} times per step, each one "
-            "copying its inputs to the host and back. Replace it with a lowered op (e.g. masks instead of "
-            "nonzero/boolean indexing) or move it out of the step.", n, loc,
-            {"op": op, "calls": dict(Counter(e.detail.get("call") for e in ev)) if ev else {}}, n / n_steps,
-            steps_hit))
+# --- host reads -----------------------------------------------------------------------------------------------
+def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
+    """Host reads per phase. Each line seen reading gets a finding; reads counted but never seen get one without a
+    line. Every step (or most) = warning with the time spent waiting; every N steps = info, amortised. A read that
+    forced the pending graph to run early carries the extra executions (the step ran as several graphs)."""
+    out: list[Finding] = []
+    for phase in sorted({s.phase for s in it}, key=str):
+        steps = [s for s in it if s.phase == phase]
+        hit = [s for s in steps if s.device_to_host.count - _fallback_reads(s) > 0]
+        if not hit:
+            continue
+        events = [(s.index, e) for s in steps for e in s.events
+                  if e.kind == "device_to_host_sync" and not e.detail.get("closure")]
+        recurring = _recurs(len(hit), len(steps))
+        total = sum(s.device_to_host.count - _fallback_reads(s) for s in hit)
+        waited = sum(s.device_to_host_time_s or 0.0 for s in hit)
+        early = sum(s.early_executions for s in hit)
+        groups = _by_location(events) or {("?", 0): []}
+        seen_total = sum(len(v) for v in groups.values()) or 1
+        for (_, _), evs in groups.items():
+            loc = evs[0][1].location if evs else None
+            share = len(evs) / seen_total if evs else 1.0
+            n = max(len(evs), round(total * share))
+            detail = _merge_details([e for _, e in evs])
+            per = n / len(steps)
+            detail.update(phase=phase, iterations_with_reads=len(hit), phase_iterations=len(steps),
+                          wait_ms_per_step=round(1e3 * waited * share / len(steps), 3),
+                          bytes_total=sum(s.device_to_host.bytes or 0 for s in hit))
+            if early:
+                detail["extra_executions_per_step"] = round(early * share / len(steps), 3)
+            calls = ", ".join(detail.get("calls", {})) or "a host read"
+            split = (f" Each read forces the pending graph to run early: the {phase} step runs as "
+                     f"{1 + early * share / max(1, len(hit)):.0f} graphs instead of 1." if early else "")
+            cost = f"{_ms(waited * share / len(steps))} per {phase} step waiting" if waited else "cost not measured"
+            if recurring:
+                msg = (f"Device-to-host sync{_where(loc)}: {calls} copies a value to the host {per:.2f} times per "
+                       f"{phase} step, stalling the host until the device finishes ({cost}).{split} "
+                       f"{advice.get('device_to_host_sync', GENERIC_ADVICE['device_to_host_sync'])}")
+            else:
+                every = len(steps) / len(hit)
+                msg = (f"Host read{_where(loc)}: {calls} in {len(hit)} of {len(steps)} {phase} iterations (about "
+                       f"every {every:.0f}), amortised {cost}.{split} Infrequent reads (logging every N steps) "
+                       "are fine.")
+            if loc is None:
+                msg += " (the line was not caught by an attribution step; rerun with attribution 'always')"
+            out.append(Finding("device_to_host_sync", "warning" if recurring else "info", msg, n, loc, detail, per,
+                               sorted({j for j, _ in evs}) or [s.index for s in hit]))
+    out += _closure_reads(it, advice)
     return out
 
 
-def split_iterations(steps: list[StepRecord]) -> list[Finding]:
-    """Several sync sites taking turns in a fixed cycle (A B A B ...): the loop syncs more than once per
-    iteration, so each iteration runs as several graphs. The last site of the cycle is the iteration's own."""
-    seq = [_site(s) for s in steps if s.site]
-    if len(seq) < 6 or len({s.phase for s in steps}) > 1:
+def _fallback_reads(s: StepRecord) -> int:
+    """A CPU fallback copies its inputs to the host: those copies are the fallback's, not a read of the user's."""
+    return min(s.device_to_host.count, 1) if s.fallback_ops and s.device_to_host.count <= 1 else 0
+
+
+def _closure_reads(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
+    hit = [s for s in it if s.closure_reads]
+    if not hit:
         return []
+    events = [e for s in it for e in s.events if e.kind == "device_to_host_sync" and e.detail.get("closure")]
+    loc = events[0].location if events else None
+    n = sum(s.closure_reads for s in hit)
+    return [Finding(
+        "device_to_host_sync", "info",
+        f"Values read inside step closures{_where(loc)} in {len(hit)} of {len(it)} iterations ({n} reads): the "
+        f"recommended pattern, run after the step's graph was launched. {advice.get('closure_read', '')}".strip(),
+        n, loc, {"closure": True, **_merge_details(events)}, n / max(1, len(it)), [s.index for s in hit])]
+
+
+# --- graph breaks ---------------------------------------------------------------------------------------------
+def graph_break(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
+    """A sync inside the step: an iteration whose boundaries launched graphs before its last one, where that
+    boundary was neither a micro-batch (backward) nor an optimizer step - the step ran as several graphs."""
+    by_site: dict[tuple, list[int]] = defaultdict(list)
+    sites: dict[tuple, dict] = {}
+    train = [s for s in it if s.phase == I.TRAIN]
+    for s in train:
+        launching = I.launching_boundaries(s)
+        for b in launching[:-1]:
+            if b["backward_calls"] or b["optimizer_steps"] or not b["site"]:
+                continue
+            key = (b["site"]["file"], b["site"]["line"])
+            by_site[key].append(s.index)
+            sites[key] = b["site"]
+    out = []
+    for key, hits in by_site.items():
+        site = sites[key]
+        loc = Location(site["file"], site["line"], site.get("function", "?"))
+        recurring = _recurs(len(hits), len(train))
+        out.append(Finding(
+            "graph_break", "warning" if recurring else "info",
+            f"A sync{_where(loc)} runs inside the step in {len(hits)} of {len(train)} training iterations: each "
+            "such iteration executes as several graphs instead of one (more launches, lost fusion). "
+            f"{advice.get('graph_break', GENERIC_ADVICE['graph_break'])}", len(hits), loc,
+            {"sites_per_iteration": 1 + len(by_site)}, len(hits) / max(1, len(train)), hits))
+    out += _cycle_breaks(it, advice) if not out and not any(s.optimizer_steps or s.backward_calls for s in it) else []
+    out += _early_executions(it, advice)
+    return out
+
+
+def _cycle_breaks(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
+    """No optimizer to tell iterations apart: several launching sync sites taking turns in a fixed cycle
+    (A B A B ...) mean the loop syncs more than once per iteration."""
+    seq = [(s.site.file, s.site.line) for s in it if s.site]
     counts = Counter(seq)
-    if len(counts) < 2 or len(counts) > 4:
+    if len(seq) < 6 or not 2 <= len(counts) <= 4:
         return []
     period = len(counts)
     cycle = seq[:period]
     if len(set(cycle)) != period or any(seq[i] != cycle[i % period] for i in range(len(seq))):
         return []
-    iterations = len(seq) // period
+    by_key = {(s.site.file, s.site.line): s.site for s in it if s.site}
     out = []
-    by_key = {_site(s): s.site for s in steps if s.site}
     for key in cycle[:-1]:
         loc = by_key[key]
         out.append(Finding(
             "graph_break", "warning",
-            f"A sync{_where(loc)} runs inside every iteration, before the iteration's own sync at "
-            f"{short_path(by_key[cycle[-1]].file)}:{by_key[cycle[-1]].line}: each iteration executes as {period} graphs "
-            "instead of one (more launches, lost fusion). Remove it, or sync once per iteration.",
-            iterations, loc, {"sites_per_iteration": period, "cycle": [_loc_json(by_key[k]) for k in cycle]},
-            1.0, [s.index for s in steps if _site(s) == key][:20]))
+            f"A sync{_where(loc)} runs inside every iteration: each iteration executes as {period} graphs instead "
+            f"of one. {advice.get('graph_break', GENERIC_ADVICE['graph_break'])}", len(seq) // period, loc,
+            {"sites_per_iteration": period, "cycle": [_loc_json(by_key[k]) for k in cycle]}, 1.0,
+            [s.index for s in it if s.site and (s.site.file, s.site.line) == key][:20]))
     return out
 
 
-def graph_break(steps: list[StepRecord]) -> list[Finding]:
-    counted = Counter()
-    for s in steps:
-        extra = s.executions - max(1, s.mark_steps) - s.device_to_host.count
-        if extra > 0 and not s.fallback_ops:
-            counted[s.index] = extra
-    if len(counted) < 2 and not any(e.kind == "graph_break" for s in steps for e in s.events):
+def _early_executions(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
+    """Graphs launched early by something other than a host read (those are told by device_to_host_sync)."""
+    hit = [s for s in it if s.early_executions - s.device_to_host.count > 0 and not s.fallback_ops]
+    events = [(s.index, e) for s in it for e in s.events if e.kind == "graph_break"]
+    if not hit:
         return []
-
-    def make(loc, detail, hit_steps, n, per_step):
-        return Finding(
-            "graph_break", "warning",
-            f"The pending graph was executed early{_where(loc)} ({per_step:.2f} extra executions per step): the "
-            "step runs as several smaller graphs, each a launch and a lost fusion. Move the call out of the "
-            "step or after torch_xla.sync().", n, loc, detail, per_step, hit_steps)
-    return _event_findings(steps, "graph_break", counted, make)
-
-
-def host_to_device_transfer(steps: list[StepRecord]) -> list[Finding]:
-    counted = Counter({s.index: 1 for s in steps if any(e.kind == "host_to_device_transfer" for e in s.events)})
-
-    def make(loc, detail, hit_steps, n, per_step):
-        return Finding(
-            "host_to_device_transfer", "warning",
-            f"Host data passed into a compiled call{_where(loc)} is copied to the device implicitly "
-            f"({per_step:.2f} times per step). Put parameters and state on the device once (jax.device_put) "
-            "and keep them there.", n, loc, detail, per_step, hit_steps)
-    return _event_findings(steps, "host_to_device_transfer", counted, make)
+    out = []
+    groups = _by_location(events) or {("?", 0): []}
+    recurring = _recurs(len(hit), len(it))
+    for _, evs in groups.items():
+        loc = evs[0][1].location if evs else None
+        n = sum(s.early_executions - s.device_to_host.count for s in hit)
+        out.append(Finding(
+            "graph_break", "warning" if recurring else "info",
+            f"The pending graph was executed early{_where(loc)} in {len(hit)} of {len(it)} iterations: the step "
+            f"runs as several smaller graphs. {advice.get('early_execution', GENERIC_ADVICE['early_execution'])}",
+            n, loc, _merge_details([e for _, e in evs]), n / max(1, len(it)), [s.index for s in hit]))
+    return out
 
 
-def compile_time(steps: list[StepRecord], warmup: int) -> list[Finding]:
-    total = sum(s.wall_time_s for s in steps)
-    comp = sum(s.compile_time_s for s in steps)
+# --- other per-step problems ----------------------------------------------------------------------------------
+def op_fallback(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
+    totals: Counter = Counter()
+    for s in it:
+        totals.update(s.fallback_ops)
+    events = [e for s in it for e in s.events if e.kind == "op_fallback"]
+    out = []
+    for op, n in totals.most_common():
+        ev = [e for e in events if op in e.detail.get("ops", [])]
+        loc = next((e.location for e in ev if e.location), None)
+        hit = [s.index for s in it if op in s.fallback_ops]
+        recurring = _recurs(len(hit), len(it))
+        out.append(Finding(
+            "op_fallback", "warning" if recurring else "info",
+            f"{op} ran on the CPU (no device lowering){_where(loc)}: {n / max(1, len(it)):.2f} times per step in "
+            f"{len(hit)} iterations, each one copying its inputs to the host and back. "
+            f"{advice.get('op_fallback', GENERIC_ADVICE['op_fallback'])}", n, loc,
+            {"op": op, "calls": dict(Counter(e.detail.get("call") for e in ev)) if ev else {}},
+            n / max(1, len(it)), hit))
+    return out
+
+
+def host_to_device_transfer(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
+    events = [(s.index, e) for s in it for e in s.events if e.kind == "host_to_device_transfer"]
+    if not events:
+        return []
+    hit = sorted({j for j, _ in events})
+    out = []
+    for _, evs in _by_location(events).items():
+        loc = evs[0][1].location
+        steps_hit = sorted({j for j, _ in evs})
+        recurring = _recurs(len(steps_hit), len(it))
+        n = sum(int(e.detail.get("transfers", 1)) for _, e in evs)
+        detail = _merge_details([e for _, e in evs])
+        out.append(Finding(
+            "host_to_device_transfer", "warning" if recurring else "info",
+            f"Host data passed into a compiled call{_where(loc)} is copied to the device implicitly in "
+            f"{len(steps_hit)} of {len(it)} iterations. "
+            f"{advice.get('host_to_device_transfer', GENERIC_ADVICE['host_to_device_transfer'])}",
+            n, loc, detail, n / max(1, len(it)), steps_hit))
+    del hit
+    return out
+
+
+def compile_time(it: list[StepRecord], warmup: int) -> list[Finding]:
+    total = sum(s.wall_time_s for s in it)
+    comp = sum(s.compile_time_s for s in it)
     if not total or not comp:
         return []
     share = comp / total
     return [Finding(
         "compile_time", "info",
-        f"Compiling took {comp:.2f} s of {total:.2f} s ({share:.0%}) across {sum(s.compiles for s in steps)} "
-        f"compile(s); step-time statistics exclude the {warmup} warm-up step(s) so compile time is not "
-        "mistaken for step time.", sum(s.compiles for s in steps), None,
+        f"Compiling took {comp:.2f} s of {total:.2f} s ({share:.0%}) across {sum(s.compiles for s in it)} "
+        f"compile(s); step-time statistics exclude the {warmup} warm-up iteration(s) and every iteration that "
+        "compiled, so compile time is not mistaken for step time.", sum(s.compiles for s in it), None,
         {"compile_time_s": round(comp, 4), "wall_time_s": round(total, 4), "share": round(share, 4)})]
 
 
-def no_steps(steps: list[StepRecord]) -> list[Finding]:
-    if steps:
+def no_steps(boundaries: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
+    if boundaries:
         return []
-    return [Finding(
-        "no_steps", "warning",
-        "No step boundary was seen in this process, so there is nothing per step to report. torch_xla: the "
-        "loop never called torch_xla.sync() / xm.mark_step() here (work launched in xmp.spawn children or "
-        "through torch.compile is not seen: use the Session API inside the spawned function); JAX: no "
-        "StepTraceAnnotation and no jitted function called twice from the same line.", 0)]
+    return [Finding("no_steps", "warning",
+                    "No step boundary was seen in this process, so there is nothing per step to report. "
+                    + advice.get("no_steps", ""), 0)]
 
 
-def analyze(steps: list[StepRecord], max_warmup: int = 5, expect_steps: bool = True
-            ) -> tuple[int, list[Finding]]:
-    warmup = warmup_steps(steps, max_warmup)
-    findings = (recompilation(steps, warmup) + device_to_host_sync(steps) + op_fallback(steps)
-                + graph_break(steps) + split_iterations(steps) + host_to_device_transfer(steps)
-                + compile_time(steps, warmup) + (no_steps(steps) if expect_steps else []))
-    order = {"error": 0, "warning": 1, "info": 2}
-    findings.sort(key=lambda f: (order[f.severity], -f.count))
-    return warmup, findings
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = None, max_warmup: int = 5,
+            expect_steps: bool = True) -> Analysis:
+    """The one analysis pass: iterations, compile classes, warm-up, steady steps, findings (worst first)."""
+    advice = {**GENERIC_ADVICE, **(advice or {})}
+    it = I.group(boundaries)
+    train = [s for s in it if s.phase != I.EVAL]
+    all_units = C.units(it)
+    by_key = C.classify(all_units, dict(Counter(s.phase or I.TRAIN for s in it)), max_warmup)
+    warmup = _warmup(train, all_units, max_warmup)
+    findings = (compile_findings(it, by_key, warmup, advice) + device_to_host_sync(it, advice)
+                + op_fallback(it, advice) + graph_break(it, advice) + host_to_device_transfer(it, advice)
+                + compile_time(it, warmup) + (no_steps(boundaries, advice) if expect_steps else []))
+    findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], -f.count))
+    return Analysis(it, train, warmup, steady_steps(train, warmup), all_units, findings)

@@ -41,11 +41,14 @@ class GraphDiff:
     added: list[Instr] = field(default_factory=list)
     removed: list[Instr] = field(default_factory=list)
     size: tuple[int, int] = (0, 0)
+    input_count: tuple[int, int] = (0, 0)  # number of graph parameters, old and new
 
     @property
     def cause(self) -> str:
         if self.same:
             return "identical"
+        if self.input_count[0] != self.input_count[1]:
+            return "argument_structure"  # a new input (optimizer state appearing), not a new shape
         if self.input_shapes:
             return "input_shapes"
         if self.added or self.removed:
@@ -102,9 +105,9 @@ def parse_hlo(text: str) -> list[Instr]:
 
 def diff_hlo(old_text: str, new_text: str) -> GraphDiff:
     old, new = parse_hlo(old_text), parse_hlo(new_text)
-    result = GraphDiff(same=False, size=(len(old), len(new)))
     old_params = [i.shape for i in old if i.op == "parameter"]
     new_params = [i.shape for i in new if i.op == "parameter"]
+    result = GraphDiff(same=False, size=(len(old), len(new)), input_count=(len(old_params), len(new_params)))
     gone = sorted((Counter(old_params) - Counter(new_params)).elements())
     came = sorted((Counter(new_params) - Counter(old_params)).elements())
     result.input_shapes = list(zip(gone, came))

@@ -29,12 +29,17 @@ class Event:
     an implicit transfer. Adapters emit these only on attribution steps (see docs/attribution.md)."""
 
     kind: str  # device_to_host_sync | op_fallback | graph_break | host_to_device_transfer | compile
+    # compile events: detail["key"] names the graph identity (torch_xla: step site; JAX: jitted function or
+    # "eager:<line>"), detail["first"] says it is that identity's first compile, detail["cause"] what differed
     location: Location | None
     detail: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class StepRecord:
+    """One step boundary as an adapter reports it, or (after `iterations.group`) one training/eval iteration
+    made of several boundaries, listed in `boundaries`."""
+
     index: int
     wall_time_s: float  # from the previous step boundary (or the session start) to this one
     site: Location | None = None  # where the step boundary was called (the user's sync / step call)
@@ -53,11 +58,21 @@ class StepRecord:
     tokens: int | None = None
     events: list[Event] = field(default_factory=list)
     own_time_us: float | None = None  # ptxla_perf's own host time at this boundary (the overhead we add)
+    # --- what the iteration grouping and the rules read (docs/report.md: "steps are iterations") ---
+    optimizer_steps: int = 0  # optimizer.step() calls since the previous boundary
+    backward_calls: int = 0  # autograd backward calls since the previous boundary
+    grad_enabled: bool | None = None  # torch.is_grad_enabled() at the boundary (eval loops run under no_grad)
+    early_executions: int = 0  # graphs launched outside the step boundary itself (a host read forcing them)
+    device_to_host_time_s: float | None = None  # time spent in device-to-host reads (incl. waiting for the device)
+    closure_reads: int = 0  # reads inside xm.add_step_closure closures (the recommended pattern), not in device_to_host
+    boundaries: list[dict[str, Any]] = field(default_factory=list)  # iterations: the boundaries they grouped
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         if not d["events"]:
             del d["events"]
+        if not d["boundaries"]:
+            del d["boundaries"]
         return d
 
 

@@ -12,7 +12,7 @@ from importlib import resources
 from typing import Any
 
 from . import SCHEMA_ID, __version__
-from .findings import Finding, analyze, classify_compiles
+from .findings import Analysis, Finding, analyze
 from .records import StepRecord
 
 
@@ -32,49 +32,48 @@ def stats(values: list[float], ndigits: int | None = None) -> dict[str, float] |
     return {**out, "n": len(v)}
 
 
-def steady_steps(steps: list[StepRecord], warmup: int) -> list[StepRecord]:
-    """Steps that time the loop as it really runs: after warm-up, no compile, no attribution overhead.
-    Falls back to every post-warm-up step for runs too short to have such steps."""
-    after = [s for s in steps if s.index >= warmup]
-    clean = [s for s in after if not s.compiles and not s.attributed]
-    return clean or [s for s in after if not s.compiles] or after
-
-
-def summarize(steps: list[StepRecord], warmup: int, findings: list[Finding],
-              totals: dict[str, Any] | None = None) -> dict[str, Any]:
+def summarize(a: Analysis, findings: list[Finding], totals: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Numbers over the training iterations (`steps`); evaluation iterations are counted apart."""
+    steps = a.train
     n = len(steps)
-    steady = steady_steps(steps, warmup)
     per = (lambda total: total / n) if n else (lambda total: None)
-    recompiles = sum(s.compiles for hits in classify_compiles(steps, warmup)[0].values() for s in hits)
     fallback: dict[str, int] = {}
-    for s in steps:
+    for s in a.iterations:
         for op, c in s.fallback_ops.items():
             fallback[op] = fallback.get(op, 0) + c
+    evals = [s for s in a.iterations if s.phase == "eval"]
     summary: dict[str, Any] = {
         "steps": n,
-        "warmup_steps": warmup,
-        "steady_steps": len(steady),
-        "wall_time_s": sum(s.wall_time_s for s in steps),
-        "step_time_s": stats([s.wall_time_s for s in steady]),
-        "compiles": sum(s.compiles for s in steps),
-        "compile_time_s": sum(s.compile_time_s for s in steps),
-        "cached_compiles": sum(s.cached_compiles for s in steps),
-        "recompiles_after_warmup": recompiles,
-        "distinct_graphs": len({h for s in steps for h in s.graph_hashes}) or None,
+        "warmup_steps": a.warmup,
+        "steady_steps": len(a.steady),
+        "eval_steps": len(evals),
+        "boundaries": sum(max(1, len(s.boundaries)) for s in a.iterations),
+        "wall_time_s": sum(s.wall_time_s for s in a.iterations),
+        "step_time_s": stats([s.wall_time_s for s in a.steady]),
+        "eval_step_time_s": stats([s.wall_time_s for s in evals if not s.compiles]),
+        "compiles": sum(s.compiles for s in a.iterations),
+        "compile_time_s": sum(s.compile_time_s for s in a.iterations),
+        "cached_compiles": sum(s.cached_compiles for s in a.iterations),
+        "recompiles_after_warmup": a.recompiles,
+        "distinct_graphs": len({h for s in a.iterations for h in s.graph_hashes}) or None,
         "executions_per_step": per(sum(s.executions for s in steps)),
         "device_to_host_per_step": per(sum(s.device_to_host.count for s in steps)),
         "host_to_device_per_step": per(sum(s.host_to_device.count for s in steps)),
         "device_to_host_bytes_per_step": per(sum(s.device_to_host.bytes or 0 for s in steps)),
         "host_to_device_bytes_per_step": None,
         "fallback_ops": fallback,
-        "throughput": _throughput(steady),
-        "overhead_us_per_step": stats([s.own_time_us for s in steady if s.own_time_us is not None]),
-        "findings_by_severity": {sev: sum(f.severity == sev for f in findings)
-                                 for sev in ("error", "warning", "info")},
+        "throughput": _throughput(a.steady),
+        "overhead_us_per_step": stats([s.own_time_us for s in a.steady if s.own_time_us is not None]),
+        "findings_by_severity": severity_counts(findings),
     }
     if totals and n and totals.get("host_to_device_bytes") is not None:
         summary["host_to_device_bytes_per_step"] = totals["host_to_device_bytes"] / n
     return summary
+
+
+def severity_counts(findings: list) -> dict[str, int]:
+    sev = [f.severity if isinstance(f, Finding) else f["severity"] for f in findings]
+    return {k: sev.count(k) for k in ("error", "warning", "info")}
 
 
 def _throughput(steady: list[StepRecord]) -> dict[str, float]:
@@ -107,12 +106,14 @@ def environment(extra: dict[str, Any]) -> dict[str, Any]:
     return env
 
 
-def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list[StepRecord],
-          profiler: dict[str, Any] | None = None, extra: dict[str, Any] | None = None,
-          totals: dict[str, Any] | None = None, extra_findings: list[Finding] | None = None,
-          max_warmup: int = 5) -> dict[str, Any]:
-    warmup, findings = analyze(steps, max_warmup, expect_steps=run.get("kind") != "trace")
-    findings = (extra_findings or []) + findings
+def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], analysis: Analysis | None = None,
+          steps: list[StepRecord] | None = None, profiler: dict[str, Any] | None = None,
+          extra: dict[str, Any] | None = None, totals: dict[str, Any] | None = None,
+          extra_findings: list[Finding] | None = None, max_warmup: int = 5) -> dict[str, Any]:
+    """Assemble a report from an analysis (findings.analyze); given only boundary `steps`, analyse them here."""
+    if analysis is None:
+        analysis = analyze(steps or [], max_warmup=max_warmup, expect_steps=run.get("kind") != "trace")
+    findings = (extra_findings or []) + analysis.findings
     report = {
         "schema": SCHEMA_ID,
         "tool_version": __version__,
@@ -120,8 +121,8 @@ def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list
         "run": run,
         "environment": env,
         "profiler": profiler or {},
-        "steps": [s.to_json() for s in steps],
-        "summary": summarize(steps, warmup, findings, totals),
+        "steps": [s.to_json() for s in analysis.iterations],
+        "summary": summarize(analysis, findings, totals),
         "findings": [f.to_json() for f in findings],
     }
     if extra:
@@ -135,8 +136,7 @@ def merge_trace(report: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]
     report["trace"] = trace
     report["findings"] = [f for f in report.get("findings", [])
                           if (f.get("evidence") or {}).get("source") != "trace"] + list(trace.get("findings", []))
-    report.setdefault("summary", {})["findings_by_severity"] = {
-        sev: sum(f["severity"] == sev for f in report["findings"]) for sev in ("error", "warning", "info")}
+    report.setdefault("summary", {})["findings_by_severity"] = severity_counts(report["findings"])
     return report
 
 

@@ -49,7 +49,8 @@ def run_recipe(cfg: DictConfig) -> int:
             run={"kind": "recipe", "recipe": recipe.name, "config": OmegaConf.to_container(cfg, resolve=True),
                  "overrides": list(HydraConfig.get().overrides.task), "output_dir": out_dir},
             attribution=OmegaConf.to_container(cfg.attribution), max_warmup=cfg.max_warmup,
-            guard=OmegaConf.to_container(cfg.guard), progress_every_s=cfg.progress_every_s)
+            guard=None if cfg.get("guard") is None else OmegaConf.to_container(cfg.guard),
+            progress_every_s=cfg.progress_every_s)
         session.start()
     except SessionError as exc:
         print(f"ptxla_perf: error: {exc}", file=sys.stderr)

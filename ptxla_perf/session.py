@@ -18,7 +18,9 @@ import time
 from typing import Any, Callable
 
 from . import render, report as report_mod
-from .findings import Finding
+from .backends.base import Adapter
+from .findings import Analysis, Finding, analyze
+from .guard import Guard
 from .records import StepRecord
 
 
@@ -62,7 +64,7 @@ def check_port(port: int) -> None:
                                "the profiler server)") from None
 
 
-def make_adapter(backend: str, attribution: dict | None):
+def make_adapter(backend: str, attribution: dict | None) -> Adapter:
     if backend == "torch_xla":
         from .backends.torch_xla import TorchXlaAdapter
         return TorchXlaAdapter(attribution)
@@ -78,21 +80,23 @@ def make_adapter(backend: str, attribution: dict | None):
 class Session:
     def __init__(self, backend: str = "torch_xla", *, report_path: str | None = "ptxla_perf_report.json",
                  port: int | None = 9012, run: dict[str, Any] | None = None, attribution: dict | None = None,
-                 max_warmup: int = 5, guard: dict | None = None, progress_every_s: float | None = 10.0,
+                 max_warmup: int = 5, guard: dict | None | str = "default", progress_every_s: float | None = 10.0,
                  flush_every_s: float | None = 30.0, console: bool = True, handle_signals: bool = True):
         self.backend = backend
         self.report_path = report_path
         self.port = port
         self.run_info = {"kind": "api", "argv": list(sys.argv), **(run or {})}
         self.max_warmup = max_warmup
-        self.guard = {"max_compiles_per_step": 40, "max_syncs_per_step": 200, **(guard or {})}
         self.progress_every_s = progress_every_s
         self.flush_every_s = flush_every_s
         self.rank = process_index()
         self.console = console and self.rank == 0
         self.handle_signals = handle_signals
         self.adapter = make_adapter(backend, attribution)
-        self.steps: list[StepRecord] = []
+        # guard=None turns it off; "default" (or a dict of overrides) keeps it on (guard.py)
+        self.guard = Guard(None if guard is None else ({} if guard == "default" else dict(guard)),
+                           self.adapter.runaway)
+        self.steps: list[StepRecord] = []  # every step boundary, as the adapter saw it (iterations: analysis())
         self.extra: dict[str, Any] = {}
         self.extra_findings: list[Finding] = []
         self.profiler: dict[str, Any] = {"server_port": None, "address": None}
@@ -174,6 +178,11 @@ class Session:
                 print("\n".join(render.summary_lines(report, path)), file=sys.stderr, flush=True)
         return report
 
+    def analysis(self) -> Analysis:
+        """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says."""
+        return analyze(self.steps, advice=self.adapter.advice, max_warmup=self.max_warmup,
+                       expect_steps=self.run_info.get("kind") != "trace")
+
     def __enter__(self) -> "Session":
         return self.start()
 
@@ -205,11 +214,9 @@ class Session:
         run = dict(self.run_info, started_at=self._started_at or "",
                    ended_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                    status=status, exit_code=exit_code, stop_reason=stop_reason)
-        run.setdefault("step_detection", getattr(self.adapter, "step_detection",
-                                                 "each torch_xla.sync()/xm.mark_step() is a step boundary"))
-        run["attribution"] = dict(getattr(self.adapter, "cfg", {}),
-                                  steps=[s.index for s in self.steps if s.attributed][:50],
-                                  notes=list(getattr(self.adapter, "notes", []))[:10])
+        run.setdefault("step_detection", self.adapter.step_detection)
+        run["attribution"] = dict(self.adapter.cfg, steps=[s.index for s in self.steps if s.attributed][:50],
+                                  notes=list(self.adapter.notes)[:10])
         if self.tail is not None:
             run["after_last_step"] = {"device_to_host": self.tail.device_to_host.count,
                                       "compiles": self.tail.compiles, "executions": self.tail.executions,
@@ -219,10 +226,9 @@ class Session:
         if status in ("stopped",) and stop_reason:
             extra_findings.append(Finding("run_stopped", "error", stop_reason, 1,
                                           self.steps[-1].site if self.steps else None, {}))
-        totals = self.adapter.totals() if hasattr(self.adapter, "totals") else None
-        report = report_mod.build(backend=self.backend, run=run, env=env, steps=self.steps,
-                                  profiler=self.profiler, extra=self.extra or None, totals=totals,
-                                  extra_findings=extra_findings, max_warmup=self.max_warmup)
+        report = report_mod.build(backend=self.backend, run=run, env=env, analysis=self.analysis(),
+                                  profiler=self.profiler, extra=self.extra or None, totals=self.adapter.totals(),
+                                  extra_findings=extra_findings)
         if self.trace:
             report_mod.merge_trace(report, self.trace)
         return report
@@ -251,13 +257,11 @@ class Session:
             raise stop
 
     def _check_guard(self, rec: StepRecord) -> None:
-        g = self.guard
-        if rec.compiles > g["max_compiles_per_step"] or rec.device_to_host.count > g["max_syncs_per_step"]:
-            self.request_stop(
-                f"step {rec.index} compiled {rec.compiles} graphs and copied {rec.device_to_host.count} tensors to "
-                f"the host (guard: {g['max_compiles_per_step']} compiles / {g['max_syncs_per_step']} syncs per step)"
-                "; stopped before the run exhausts memory. Typical cause: torch.autograd.set_detect_anomaly(True) "
-                "or a host read inside a per-op hook.")
+        decision = self.guard.check(rec)
+        if decision.warn:
+            self.say(decision.warn)
+        if decision.stop:
+            self.request_stop(decision.stop)
 
     def _on_signal(self, signum, frame) -> None:
         if self._stop is not None and self._stop.signum:

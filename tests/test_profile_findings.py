@@ -5,15 +5,16 @@ import pytest
 
 from conftest import SCRIPTS, planted_line
 
-PLANTED = [
-    ("item_per_step.py", "device_to_host_sync", {"item"}),
-    ("print_loss.py", "device_to_host_sync", {"__repr__", "__format__", "__str__"}),
-    ("bool_in_loop.py", "device_to_host_sync", {"__bool__"}),
-    ("log_every_n.py", "device_to_host_sync", {"item"}),  # every 7 steps: caught at a booked step
-    ("changing_batch.py", "recompilation", None),
-    ("index_by_step.py", "recompilation", None),
-    ("nonzero_in_loop.py", "op_fallback", None),
-    ("sync_mid_step.py", "graph_break", None),
+PLANTED = [  # script, finding kind, calls that made it, severity (docs/report.md: severity policy)
+    ("item_per_step.py", "device_to_host_sync", {"item"}, "warning"),
+    ("print_loss.py", "device_to_host_sync", {"__repr__", "__format__", "__str__"}, "warning"),
+    ("bool_in_loop.py", "device_to_host_sync", {"__bool__"}, "warning"),
+    # every 7 steps: caught at a booked step; an infrequent read is info with its amortised cost
+    ("log_every_n.py", "device_to_host_sync", {"item"}, "info"),
+    ("changing_batch.py", "recompilation", None, "warning"),
+    ("index_by_step.py", "recompilation", None, "warning"),
+    ("nonzero_in_loop.py", "op_fallback", None, "warning"),
+    ("sync_mid_step.py", "graph_break", None, "warning"),
 ]
 
 
@@ -21,13 +22,15 @@ def warnings_of(report):
     return [f for f in report["findings"] if f["severity"] in ("warning", "error")]
 
 
-@pytest.mark.parametrize("script,kind,calls", PLANTED, ids=[p[0] for p in PLANTED])
-def test_planted_problem_found_at_its_line(profile, script, kind, calls):
+@pytest.mark.parametrize("script,kind,calls,severity", PLANTED, ids=[p[0] for p in PLANTED])
+def test_planted_problem_found_at_its_line(profile, script, kind, calls, severity):
     path = SCRIPTS / script
     proc, report = profile(path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    found = [f for f in warnings_of(report) if f["kind"] == kind]
-    assert found, f"no {kind} warning; findings: {[(f['kind'], f['severity']) for f in report['findings']]}"
+    found = [f for f in report["findings"] if f["kind"] == kind and f["severity"] == severity]
+    assert found, f"no {kind} {severity}; findings: {[(f['kind'], f['severity']) for f in report['findings']]}"
+    if severity == "info":
+        assert not [f for f in warnings_of(report) if f["kind"] == kind]
     f = found[0]
     assert f["location"] is not None, f
     assert f["location"]["file"] == str(path)
@@ -97,11 +100,13 @@ def test_step_records_carry_the_counters(profile):
 
 def test_mp_device_loader_marks_the_steps(profile):
     _, report = profile(SCRIPTS / "mp_loader_loop.py")
-    # 10 batches: the loader's own mark_step ends each one (it also syncs once before the first batch and once
-    # when exhausted: steps that run nothing)
-    busy = [s for s in report["steps"] if s["executions"]]
-    assert len(busy) == 10 and 10 <= report["summary"]["steps"] <= 12
-    assert report["summary"]["warmup_steps"] >= 2  # the idle first sync and the compiling first batch
+    # 10 batches: the loader's own mark_step ends each one; it also syncs once before the first batch and once
+    # when exhausted - boundaries that run nothing, kept inside the first and last iteration
+    assert report["summary"]["steps"] == 10 and len(report["steps"]) == 10
+    assert all(s["executions"] == 1 for s in report["steps"])
+    assert report["summary"]["boundaries"] == 12
+    assert len(report["steps"][0]["boundaries"]) == 2 and len(report["steps"][-1]["boundaries"]) == 2
+    assert report["summary"]["warmup_steps"] >= 1
     assert report["summary"]["recompiles_after_warmup"] == 0
 
 

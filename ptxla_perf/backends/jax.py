@@ -120,8 +120,27 @@ class _Jitted:
         return getattr(self._jit, "__wrapped__", None)
 
 
+def _eager_op(frame) -> str | None:
+    """The primitive an eager compile is for: the `prim` of jax's apply_primitive frame on the stack."""
+    f = frame
+    while f is not None:
+        if f.f_code.co_name == "apply_primitive" and "prim" in f.f_locals:
+            return str(getattr(f.f_locals["prim"], "name", f.f_locals["prim"]))
+        f = f.f_back
+    return None
+
+
 class JaxAdapter:
     name = "jax"
+    advice = {
+        "device_to_host_sync": "Keep values on the device: accumulate metrics in the step function and read them "
+                               "every N steps or after the loop (jax.device_get once).",
+        "host_to_device_transfer": "Put parameters and state on the device once (jax.device_put) and keep them "
+                                   "there.",
+        "eager_compile": "Move the ops into a jitted function if they run every step.",
+        "graph_break": "Call the step function once per step.",
+        "no_steps": "No StepTraceAnnotation and no jitted function called twice from the same line.",
+    }
 
     def __init__(self, attribution: dict | None = None):
         cfg = {"mode": "auto"}
@@ -158,6 +177,10 @@ class JaxAdapter:
         self._code_sigs: dict[tuple, tuple] = {}
         self._nsteps = 0
         self._site_cache: tuple = (None, None)
+        self._d2h_time = 0.0
+        self._in_other = False  # between steps, other jitted functions ran (evaluation): an eval interval is open
+        self._ann_depth = 0
+        self._step_open = False  # a step began (its function was called) and its record is not emitted yet
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[[StepRecord], None]) -> None:
@@ -185,6 +208,11 @@ class JaxAdapter:
         def _value(self_arr):
             if self_arr._npy_value is None and not adapter._depth and not adapter._in_np:
                 adapter._read(self_arr, sys._getframe(1))
+                t0 = time.perf_counter()
+                try:
+                    return fget(self_arr)
+                finally:
+                    adapter._d2h_time += time.perf_counter() - t0
             return fget(self_arr)
         ArrayImpl._value = property(_value)
 
@@ -206,9 +234,15 @@ class JaxAdapter:
         def __enter__(self_ann):
             if not adapter._annotated and not adapter._depth:
                 adapter._annotation_start()
+            if not adapter._depth:
+                adapter._ann_depth += 1
+                if adapter._in_other:  # an evaluation interval ends where the next annotated step begins
+                    adapter._close_other()
             return base_enter(self_ann)
 
         def __exit__(self_ann, *exc):
+            if not adapter._depth:
+                adapter._ann_depth = max(0, adapter._ann_depth - 1)
             result = base_exit(self_ann, *exc)
             if exc[0] is None:  # a block that raised is not a finished step
                 adapter._annotation_boundary(sys._getframe(1))
@@ -242,6 +276,10 @@ class JaxAdapter:
             self._saved = {}
         if self._mark is None:
             return None
+        if self._step_fn is not None and self._step_open:
+            # inferred steps: a record is emitted when the next call begins, so the last call's step ends here
+            self._emit(None, phase="eval" if self._in_other else "train")
+            return None
         tail = self._record(None)
         busy = tail.compiles or tail.device_to_host.count or tail.executions or tail.host_to_device.count
         return tail if busy else None
@@ -259,6 +297,11 @@ class JaxAdapter:
     def start_server(self, port: int):
         self._server = jax.profiler.start_server(port)
         return self._server
+
+    def runaway(self, rec: StepRecord, cfg) -> str | None:
+        """Never from compile counts: eager ops compile once per op and shape (tens in an evaluation pass are
+        normal and cached), and a jitted function recompiling every step is a finding, not a memory runaway."""
+        return None
 
     def environment(self) -> dict[str, Any]:
         env: dict[str, Any] = {"versions": {"jax": jax.__version__}}
@@ -286,22 +329,24 @@ class JaxAdapter:
     # --- counters ---------------------------------------------------------------------------------------
     def _snapshot(self) -> tuple:
         return (self._compiles, self._compile_time, self._cached, self._execs, self._d2h, self._d2h_bytes,
-                self._h2d, self._h2d_bytes, time.perf_counter())
+                self._h2d, self._h2d_bytes, time.perf_counter(), self._d2h_time)
 
-    def _record(self, site: Location | None) -> StepRecord:
+    def _record(self, site: Location | None, phase: str | None = None) -> StepRecord:
         prev, now = self._mark, self._snapshot()
         self._mark = now
         execs = now[3] - prev[3]
-        rec = StepRecord(0, max(now[8] - prev[8], 0.0), site or self._mark_site, now[0] - prev[0],
-                         max(now[1] - prev[1], 0.0), now[2] - prev[2], execs,
-                         execs,  # mark_steps: every jitted call is an explicit launch, never a "graph break"
-                         Transfers(now[4] - prev[4], now[5] - prev[5]), Transfers(now[6] - prev[6], now[7] - prev[7]),
-                         events=self._events)
+        rec = StepRecord(index=0, wall_time_s=max(now[8] - prev[8], 0.0), site=site or self._mark_site,
+                         compiles=now[0] - prev[0], compile_time_s=max(now[1] - prev[1], 0.0),
+                         cached_compiles=now[2] - prev[2], executions=execs,
+                         mark_steps=execs,  # every jitted call is an explicit launch
+                         device_to_host=Transfers(now[4] - prev[4], now[5] - prev[5]),
+                         host_to_device=Transfers(now[6] - prev[6], now[7] - prev[7]),
+                         events=self._events, phase=phase, device_to_host_time_s=max(now[9] - prev[9], 0.0))
         self._events = []
         return rec
 
     def _event(self, kind: str, loc: Location | None, detail: dict) -> None:
-        if len(self._events) >= _MAX_EVENTS_PER_STEP:
+        if sum(e.kind != "compile" for e in self._events) >= _MAX_EVENTS_PER_STEP:
             return
         for e in self._events:  # one event per line and kind per step; repeats add up in detail["transfers"]
             if e.kind == kind and e.location == loc and kind != "compile":
@@ -309,11 +354,22 @@ class JaxAdapter:
                 return
         self._events.append(Event(kind, loc, detail))
 
-    def _emit(self, site: Location | None) -> None:
-        rec = self._record(site)
+    def _emit(self, site: Location | None, phase: str | None = "train") -> None:
+        rec = self._record(site, phase)
         self._mark_site = site
         self._nsteps += 1
         self._on_boundary(rec)
+
+    def _open_other(self) -> None:
+        """Another jitted function ran at top level between steps (evaluation, metrics): the training step ends
+        here and an evaluation interval begins; it ends where the next step begins."""
+        self._emit(self._mark_site, "train")
+        self._in_other = True
+        self._step_open = False
+
+    def _close_other(self) -> None:
+        self._emit(self._mark_site, "eval")
+        self._in_other = False
 
     # --- steps -------------------------------------------------------------------------------------------
     def _annotation_start(self) -> None:
@@ -336,6 +392,8 @@ class JaxAdapter:
         """A top-level call of a jitted function: maybe a step boundary (inferred steps)."""
         if self._step_fn is not None:
             if fn is not self._step_fn:
+                if not self._in_other and self._step_open:
+                    self._open_other()
                 return
             key = (frame.f_code, frame.f_lineno)
             if key == self._site_cache[0]:
@@ -345,8 +403,14 @@ class JaxAdapter:
                 if classify(frame.f_code.co_filename) == USER:  # called straight from user code: cacheable
                     self._site_cache = (key, site)
             if site is not None and (site.file, site.line) != self._step_key:
-                return  # the step function called from elsewhere (e.g. evaluation): same step
-            self._emit(site)
+                if not self._in_other and self._step_open:
+                    self._open_other()  # the step function called from elsewhere (e.g. evaluation)
+                return
+            if self._in_other:
+                self._close_other()
+            elif self._step_open:
+                self._emit(site)
+            self._step_open = True
             return
         site = user_frame(frame)[0]
         key = (id(fn), site.file, site.line) if site else (id(fn), "?", 0)
@@ -354,16 +418,17 @@ class JaxAdapter:
         if first is None:
             if len(self._candidates) < 256:
                 self._candidates[key] = self._snapshot() + (site, len(self._events))
+                self._step_open = True
             return
         # second call from the same line: this is the step function; step 0 began at its first call
         self._step_fn, self._step_key = fn, key[1:]
         self.step_detection = (f"inferred: the jitted function called repeatedly, {fn._name}, at "
                                f"{site.short() if site else '?'}; each call starts a step")
         self._candidates.clear()
-        self._mark = first[:9]
+        self._mark = first[:10]
         self._first_mark = self._mark
-        self._mark_site = first[9]
-        self._events = self._events[first[10]:]
+        self._mark_site = first[10]
+        self._events = self._events[first[11]:]
         self._emit(site)
 
     # --- jitted calls ------------------------------------------------------------------------------------
@@ -373,8 +438,10 @@ class JaxAdapter:
         frame = sys._getframe(2)
         if not self._annotated:
             self._maybe_step(fn, frame)
+        elif not self._ann_depth and not self._in_other and self._mark is not None:
+            self._in_other = True  # a jitted call between annotated steps: evaluation until the next step
         self._execs += 1
-        compiles = self._compiles
+        compiles, compile_time = self._compiles, self._compile_time
         self._depth += 1
         try:
             tls = _guard.thread_local_state() if fn._mode == "guard" else None
@@ -408,7 +475,7 @@ class JaxAdapter:
         finally:
             self._depth -= 1
         if self._compiles != compiles:
-            self._explain_compile(fn, args, kwargs, frame)
+            self._explain_compile(fn, args, kwargs, frame, self._compiles - compiles, self._compile_time - compile_time)
         return out
 
     def _scan(self, fn: _Jitted, args: tuple, kwargs: dict, frame) -> bool:
@@ -457,12 +524,21 @@ class JaxAdapter:
         if event == _BACKEND_COMPILE:
             self._compiles += 1
             self._compile_time += duration
-            if not self._depth and self.lines and self._nsteps:  # eager compiles in step 0 are expected
-                loc, _ = user_frame(sys._getframe(1))
-                if loc is not None and not any(e.kind == "compile" and e.location == loc for e in self._events):
-                    self._event("compile", loc, {"cause": "eager_op", "special_scalars": False,
-                                                 "differences": ["an operation outside any jitted function was "
-                                                                 "compiled (eager dispatch of a new shape/op)"]})
+            if not self._depth:  # an op outside any jitted function compiled: one unit per user line and step
+                frame = sys._getframe(1)
+                loc, _ = user_frame(frame)
+                key = f"eager:{loc.file}:{loc.line}" if loc else "eager:?"
+                op = _eager_op(frame) or "op"
+                for e in self._events:
+                    if e.kind == "compile" and e.detail.get("key") == key:
+                        e.detail["count"] += 1
+                        e.detail["seconds"] = round(e.detail["seconds"] + duration, 6)
+                        e.detail["ops"] = e.detail["ops"] + [op] if len(e.detail["ops"]) < 16 else e.detail["ops"]
+                        break
+                else:
+                    self._events.append(Event("compile", loc if self.lines else None, {
+                        "unit": True, "key": key, "count": 1, "seconds": round(duration, 6), "ops": [op],
+                        "cause": "eager_op"}))
         elif event in (_TRACE, _LOWER):
             self._compile_time += duration
 
@@ -486,19 +562,30 @@ class JaxAdapter:
             leaves += [(name + _path_str(p), _aval_str(x)) for p, x in flat]
         return (id(fn._jit), tuple(trees), tuple(leaves), tuple((k, _safe_repr(v)) for k, v in static))
 
-    def _explain_compile(self, fn: _Jitted, args: tuple, kwargs: dict, frame) -> None:
+    def _explain_compile(self, fn: _Jitted, args: tuple, kwargs: dict, frame, count: int = 1,
+                         seconds: float = 0.0) -> None:
+        """Every compile of a jitted function is a compile unit (compiles.py) keyed by the function; a compile
+        after its first is explained by diffing the abstract signature with that function's previous one."""
+        unit = {"unit": True, "key": f"jit:{fn._name}@{fn._code[0]}:{fn._code[1]}" if fn._code else f"jit:{fn._name}",
+                "count": count, "seconds": round(seconds, 6), "call": fn._name}
+        loc = user_frame(frame)[0] if self.lines else None
         try:
             sig = self._signature(fn, args, kwargs)
         except Exception as exc:  # an unusual argument tree: never break the user's call for a diagnostic
             self.notes.append(f"signature of {fn._name} failed: {str(exc).splitlines()[0][:100]}")
+            self._events.append(Event("compile", loc, {**unit, "cause": "unknown"}))
             return
         old, fn._sig = fn._sig, sig
         key = fn._code
         prev_same_code = self._code_sigs.get(key) if key else None
         if key:
             self._code_sigs[key] = sig
+        # an eager op on the same line (e.g. the slice that made the new shape) is explained by this one
+        self._events = [e for e in self._events if not (e.kind == "compile" and e.location == loc
+                                                        and e.detail.get("key", "").startswith("eager:"))]
         if old is None and prev_same_code is None:
-            return  # the first compile of this function: expected
+            self._events.append(Event("compile", loc, {**unit, "first": True, "cause": None}))
+            return
         diffs: list[str] = []
         cause = "unknown"
         if old is None:
@@ -530,12 +617,7 @@ class JaxAdapter:
         if not diffs:
             diffs.append(f"{fn._name} compiled again with the same signature (jit cache cleared, a changed "
                          "global/closure, or a different device/sharding)")
-        loc = user_frame(frame)[0] if self.lines else None
-        # an eager op on the same line (e.g. the slice that made the new shape) is explained by this one
-        self._events = [e for e in self._events if not (e.kind == "compile" and e.location == loc
-                                                        and e.detail.get("cause") == "eager_op")]
-        self._event("compile", loc, {"cause": cause, "differences": diffs, "special_scalars": False,
-                                     "call": fn._name})
+        self._events.append(Event("compile", loc, {**unit, "cause": cause, "differences": diffs}))
 
     def _read(self, arr, frame, default: str = "read") -> None:
         """A device->host copy from the `_value` property (float, bool, print, device_get, ...)."""

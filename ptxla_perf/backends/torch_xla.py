@@ -53,14 +53,18 @@ class _Snapshot:
     compile time) are only read when a cheap counter says they changed: `_xla_metric_data` copies up to 1024
     samples (~60 us) per call."""
 
-    __slots__ = ("uncached", "cached", "marks", "d2h", "d2h_bytes", "h2d", "fallbacks", "t")
+    __slots__ = ("uncached", "cached", "marks", "d2h", "d2h_ns", "d2h_bytes", "h2d", "fallbacks", "t", "backward",
+                 "opt", "closure_d2h")
 
-    def __init__(self, prev: "_Snapshot | None" = None):
+    def __init__(self, prev: "_Snapshot | None" = None, training: "_TrainingCalls | None" = None):
         self.t = time.perf_counter()
         self.uncached = _counter("UncachedCompile")
         self.cached = _counter("CachedCompile")
         self.marks = _counter("MarkStep")
-        self.d2h = _metric("TransferFromDeviceTime")[0]
+        self.d2h, self.d2h_ns = _metric("TransferFromDeviceTime")
+        self.backward = training.backward if training else 0
+        self.opt = training.optimizer_steps if training else 0
+        self.closure_d2h = training.closure_reads if training else 0
         self.h2d = _counter("xla::_copy_from") + _counter("DeviceDataCacheMiss")
         if prev is not None and self.d2h == prev.d2h:
             # a CPU fallback copies its inputs to the host, so no transfer means no fallback: skip listing every
@@ -72,6 +76,65 @@ class _Snapshot:
     @property
     def launches(self) -> int:
         return self.uncached + self.cached
+
+
+class _TrainingCalls:
+    """Counts the calls that tell a training iteration apart (iterations.py): autograd backward passes and
+    optimizer steps (torch's global post-step hook), and host reads made inside `xm.add_step_closure` closures
+    (they run right after the step's sync, so they are the finished step's, not the next one's)."""
+
+    def __init__(self):
+        self.backward = 0
+        self.optimizer_steps = 0
+        self.closure_reads = 0
+        self.in_closure = False
+        self._saved: dict[str, Any] = {}
+        self._handle = None
+
+    def install(self) -> None:
+        import torch.autograd
+        import torch_xla.core.xla_model as xm
+        real_backward, real_grad, real_closures = torch.autograd.backward, torch.autograd.grad, xm._run_step_closures
+        self._saved = {"backward": real_backward, "grad": real_grad, "closures": real_closures}
+        calls = self
+
+        def backward(*args, **kwargs):
+            calls.backward += 1
+            return real_backward(*args, **kwargs)
+
+        def grad(*args, **kwargs):
+            calls.backward += 1
+            return real_grad(*args, **kwargs)
+
+        def run_step_closures(*args, **kwargs):
+            before = _metric("TransferFromDeviceTime")[0]
+            calls.in_closure = True
+            try:
+                return real_closures(*args, **kwargs)
+            finally:
+                calls.in_closure = False
+                calls.closure_reads += _metric("TransferFromDeviceTime")[0] - before
+        for f, real in ((backward, real_backward), (grad, real_grad), (run_step_closures, real_closures)):
+            f.__wrapped__ = real
+            f.__doc__ = real.__doc__
+        torch.autograd.backward, torch.autograd.grad = backward, grad
+        xm._run_step_closures = run_step_closures
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        self._handle = register_optimizer_step_post_hook(self._on_optimizer_step)
+
+    def _on_optimizer_step(self, *_args) -> None:
+        self.optimizer_steps += 1
+
+    def uninstall(self) -> None:
+        if not self._saved:
+            return
+        import torch.autograd
+        import torch_xla.core.xla_model as xm
+        torch.autograd.backward, torch.autograd.grad = self._saved["backward"], self._saved["grad"]
+        xm._run_step_closures = self._saved["closures"]
+        if self._handle is not None:
+            self._handle.remove()
+        self._saved = {}
 
 
 def _call_signal() -> tuple[int, int, int]:
@@ -131,6 +194,8 @@ class _Attribution(TorchFunctionMode):
         shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)][:3]
         if shapes:
             detail["shapes"] = shapes
+        if self.adapter.training.in_closure:
+            detail["closure"] = True
         if d2h:
             fell_back = {k: v for k, v in _fallbacks().items() if v != self.adapter.fallback_seen.get(k, 0)}
             if fell_back:
@@ -148,7 +213,21 @@ GRAPHS, CALLS = "graphs", "calls"
 
 class TorchXlaAdapter:
     name = "torch_xla"
-    step_detection = "each torch_xla.sync() / xm.mark_step() (StepTrace exit, MpDeviceLoader) is a step boundary"
+    step_detection = ("each torch_xla.sync() / xm.mark_step() (StepTrace exit, MpDeviceLoader) is a step boundary; "
+                      "boundaries are grouped into iterations by optimizer steps and backward passes")
+    advice = {
+        "device_to_host_sync": "Keep values on the device and read them every N steps through "
+                               "xm.add_step_closure (or after the loop).",
+        "closure_read": "Throttle it to every N steps if it runs every step.",
+        "graph_break": "Remove it, or sync once per iteration (torch_xla.sync() after optimizer.step()).",
+        "early_execution": "Move the call out of the step or after torch_xla.sync().",
+        "special_scalars": "Harmless once; XLA_NO_SPECIAL_SCALARS=1 avoids it.",
+        "op_fallback": "Replace it with an op XLA lowers (e.g. masks instead of nonzero/boolean indexing) or "
+                       "move it out of the step.",
+        "no_steps": "The loop never called torch_xla.sync() / xm.mark_step() in this process (work in xmp.spawn "
+                    "children or through torch.compile is not seen here).",
+        "host_to_device_transfer": "Create tensors on the device, or move data once outside the loop.",
+    }
 
     def __init__(self, attribution: dict | None = None):
         cfg = {"mode": "auto", "initial_steps": 3, "rearm_steps": 2, "max_steps": 20, "hlo": True}
@@ -176,13 +255,16 @@ class TorchXlaAdapter:
         self._at: dict[int, str] = {}  # step index -> attribution kind booked for it
         self._compile_total = 0.0
         self._ir_debug0 = False
+        self.training = _TrainingCalls()
+        self._last: StepRecord | None = None  # the latest boundary's record (its closures run after it)
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[..., None]) -> None:
         self._on_boundary = on_boundary
         self._real_marker = X._xla_step_marker
         X._xla_step_marker = self._marker
-        self._snap = _Snapshot()
+        self.training.install()
+        self._snap = _Snapshot(None, self.training)
         self._ir_debug0 = bool(X._get_ir_debug())  # the user's own XLA_IR_DEBUG / XLA_HLO_DEBUG setting stays
         self._compile_total = _metric("CompileTime")[1] / 1e9
         self.fallback_seen = dict(self._snap.fallbacks)
@@ -202,9 +284,10 @@ class TorchXlaAdapter:
         if self._real_marker is not None:
             X._xla_step_marker = self._real_marker
             self._real_marker = None
+        self.training.uninstall()
         if self._snap is None:
             return None
-        tail = self._record(-1, None, _Snapshot(self._snap))
+        tail = self._record(-1, None, _Snapshot(self._snap, self.training))
         self.events.clear()
         busy = tail.compiles or tail.device_to_host.count or tail.executions or tail.fallback_ops
         return tail if busy else None
@@ -217,6 +300,15 @@ class TorchXlaAdapter:
 
     def start_server(self, port: int):
         return xp.start_server(port)
+
+    def runaway(self, rec: StepRecord, cfg) -> str | None:
+        """Graph after graph at host reads inside one step: each read cuts and compiles a new partial graph
+        (torch.autograd.set_detect_anomaly(True), a host read in a per-op hook)."""
+        if rec.compiles >= int(cfg["runaway_compiles"]) and rec.device_to_host.count >= int(cfg["runaway_reads"]):
+            return (f"{rec.compiles} graphs compiled at {rec.device_to_host.count} host reads within one step "
+                    "(each read cuts a new partial graph; typical cause: torch.autograd.set_detect_anomaly(True) "
+                    "or a host read inside a per-op hook)")
+        return None
 
     def environment(self) -> dict[str, Any]:
         import torch_xla.runtime as xr
@@ -279,10 +371,15 @@ class TorchXlaAdapter:
             site, _ = user_frame(sys._getframe(1))
             kind = self._current
             pending = self._pending_graph() if kind == GRAPHS else None
+            grad = torch.is_grad_enabled()
+            launches0 = _counter("UncachedCompile") + _counter("CachedCompile")
             t1 = time.perf_counter()
             result = self._real_marker(*args, **kwargs)
             t2 = time.perf_counter()
-            rec = self._record(0, site, _Snapshot(self._snap))
+            own = _counter("UncachedCompile") + _counter("CachedCompile") - launches0
+            rec = self._record(0, site, _Snapshot(self._snap, self.training))
+            rec.early_executions = max(0, rec.executions - own)
+            rec.grad_enabled = grad
             rec.attributed = kind is not None
             if pending is not None:
                 rec.graph_hashes = [pending[0]]
@@ -304,13 +401,21 @@ class TorchXlaAdapter:
         rec.mark_steps = now.marks - prev.marks
         if rec.compiles:
             rec.compile_time_s = self._compile_time_delta()
-        rec.device_to_host = Transfers(now.d2h - prev.d2h, int(now.d2h_bytes - prev.d2h_bytes))
+        closure = now.closure_d2h - prev.closure_d2h  # reads in the previous boundary's closures: that step's
+        if closure and self._last is not None:
+            self._last.closure_reads += closure
+        rec.device_to_host = Transfers(max(0, now.d2h - prev.d2h - closure), int(now.d2h_bytes - prev.d2h_bytes))
+        rec.device_to_host_time_s = (now.d2h_ns - prev.d2h_ns) / 1e9 if now.d2h != prev.d2h else 0.0
+        rec.backward_calls = now.backward - prev.backward
+        rec.optimizer_steps = now.opt - prev.opt
         rec.host_to_device = Transfers(now.h2d - prev.h2d, None)
         for name, value in now.fallbacks.items():
             if value != prev.fallbacks.get(name, 0):
                 rec.fallback_ops[name] = value - prev.fallbacks.get(name, 0)
         rec.events = list(self.events)
         self.events.clear()
+        if index >= 0:
+            self._last = rec
         return rec
 
     def _compile_time_delta(self) -> float:
@@ -345,7 +450,7 @@ class TorchXlaAdapter:
         if rec.device_to_host.count:
             keys.append(_anomaly_key("device_to_host_sync", rec))
         keys += [_anomaly_key("op_fallback", rec, op=op) for op in rec.fallback_ops]
-        if rec.executions > max(1, rec.mark_steps) + rec.device_to_host.count:
+        if rec.early_executions > rec.device_to_host.count:
             keys.append(_anomaly_key("graph_break", rec))
         if rec.compiles and _site_key(rec.site) in self._sites_compiled:
             keys.append(_anomaly_key("compile", rec))
@@ -373,8 +478,10 @@ class TorchXlaAdapter:
         if rec.compiles and graphs and digest not in graphs:
             old_digest, old_hlo = next(reversed(graphs.items()))
             d = hlo_diff.diff_hlo(old_hlo, hlo)
+            special = hlo_diff.special_scalar_change(d)
             event = Event("compile", self._graph_location(d), {
-                "cause": d.cause, "special_scalars": hlo_diff.special_scalar_change(d),
+                "key": _compile_key(site), "cause": "special_scalar" if special else d.cause,
+                "special_scalars": special,
                 "differences": d.summary_lines(), "graph_hashes": [old_digest, digest],
                 "graph_size": list(d.size)})
             if d.input_shapes:
@@ -448,6 +555,11 @@ def _anomaly_key(kind: str, rec: StepRecord, event: Event | None = None, op: str
     if kind == "compile":
         return (kind, _site_key(rec.site))
     return (kind,)
+
+
+def _compile_key(site: Location | None) -> str:
+    from ..compiles import site_key
+    return site_key(site)
 
 
 def _site_key(site: Location | None) -> tuple:

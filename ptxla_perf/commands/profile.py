@@ -20,6 +20,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--port", default="9012", help="profiler server port, or 'none' (default: %(default)s)")
     p.add_argument("--attribution", choices=["auto", "always", "off"], default="auto",
                    help="line attribution: first steps and after anomalies (auto), every step, or never")
+    p.add_argument("--guard", choices=["on", "off"], default="on",
+                   help="stop runaway compilation before it exhausts memory (docs/guard.md; default: on)")
     p.add_argument("--max-warmup", type=int, default=5, help="most steps counted as warm-up (default: 5)")
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
@@ -61,7 +63,8 @@ def run(args) -> int:
         session = Session(backend, report_path=args.report, port=port,
                           run={"kind": "script", "script": os.path.abspath(script), "argv": [script] + args.args,
                                "backend_choice": args.backend},
-                          attribution={"mode": args.attribution}, max_warmup=args.max_warmup)
+                          attribution={"mode": args.attribution}, max_warmup=args.max_warmup,
+                          guard=None if args.guard == "off" else "default")
         session.start()
     except SessionError as exc:
         raise UsageError(str(exc)) from None

@@ -74,17 +74,14 @@ def run(cfg, session) -> dict:
 
 def throughput(session, batch_bytes: int) -> dict:
     """Compile time of the first steps apart from the steady step time; us/sample and MB/s of input data."""
-    from ptxla_perf.findings import warmup_steps
-    from ptxla_perf.report import steady_steps
-    steps = session.steps
-    warm = warmup_steps(steps, session.max_warmup)
-    steady = steady_steps(steps, warm)
+    from ptxla_perf.report import stats
+    analysis = session.analysis()
+    steady = analysis.steady
     first = [{"step": s.index, "wall_time_s": round(s.wall_time_s, 4), "compile_time_s": round(s.compile_time_s, 4),
-              "compiles": s.compiles} for s in steps[:max(warm, 1)]]
+              "compiles": s.compiles} for s in analysis.train[:max(analysis.warmup, 1)]]
     out: dict = {"first_steps": first}
     if steady:
-        times = sorted(s.wall_time_s for s in steady)
-        p50 = times[len(times) // 2]
+        p50 = stats([s.wall_time_s for s in steady])["p50"]
         samples = steady[0].samples or 0
         out.update(steady_step_time_ms=round(p50 * 1e3, 4),
                    us_per_sample=round(p50 * 1e6 / samples, 3) if samples else None,

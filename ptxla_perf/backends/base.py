@@ -1,0 +1,38 @@
+"""The adapter contract: what a backend gives the session. Everything after the records is backend-neutral.
+
+An adapter turns one runtime's counters and hooks into `StepRecord`s (one per step boundary), and supplies the
+backend's own words: how it finds steps, and the advice that goes into findings (a JAX report never mentions
+`xm.add_step_closure`).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+
+from ..records import StepRecord
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    name: str
+    step_detection: str  # how step boundaries are found, in words (report: run.step_detection)
+    cfg: dict[str, Any]  # the attribution settings in force (report: run.attribution)
+    notes: list[str]  # things that went wrong in a diagnostic, never fatal (report: run.attribution.notes)
+    advice: Mapping[str, str]  # finding kind -> what to do, in this backend's terms (findings.GENERIC_ADVICE keys)
+
+    def start(self, on_boundary: Callable[[StepRecord], None]) -> None:
+        """Install the hooks. Touches no runtime: the first boundary is where the runtime is known to be up."""
+
+    def stop(self) -> StepRecord | None:
+        """Remove the hooks; return what happened after the last boundary (not a step), or None."""
+
+    def totals(self) -> dict[str, Any]:
+        """Whole-run figures too costly to read per step."""
+
+    def environment(self) -> dict[str, Any]:
+        """Versions, device kind, process count/index (report: environment)."""
+
+    def start_server(self, port: int) -> Any:
+        """Start the backend's profiler server; return the object that keeps it alive."""
+
+    def runaway(self, rec: StepRecord, cfg: Mapping[str, Any]) -> str | None:
+        """What makes this boundary runaway compilation (guard.py), in words; None when it is not."""

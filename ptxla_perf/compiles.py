@@ -1,0 +1,113 @@
+"""Compile classification: every compile is judged against earlier compiles of the same graph identity.
+
+Identity (the `key`): torch_xla - the step site (the user line whose sync launched the graph); JAX - the jitted
+function, or `eager:<line>` for ops compiled outside any jitted function. The rules (docs/report.md, "Severity"):
+
+- the first compile of a key is `new`: expected (first step, first evaluation, a new function);
+- warm-up: compiles of a key in the iterations right after its first one, each iteration compiling again, that
+  then stop (a compile-free iteration of that key's phase follows): optimizer state appearing, a 0/1 scalar
+  becoming a tensor. At most `max_warmup` iterations;
+- every other compile of a key is a `recompile`; its cause comes from that compile's own evidence only;
+- eager (JAX) compiles are first uses of an op/shape.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from .records import Event, Location, StepRecord
+
+NEW, WARMUP, RECOMPILE, EAGER = "new", "warmup", "recompile", "eager"
+
+
+@dataclass
+class CompileUnit:
+    """The compiles of one key in one iteration."""
+
+    key: str
+    iteration: int  # index into the iteration list
+    position: int  # position among the iterations of the same phase
+    phase: str
+    count: int
+    seconds: float
+    location: Location | None
+    evidence: list[Event] = field(default_factory=list)  # compile events seen for this key in this iteration
+    klass: str = NEW
+
+
+def site_key(site: Location | None) -> str:
+    return f"site:{site.file}:{site.line}" if site else "site:?"
+
+
+def units(iterations: list[StepRecord]) -> list[CompileUnit]:
+    """Compile units in iteration order. Adapters that know each compile's identity (JAX) emit `compile` events
+    with detail unit=True; compiles not covered by such events are keyed by the boundary's site."""
+    out: list[CompileUnit] = []
+    positions: Counter = Counter()
+    for j, it in enumerate(iterations):
+        pos = positions[it.phase]
+        positions[it.phase] += 1
+        compile_events = [e for e in it.events if e.kind == "compile"]
+        covered = 0
+        for e in compile_events:
+            if e.detail.get("unit"):
+                n = int(e.detail.get("count", 1))
+                covered += n
+                out.append(CompileUnit(e.detail["key"], j, pos, it.phase or "train", n,
+                                       float(e.detail.get("seconds", 0.0)), e.location, [e]))
+        rest = it.compiles - covered
+        if rest <= 0:
+            continue
+        parts = [b for b in it.boundaries if b.get("compiles")] or [
+            {"site": it.site and {"file": it.site.file, "line": it.site.line, "function": it.site.function},
+             "compiles": rest, "compile_time_s": it.compile_time_s}]
+        for b in parts:
+            site = Location(b["site"]["file"], b["site"]["line"], b["site"].get("function", "?")) if b["site"] else None
+            key = site_key(site)
+            ev = [e for e in compile_events if not e.detail.get("unit") and e.detail.get("key", key) == key]
+            loc = next((e.location for e in ev if e.location), None) or site
+            out.append(CompileUnit(key, j, pos, it.phase or "train", int(b["compiles"]),
+                                   float(b.get("compile_time_s", 0.0)), loc, ev))
+    return out
+
+
+def classify(all_units: list[CompileUnit], phase_lengths: dict[str, int], max_warmup: int = 5
+             ) -> dict[str, list[CompileUnit]]:
+    """Set each unit's class; return the units by key, in order. `phase_lengths`: iterations per phase."""
+    by_key: dict[str, list[CompileUnit]] = defaultdict(list)
+    for u in all_units:
+        by_key[u.key].append(u)
+    for key, us in by_key.items():
+        if key.startswith("eager:"):
+            for u in us:
+                u.klass = EAGER
+            continue
+        us[0].klass = NEW
+        run = 1
+        while run < len(us) and run < max_warmup and us[run].position == us[run - 1].position + 1 \
+                and us[run].phase == us[0].phase:
+            run += 1
+        # warm-up only if the key then went quiet: an iteration of its phase that did not compile it follows
+        # (a run that ends while still compiling every step has no warm-up beyond its first compile)
+        last = us[run - 1].position
+        next_pos = us[run].position if run < len(us) else None
+        quiet = last + 1 < phase_lengths.get(us[0].phase, 0) and (next_pos is None or next_pos > last + 1)
+        start = run if run > 1 and quiet else 1
+        for u in us[1:start]:
+            u.klass = WARMUP
+        for u in us[start:]:
+            u.klass = RECOMPILE
+    return by_key
+
+
+def causes(us: list[CompileUnit]) -> tuple[Counter, list[Event]]:
+    """Causes seen in these units' own evidence, and the events that carry them."""
+    seen: Counter = Counter()
+    events: list[Event] = []
+    for u in us:
+        for e in u.evidence:
+            c = e.detail.get("cause")
+            if c and c != "identical":
+                seen[c] += 1
+                events.append(e)
+    return seen, events

@@ -1,0 +1,122 @@
+"""Step boundaries -> iterations: what the report calls a step is one training (or evaluation) iteration.
+
+An adapter reports every step boundary it sees (torch_xla: every `_xla_step_marker` call - a user's sync, a
+loader's prefetch sync, StepTrace's exit; JAX: every call of the step function or annotated block). One
+iteration can hold several of them, and some launch nothing. The rule (docs/report.md, "Steps are iterations"):
+
+- A run that calls an optimizer: a training iteration ends at the first boundary after `optimizer.step()`.
+  Boundaries that ran a backward pass but no optimizer step are micro-batches of the next optimizer step
+  (gradient accumulation); boundaries that launched nothing (a loader's sync) join the iteration around them.
+- A boundary that launched a graph with no backward and no optimizer step is evaluation when autograd was off
+  (`torch.no_grad()` / `inference_mode`), or when it repeats at the same line without training in between;
+  otherwise it is a piece of the training iteration that follows (a sync in the middle of the step).
+- A run with no optimizer but backward passes: each backward boundary ends an iteration. Neither: each boundary
+  that launched something is an iteration.
+- A phase the adapter or a recipe set on the boundary (`phase="eval"`) is kept as given.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from .records import StepRecord, Transfers
+
+TRAIN, EVAL = "train", "eval"
+
+
+def launched(b: StepRecord) -> bool:
+    return bool(b.executions or b.compiles or b.device_to_host.count or b.fallback_ops)
+
+
+def _role(b: StepRecord, training: bool, opt_run: bool) -> str:
+    if not launched(b):
+        return "idle"
+    if b.phase == EVAL:
+        return "eval"
+    if not training or b.optimizer_steps:
+        return "close"
+    if b.backward_calls:
+        return "micro" if opt_run else "close"
+    return "eval" if b.grad_enabled is False else "launch"
+
+
+def group(boundaries: list[StepRecord]) -> list[StepRecord]:
+    """Group boundary records into iteration records (see the module docstring). Each iteration keeps the
+    boundaries it grouped in `boundaries` (when there was more than one)."""
+    opt_run = any(b.optimizer_steps for b in boundaries)
+    training = opt_run or any(b.backward_calls for b in boundaries)
+    groups: list[tuple[str, list[StepRecord]]] = []
+    pending: list[StepRecord] = []
+    for b in boundaries:
+        role = _role(b, training, opt_run)
+        if role == "launch":
+            # a second forward-only graph at the same line with no backward in between: the earlier ones were
+            # iterations of their own (an evaluation loop run with autograd on)
+            same = [i for i, p in enumerate(pending) if p.site == b.site and _role(p, training, opt_run) == "launch"]
+            if same and not any(p.backward_calls for p in pending):
+                cut = same[-1] + 1
+                groups.append((EVAL, pending[:cut]))
+                pending = pending[cut:]
+        if role in ("idle", "micro", "launch"):
+            pending.append(b)
+        elif role == "eval" and not any(p.backward_calls for p in pending):
+            groups.append((EVAL, pending + [b]))
+            pending = []
+        elif role == "eval":
+            pending.append(b)
+        else:  # close
+            groups.append((b.phase or TRAIN, pending + [b]))
+            pending = []
+    if pending and (any(launched(p) for p in pending) or not groups):
+        backward = any(p.backward_calls or p.optimizer_steps for p in pending)
+        groups.append((TRAIN if backward or not training else EVAL, pending))
+    elif pending:  # trailing idle syncs (a loader running out) belong to the last iteration
+        groups[-1] = (groups[-1][0], groups[-1][1] + pending)
+    return [_merge(i, phase, parts) for i, (phase, parts) in enumerate(groups)]
+
+
+def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
+    if len(parts) == 1:
+        out = replace(parts[0], index=index, phase=phase, boundaries=[])
+        out.events = list(parts[0].events)
+        return out
+    close = next((p for p in reversed(parts) if launched(p)), parts[-1])
+    fallback: dict[str, int] = {}
+    for p in parts:
+        for op, n in p.fallback_ops.items():
+            fallback[op] = fallback.get(op, 0) + n
+    d2h_bytes = [p.device_to_host.bytes for p in parts]
+    h2d_bytes = [p.host_to_device.bytes for p in parts]
+    d2h_time = [p.device_to_host_time_s for p in parts if p.device_to_host_time_s is not None]
+    grads = [p.grad_enabled for p in parts if p.grad_enabled is not None and launched(p)]
+    return StepRecord(
+        index=index, wall_time_s=sum(p.wall_time_s for p in parts), site=close.site,
+        compiles=sum(p.compiles for p in parts), compile_time_s=sum(p.compile_time_s for p in parts),
+        cached_compiles=sum(p.cached_compiles for p in parts), executions=sum(p.executions for p in parts),
+        mark_steps=sum(p.mark_steps for p in parts),
+        device_to_host=Transfers(sum(p.device_to_host.count for p in parts),
+                                 None if None in d2h_bytes else sum(d2h_bytes)),
+        host_to_device=Transfers(sum(p.host_to_device.count for p in parts),
+                                 None if None in h2d_bytes else sum(h2d_bytes)),
+        fallback_ops=fallback, graph_hashes=[h for p in parts for h in p.graph_hashes],
+        attributed=any(p.attributed for p in parts), phase=phase,
+        samples=close.samples, tokens=close.tokens, events=[e for p in parts for e in p.events],
+        own_time_us=sum(p.own_time_us for p in parts) if all(p.own_time_us is not None for p in parts) else None,
+        optimizer_steps=sum(p.optimizer_steps for p in parts), backward_calls=sum(p.backward_calls for p in parts),
+        grad_enabled=any(grads) if grads else None,
+        early_executions=sum(p.early_executions for p in parts),
+        device_to_host_time_s=sum(d2h_time) if d2h_time else None,
+        closure_reads=sum(p.closure_reads for p in parts),
+        boundaries=[boundary_json(p) for p in parts])
+
+
+def boundary_json(b: StepRecord) -> dict[str, Any]:
+    """The compact form an iteration keeps of each boundary it grouped (index = the session's boundary count)."""
+    return {"index": b.index, "wall_time_s": b.wall_time_s,
+            "site": {"file": b.site.file, "line": b.site.line, "function": b.site.function} if b.site else None,
+            "compiles": b.compiles, "executions": b.executions, "device_to_host": b.device_to_host.count,
+            "optimizer_steps": b.optimizer_steps, "backward_calls": b.backward_calls, "launched": launched(b)}
+
+
+def launching_boundaries(it: StepRecord) -> list[dict[str, Any]]:
+    return [b for b in it.boundaries if b["launched"]]
