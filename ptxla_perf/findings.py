@@ -437,8 +437,9 @@ def host_to_device_transfer(it: list[StepRecord], advice: Mapping[str, str]) -> 
         loc = evs[0][1].location
         steps_hit = sorted({j for j, _ in evs})
         recurring = _recurs(len(steps_hit), len(it))
-        n = sum(int(e.detail.get("transfers", 1)) for _, e in evs)
+        n = len(evs)  # calls that transferred; the arrays they moved are in the evidence
         detail = _merge_details([e for _, e in evs])
+        detail["arrays"] = sum(int(e.detail.get("transfers", 1)) for _, e in evs)
         out.append(Finding(
             "host_to_device_transfer", "warning" if recurring else "info",
             f"Host data passed into a compiled call{_where(loc)} is copied to the device implicitly in "

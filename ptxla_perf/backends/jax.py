@@ -181,6 +181,7 @@ class JaxAdapter:
         self._in_other = False  # between steps, other jitted functions ran (evaluation): an eval interval is open
         self._ann_depth = 0
         self._step_open = False  # a step began (its function was called) and its record is not emitted yet
+        self._last_call_end: tuple | None = None  # (snapshot, events so far) when the step function last returned
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[[StepRecord], None]) -> None:
@@ -276,10 +277,15 @@ class JaxAdapter:
             self._saved = {}
         if self._mark is None:
             return None
-        if self._step_fn is not None and self._step_open:
-            # inferred steps: a record is emitted when the next call begins, so the last call's step ends here
-            self._emit(None, phase="eval" if self._in_other else "train")
-            return None
+        if self._step_fn is not None and self._step_open and self._last_call_end is not None:
+            # inferred steps: a record is emitted when the next call begins; the last call's step ends where
+            # that call returned, and what came after it (a final read, an evaluation) is trailing work
+            end, n_events = self._last_call_end
+            later, self._events = self._events[n_events:], self._events[:n_events]
+            self._emit(None, phase="train", now=end)
+            self._events = later
+        elif self._step_fn is not None and self._step_open and self._in_other:
+            self._emit(None, phase="eval")
         tail = self._record(None)
         busy = tail.compiles or tail.device_to_host.count or tail.executions or tail.host_to_device.count
         return tail if busy else None
@@ -331,8 +337,8 @@ class JaxAdapter:
         return (self._compiles, self._compile_time, self._cached, self._execs, self._d2h, self._d2h_bytes,
                 self._h2d, self._h2d_bytes, time.perf_counter(), self._d2h_time)
 
-    def _record(self, site: Location | None, phase: str | None = None) -> StepRecord:
-        prev, now = self._mark, self._snapshot()
+    def _record(self, site: Location | None, phase: str | None = None, now: tuple | None = None) -> StepRecord:
+        prev, now = self._mark, now or self._snapshot()
         self._mark = now
         execs = now[3] - prev[3]
         rec = StepRecord(index=0, wall_time_s=max(now[8] - prev[8], 0.0), site=site or self._mark_site,
@@ -354,8 +360,8 @@ class JaxAdapter:
                 return
         self._events.append(Event(kind, loc, detail))
 
-    def _emit(self, site: Location | None, phase: str | None = "train") -> None:
-        rec = self._record(site, phase)
+    def _emit(self, site: Location | None, phase: str | None = "train", now: tuple | None = None) -> None:
+        rec = self._record(site, phase, now)
         self._mark_site = site
         self._nsteps += 1
         self._on_boundary(rec)
@@ -476,6 +482,8 @@ class JaxAdapter:
             self._depth -= 1
         if self._compiles != compiles:
             self._explain_compile(fn, args, kwargs, frame, self._compiles - compiles, self._compile_time - compile_time)
+        if fn is self._step_fn and not self._in_other:
+            self._last_call_end = (self._snapshot(), len(self._events))
         return out
 
     def _scan(self, fn: _Jitted, args: tuple, kwargs: dict, frame) -> bool:

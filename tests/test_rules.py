@@ -1,0 +1,200 @@
+"""The rules on hand-made records: iterations, compile classes, severity policy, guard - no runtime involved."""
+from __future__ import annotations
+
+from ptxla_perf import iterations as I
+from ptxla_perf.findings import analyze
+from ptxla_perf.guard import Guard
+from ptxla_perf.records import Event, Location, StepRecord, Transfers
+
+F = "/user/train.py"
+
+
+def loc(line: int) -> Location:
+    return Location(F, line, "<module>")
+
+
+def b(line: int = 20, *, execs: int = 1, compiles: int = 0, opt: int = 0, bwd: int = 0, d2h: int = 0,
+      grad: bool | None = True, early: int = 0, events=(), phase=None, closure: int = 0, wall: float = 0.01,
+      seconds: float = 0.0) -> StepRecord:
+    return StepRecord(index=0, wall_time_s=wall, site=loc(line), compiles=compiles, compile_time_s=seconds,
+                      executions=execs, mark_steps=1, device_to_host=Transfers(d2h, 4 * d2h),
+                      optimizer_steps=opt, backward_calls=bwd, grad_enabled=grad, early_executions=early,
+                      events=list(events), phase=phase, closure_reads=closure, device_to_host_time_s=0.001 * d2h)
+
+
+def numbered(records: list[StepRecord]) -> list[StepRecord]:
+    for i, r in enumerate(records):
+        r.index = i
+    return records
+
+
+def train_step(**kw) -> StepRecord:
+    return b(opt=1, bwd=1, **kw)
+
+
+def idle(line: int = 30) -> StepRecord:
+    return b(line, execs=0, grad=True)
+
+
+def kinds(a, severity=None):
+    return [(f.kind, f.severity) for f in a.findings if severity is None or f.severity == severity]
+
+
+# --- iterations ---------------------------------------------------------------------------------------------
+def test_loader_syncs_that_launch_nothing_join_the_iterations():
+    recs = numbered([idle()] + [train_step(compiles=int(i == 0)) for i in range(10)] + [idle()])
+    its = I.group(recs)
+    assert len(its) == 10
+    assert len(its[0].boundaries) == 2 and len(its[-1].boundaries) == 2
+    assert all(it.phase == "train" for it in its)
+
+
+def test_gradient_accumulation_counts_optimizer_steps():
+    recs = []
+    for _ in range(6):
+        recs += [b(bwd=1), b(bwd=1, opt=1)]  # two micro-batches, each with its own sync
+    a = analyze(numbered(recs))
+    assert len(a.train) == 6
+    assert all(len(it.boundaries) == 2 for it in a.train)
+    assert not [k for k in kinds(a) if k[0] == "graph_break"]  # micro-batch syncs are not breaks
+
+
+def test_eval_under_no_grad_is_its_own_phase():
+    recs = [train_step() for _ in range(8)] + [b(40, grad=False) for _ in range(3)] + [train_step() for _ in range(8)]
+    a = analyze(numbered(recs))
+    assert len(a.train) == 16
+    assert [it.phase for it in a.iterations].count("eval") == 3
+
+
+def test_eval_loop_without_no_grad_repeats_at_its_line():
+    recs = [train_step() for _ in range(5)] + [b(40) for _ in range(4)] + [train_step() for _ in range(5)]
+    its = I.group(numbered(recs))
+    assert sum(it.phase == "eval" for it in its) == 3  # the last one joins the next training iteration
+    assert sum(it.phase == "train" for it in its) == 10
+
+
+def test_sync_mid_step_is_a_graph_break_every_iteration():
+    recs = []
+    for _ in range(6):
+        recs += [b(11), b(15, opt=1, bwd=1)]  # forward synced on its own, then backward + step
+    a = analyze(numbered(recs))
+    assert len(a.train) == 6
+    gb = [f for f in a.findings if f.kind == "graph_break"]
+    assert gb and gb[0].severity == "warning" and gb[0].location.line == 11
+
+
+def test_forward_only_loop_each_launch_is_a_step():
+    recs = numbered([idle()] + [b(20) for _ in range(5)])
+    assert len(I.group(recs)) == 5
+
+
+# --- compiles -----------------------------------------------------------------------------------------------
+def test_warmup_compiles_that_stop_are_expected():
+    recs = [train_step(compiles=1, seconds=0.5) for _ in range(3)] + [train_step() for _ in range(17)]
+    a = analyze(numbered(recs))
+    assert a.warmup == 3 and a.recompiles == 0
+    assert not kinds(a, "warning")
+    assert ("warmup_compiles", "info") in kinds(a)
+
+
+def test_compiles_every_step_from_step_zero_are_recompiles():
+    recs = [train_step(compiles=1, seconds=0.3) for _ in range(6)]
+    a = analyze(numbered(recs))
+    f = next(f for f in a.findings if f.kind == "recompilation")
+    assert f.severity == "warning" and f.count == 5
+    assert "unknown" in f.message  # no evidence captured: said plainly
+
+
+def test_one_off_late_compile_is_info():
+    recs = [train_step(compiles=1), train_step(compiles=1), train_step(), train_step(compiles=1)] + \
+        [train_step() for _ in range(10)]
+    a = analyze(numbered(recs))
+    f = next(f for f in a.findings if f.kind == "recompilation")
+    assert f.severity == "info" and "one-off" in f.message
+    assert not kinds(a, "warning")
+
+
+def test_cause_comes_from_the_compile_itself_not_from_warmup():
+    special = Event("compile", loc(20), {"key": "site:/user/train.py:20", "cause": "special_scalar",
+                                         "special_scalars": True, "differences": ["constant: 0 -> 1"]})
+    recs = [train_step(compiles=1), train_step(compiles=1, events=[special])] + [train_step() for _ in range(3)]
+    recs += [train_step(compiles=1) for _ in range(8)]  # later recompiles, nothing captured
+    a = analyze(numbered(recs))
+    f = next(f for f in a.findings if f.kind == "recompilation")
+    assert f.severity == "warning"
+    assert "0 or 1" not in f.message and "unknown" in f.message
+
+
+def test_first_eval_compile_is_a_new_graph():
+    recs = [train_step(compiles=int(i == 0)) for i in range(6)] + [b(40, grad=False, compiles=1)] + \
+        [b(40, grad=False) for _ in range(3)]
+    a = analyze(numbered(recs))
+    assert ("new_graph", "info") in kinds(a)
+    assert not [k for k in kinds(a) if k[0] == "recompilation"]
+
+
+def test_eager_first_use_compiles_are_info():
+    unit = Event("compile", loc(50), {"unit": True, "key": "eager:/user/train.py:50", "count": 23, "seconds": 0.4,
+                                      "ops": ["add", "mul"]})
+    recs = [b(20, phase="train", compiles=int(i == 0)) for i in range(9)] + [b(20, phase="train", compiles=23,
+                                                                                events=[unit])]
+    a = analyze(numbered(recs))
+    assert ("eager_compile", "info") in kinds(a)
+    assert not kinds(a, "warning")
+
+
+# --- host reads -----------------------------------------------------------------------------------------------
+def test_read_every_step_warns_with_its_cost():
+    read = Event("device_to_host_sync", loc(25), {"call": "item"})
+    recs = [train_step(d2h=1, events=[read] if i == 3 else []) for i in range(10)]
+    a = analyze(numbered(recs))
+    f = next(f for f in a.findings if f.kind == "device_to_host_sync")
+    assert f.severity == "warning" and f.location.line == 25
+    assert "ms per train step waiting" in f.message
+
+
+def test_read_every_n_steps_is_info_amortised():
+    recs = [train_step(d2h=int(i % 10 == 0)) for i in range(30)]
+    a = analyze(numbered(recs))
+    f = next(f for f in a.findings if f.kind == "device_to_host_sync")
+    assert f.severity == "info" and "amortised" in f.message
+
+
+def test_read_that_splits_the_eval_step_says_so():
+    recs = [train_step() for _ in range(4)] + [b(40, grad=False, d2h=1, execs=2, early=1) for _ in range(4)]
+    a = analyze(numbered(recs))
+    f = next(f for f in a.findings if f.kind == "device_to_host_sync")
+    assert f.severity == "warning" and f.evidence["phase"] == "eval"
+    assert "2 graphs instead of 1" in f.message
+
+
+def test_step_closure_reads_are_the_recommended_pattern():
+    recs = [train_step(closure=int(i % 10 == 0)) for i in range(20)]
+    a = analyze(numbered(recs))
+    f = next(f for f in a.findings if f.kind == "device_to_host_sync")
+    assert f.severity == "info" and "recommended" in f.message
+
+
+# --- guard --------------------------------------------------------------------------------------------------
+def _runaway(rec, cfg):
+    return "runaway" if rec.compiles >= cfg["runaway_compiles"] else None
+
+
+def test_guard_warns_first_then_stops_on_repeat():
+    g = Guard({}, _runaway, memory=lambda: 0.9)
+    assert not g.check(b(compiles=1)).warn
+    first = g.check(b(compiles=150))
+    assert first.warn and not first.stop and "--guard off" in first.warn
+    assert g.check(b(compiles=150)).stop
+
+
+def test_guard_stops_at_once_when_memory_is_low():
+    g = Guard({}, _runaway, memory=lambda: 0.05)
+    assert g.check(b(compiles=150)).stop
+
+
+def test_guard_off_and_non_runaway_never_stop():
+    off = Guard(None, _runaway, memory=lambda: 0.01)
+    assert not off.check(b(compiles=500)).stop
+    never = Guard({}, lambda rec, cfg: None, memory=lambda: 0.01)  # JAX: compile counts are not runaway
+    assert not any(never.check(b(compiles=50)).stop for _ in range(5))
