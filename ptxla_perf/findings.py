@@ -127,9 +127,10 @@ def compile_findings(it: list[StepRecord], by_key: dict[str, list[C.CompileUnit]
     out: list[Finding] = []
     wall = sum(s.wall_time_s for s in it) or 1.0
     phase_len = Counter(s.phase for s in it)
+    eager = [us for key, us in by_key.items() if key.startswith("eager:")]
+    out += _eager(eager, phase_len, wall, advice)
     for key, us in by_key.items():
         if key.startswith("eager:"):
-            out.append(_eager(us, phase_len, wall, advice))
             continue
         first = us[0]
         re_ = [u for u in us if u.klass == C.RECOMPILE]
@@ -184,8 +185,12 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
         if len(re_) > explained:
             why += f" (seen on {explained} of {len(re_)} recompiling iterations; the others were not captured)"
     else:
+        partial = [d for u in re_ for e in u.evidence for d in e.detail.get("differences", [])]
         why = ("cause unknown: no graph or signature was captured for these compiles (capture is armed after an "
                "unexplained recompile; rerun with attribution 'always' to see what differs)")
+        if partial:
+            why = f"{partial[-1]}; rerun with attribution 'always' to capture the graphs"
+            evidence["differences"] = partial[::-1][:8]
     lead = (f"The graph{_where(loc)} recompiled after its first compile, again and again"
             if recurring else f"The graph{_where(loc)} recompiled once after its first compile (a one-off)")
     return Finding("recompilation", severity, f"{lead}: {cost}. Why: {why}.", n, loc, evidence, per,
@@ -214,25 +219,45 @@ def _warmup_finding(first: C.CompileUnit, warm: list[C.CompileUnit]) -> Finding:
         None, [first.iteration] + [u.iteration for u in warm])
 
 
-def _eager(us: list[C.CompileUnit], phase_len: Counter, wall: float, advice: Mapping[str, str]) -> Finding:
-    n = sum(u.count for u in us)
-    seconds = sum(u.seconds for u in us)
-    train_hits = sorted({u.position for u in us if u.phase == I.TRAIN})
-    recurring = len(train_hits) >= 3 and len(train_hits) >= RECURRING_SHARE * max(1, phase_len[I.TRAIN])
-    loc = us[0].location
-    ops = Counter(op for u in us for e in u.evidence for op in e.detail.get("ops", []))
-    evidence = {"key": us[0].key, "compile_time_s": round(seconds, 4), "iterations": len({u.iteration for u in us}),
-                "ops": dict(ops.most_common(8)), "share_of_wall_time": round(seconds / wall, 4)}
-    if recurring:
-        return Finding("eager_compile", "warning",
-                       f"Ops outside any jitted function{_where(loc)} compile in {len(train_hits)} training "
-                       f"iterations ({n} compiles, {seconds:.2f} s): new shapes reach eager ops every step. "
-                       f"{advice.get('eager_compile', '')}".strip(), n, loc, evidence,
-                       n / max(1, phase_len[I.TRAIN]), [u.iteration for u in us])
-    return Finding("eager_compile", "info",
-                   f"{n} op(s) outside any jitted function{_where(loc)} compiled on first use ({seconds:.2f} s); "
-                   "each eager op compiles once per shape and is cached after that. Expected.", n, loc, evidence,
-                   None, [u.iteration for u in us])
+def _eager(groups: list[list[C.CompileUnit]], phase_len: Counter, wall: float, advice: Mapping[str, str]
+           ) -> list[Finding]:
+    """Eager (JAX) compiles, per user line: a line whose ops compile in most training iterations is a warning;
+    first uses everywhere else are summed up in one info finding."""
+    out: list[Finding] = []
+    first_use: list[list[C.CompileUnit]] = []
+    for us in groups:
+        hits = sorted({u.position for u in us if u.phase == I.TRAIN})
+        n, seconds = sum(u.count for u in us), sum(u.seconds for u in us)
+        if not (len(hits) >= 3 and len(hits) >= RECURRING_SHARE * max(1, phase_len[I.TRAIN])):
+            first_use.append(us)
+            continue
+        loc = us[0].location
+        out.append(Finding(
+            "eager_compile", "warning",
+            f"Ops outside any jitted function{_where(loc)} compile in {len(hits)} training iterations ({n} compiles, "
+            f"{seconds:.2f} s = {seconds / wall:.0%} of the run's wall time): new shapes reach eager ops every step. "
+            f"{advice.get('eager_compile', '')}".strip(), n, loc,
+            {"key": us[0].key, "compile_time_s": round(seconds, 4), "ops": _ops(us)},
+            n / max(1, phase_len[I.TRAIN]), [u.iteration for u in us]))
+    if first_use:
+        units = [u for us in first_use for u in us]
+        n, seconds = sum(u.count for u in units), sum(u.seconds for u in units)
+        first_use.sort(key=lambda us: -sum(u.count for u in us))
+        loc = first_use[0][0].location
+        lines = [{"line": us[0].location.line, "function": us[0].location.function, "compiles": sum(u.count for u in us)}
+                 for us in first_use if us[0].location][:10]
+        out.append(Finding(
+            "eager_compile", "info",
+            f"{n} op(s) outside any jitted function compiled on first use, on {len(first_use)} line(s) (most"
+            f"{_where(loc)}), {seconds:.2f} s in all: each eager op compiles once per shape and is cached after "
+            "that. Expected.", n, loc,
+            {"compile_time_s": round(seconds, 4), "lines": lines, "ops": _ops(units),
+             "iterations": len({u.iteration for u in units})}, None, sorted({u.iteration for u in units})))
+    return out
+
+
+def _ops(units: list[C.CompileUnit]) -> dict[str, int]:
+    return dict(Counter(op for u in units for e in u.evidence for op in e.detail.get("ops", [])).most_common(8))
 
 
 # --- events grouped by line -----------------------------------------------------------------------------------

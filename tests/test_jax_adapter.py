@@ -131,3 +131,24 @@ def test_adapter_restores_everything(tmp_path):
     assert report["summary"]["device_to_host_per_step"] == pytest.approx(0.8)
     assert report["run"]["after_last_step"]["device_to_host"] == 1
     assert f(x).shape == (4,)  # the wrapped function still works after the session
+
+
+def test_eager_evaluation_at_epoch_end_is_not_stopped(reports):
+    """Issue 14: a non-jitted accuracy() over the whole train and test sets after each epoch compiles tens of eager
+    ops; the run completes with its own output and exit code, and the compiles are explained as first uses."""
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+    proc, report = reports("jax_eager_accuracy.py")
+    plain = subprocess.run([sys.executable, str(SCRIPTS / "jax_eager_accuracy.py")], capture_output=True, text=True,
+                           env=cli_env(**JAX_ENV), timeout=300)
+    assert proc.returncode == plain.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == plain.stdout and proc.stdout.count("Epoch") == 3
+    assert report["run"]["status"] == "completed"
+    assert report["summary"]["steps"] == 24  # 3 epochs x 8 calls of update
+    eager = [f for f in report["findings"] if f["kind"] == "eager_compile"]
+    assert eager and all(f["severity"] == "info" for f in eager)
+    assert sum(f["count"] for f in eager) >= 20
+    assert not [f for f in report["findings"] if f["kind"] in ("run_stopped", "recompilation")]
+    assert warnings_of(report) == [], report["findings"]

@@ -198,3 +198,35 @@ def test_guard_off_and_non_runaway_never_stop():
     assert not off.check(b(compiles=500)).stop
     never = Guard({}, lambda rec, cfg: None, memory=lambda: 0.01)  # JAX: compile counts are not runaway
     assert not any(never.check(b(compiles=50)).stop for _ in range(5))
+
+
+# --- attribution plan -----------------------------------------------------------------------------------------
+def test_attribution_plan_first_steps_then_on_demand_within_budget():
+    from ptxla_perf.attribution_plan import CALLS, GRAPHS, AttributionPlan
+    plan = AttributionPlan({"mode": "auto", "initial_steps": 3, "rearm_steps": 2, "max_steps": 8, "hlo": True})
+    kinds_ = [plan.next_kind(i) for i in range(7)]
+    assert kinds_ == [GRAPHS] * 3 + [CALLS] * 2 + [None, None]
+    plan.saw(7, [("compile", ("f", 1))])  # an unexplained recompile: capture the next graphs
+    assert [plan.next_kind(8), plan.next_kind(9)] == [GRAPHS, GRAPHS]
+    plan.saw(10, [("device_to_host_sync",)])
+    assert plan.next_kind(11) == CALLS and plan.spent == 8
+    plan.saw(12, [("device_to_host_sync",)])
+    assert plan.next_kind(13) is None  # budget spent
+
+
+def test_attribution_plan_books_the_period_of_a_recurring_problem():
+    from ptxla_perf.attribution_plan import CALLS, AttributionPlan
+    plan = AttributionPlan({"mode": "auto", "initial_steps": 0, "rearm_steps": 0, "max_steps": 20, "hlo": True})
+    plan.saw(7, [("device_to_host_sync",)])
+    plan.saw(14, [("device_to_host_sync",)])
+    assert [plan.next_kind(i) for i in range(15, 21)] == [None] * 6
+    assert plan.next_kind(21) == CALLS
+
+
+def test_attribution_plan_off_and_always():
+    from ptxla_perf.attribution_plan import CALLS, AttributionPlan
+    off = AttributionPlan({"mode": "off", "initial_steps": 3, "rearm_steps": 2, "max_steps": 20, "hlo": True})
+    off.saw(0, [("compile", "x")])
+    assert off.next_kind(1) is None
+    always = AttributionPlan({"mode": "always", "initial_steps": 0, "rearm_steps": 2, "max_steps": 1, "hlo": False})
+    assert all(always.next_kind(i) == CALLS for i in range(30))

@@ -27,6 +27,7 @@ import torch_xla
 import torch_xla.debug.profiler as xp
 
 from .. import hlo_diff
+from ..attribution_plan import CALLS, GRAPHS, AttributionPlan
 from ..frames import is_user_file, user_frame
 from ..records import Event, Location, StepRecord, Transfers
 
@@ -208,9 +209,6 @@ class _Attribution(TorchFunctionMode):
             self.adapter.events.append(Event("graph_break", loc, detail))
 
 
-GRAPHS, CALLS = "graphs", "calls"
-
-
 class TorchXlaAdapter:
     name = "torch_xla"
     step_detection = ("each torch_xla.sync() / xm.mark_step() (StepTrace exit, MpDeviceLoader) is a step boundary; "
@@ -242,17 +240,15 @@ class TorchXlaAdapter:
         self._on_boundary: Callable[..., None] | None = None
         self._snap: _Snapshot | None = None
         self._mode: _Attribution | None = None
-        self._plan: list[str] = []  # what the coming steps attribute: GRAPHS (HLO capture) or CALLS (mode)
+        self.plan = AttributionPlan(cfg)
         self._current: str | None = None
-        self._spent = 0
         self._in_marker = False
         self._hlo_by_site: dict[tuple, OrderedDict[str, str]] = {}
         self._sites_compiled: set[tuple] = set()
+        self._graph_sizes: dict[tuple, int] = {}  # site -> IR nodes of its last compiled graph
         self._explained: set[tuple] = set()
         self._unresolved: list[Event] = []
         self._steps = 0  # boundaries so far
-        self._seen_at: dict[tuple, list[int]] = {}  # unexplained anomaly -> steps it happened at
-        self._at: dict[int, str] = {}  # step index -> attribution kind booked for it
         self._compile_total = 0.0
         self._ir_debug0 = False
         self.training = _TrainingCalls()
@@ -269,12 +265,7 @@ class TorchXlaAdapter:
         self._compile_total = _metric("CompileTime")[1] / 1e9
         self.fallback_seen = dict(self._snap.fallbacks)
         self._totals0 = (_metric("OutboundData")[1], _metric("TransferToDeviceTime")[0])
-        if self.cfg["mode"] != "off":
-            # graphs first: warm-up compiles happen in the first steps; calls next, for host reads & co.
-            self._plan = [GRAPHS] * int(self.cfg["initial_steps"])
-            if self.cfg["mode"] == "auto":
-                self._plan += [CALLS] * int(self.cfg["rearm_steps"])
-            self._next_step()
+        self._activate(self.plan.next_kind(0))
 
     def stop(self) -> StepRecord | None:
         """Restore the binding; return what happened after the last boundary (not a step: e.g. a final
@@ -323,26 +314,7 @@ class TorchXlaAdapter:
             env["device_error"] = str(exc).splitlines()[0]
         return env
 
-    # --- attribution plan ----------------------------------------------------------------------------
-    def _want(self, kind: str, steps: int) -> None:
-        mode = self.cfg["mode"]
-        if mode == "off" or (mode == "always" and kind == CALLS):
-            return
-        room = int(self.cfg["max_steps"]) - self._spent - len(self._plan) if mode == "auto" else steps
-        if room > 0 and self._plan.count(kind) < steps:
-            self._plan += [kind] * min(steps - self._plan.count(kind), room)
-
-    def _next_step(self) -> None:
-        kind = self._plan.pop(0) if self._plan else None
-        timed = self._at.pop(self._steps, None)
-        if timed and kind is None and (self.cfg["mode"] != "auto" or self._spent < int(self.cfg["max_steps"])):
-            kind = timed
-        if kind is None and self.cfg["mode"] == "always":
-            kind = CALLS  # every step, graphs only where a site recompiles
-        if kind == GRAPHS and not self.cfg["hlo"]:
-            kind = CALLS
-        self._activate(kind)
-
+    # --- attribution ----------------------------------------------------------------------------------
     def _activate(self, kind: str | None) -> None:
         if kind == self._current:
             return
@@ -384,6 +356,8 @@ class TorchXlaAdapter:
             if pending is not None:
                 rec.graph_hashes = [pending[0]]
                 self._remember_graph(rec, site, pending)
+            if rec.compiles and not rec.early_executions:
+                self._size_evidence(rec, site, emit=pending is None)
             self._after_step(rec, kind)
             self._on_boundary(rec)
             rec.own_time_us = ((t1 - t0) + (time.perf_counter() - t2)) * 1e6
@@ -424,25 +398,16 @@ class TorchXlaAdapter:
         return max(delta, 0.0)
 
     def _after_step(self, rec: StepRecord, kind: str | None) -> None:
-        if kind is not None:
-            self._spent += 1
         self.fallback_seen.update(self._snap.fallbacks)
         for e in rec.events:
-            self._explained.add(_anomaly_key(e.kind, rec, e))
+            if e.kind != "compile":  # every recompile needs its own evidence: compiles always re-arm capture
+                self._explained.add(_anomaly_key(e.kind, rec, e))
         step = self._steps
         self._steps += 1
-        for key in self._unexplained(rec):
-            kind_wanted = GRAPHS if key[0] == "compile" else CALLS
-            self._want(kind_wanted, int(self.cfg["rearm_steps"]))
-            # a problem that comes back every N steps (a loss logged every N updates) is missed by the steps
-            # right after it: once its period is known, attribute the step it should come back at
-            seen = self._seen_at.setdefault(key, [])
-            seen.append(step)
-            if len(seen) >= 2 and seen[-1] - seen[-2] > 1:
-                self._at[seen[-1] + (seen[-1] - seen[-2])] = kind_wanted
+        self.plan.saw(step, self._unexplained(rec))
         if rec.compiles:
             self._sites_compiled.add(_site_key(rec.site))
-        self._next_step()
+        self._activate(self.plan.next_kind(self._steps))
 
     def _unexplained(self, rec: StepRecord) -> list[tuple]:
         """Anomalies of this step that no attribution step has put a line to yet: only these re-arm."""
@@ -457,6 +422,28 @@ class TorchXlaAdapter:
         return [k for k in keys if k not in self._explained]
 
     # --- graphs for recompile diffs -------------------------------------------------------------------
+    def _size_evidence(self, rec: StepRecord, site: Location | None, emit: bool) -> None:
+        """What is cheap at every compile: the size of the graph this sync compiled (`TensorsGraphSize`, sampled per
+        sync; read only when the sync compiled). Against the site's previous graph it tells a change of the ops
+        from a change of shapes/constants, without saying which."""
+        data = X._xla_metric_data("TensorsGraphSize")
+        if not data or not data[2]:
+            return
+        size = int(data[2][-1][1])
+        key = _site_key(site)
+        before = self._graph_sizes.get(key)
+        self._graph_sizes[key] = size
+        if before is None or not emit:
+            return
+        if before != size:
+            detail = {"cause": "graph_structure", "differences": [f"graph size {before} -> {size} IR nodes"]}
+        else:
+            detail = {"cause": None, "differences": [
+                f"same graph size ({size} IR nodes): an input shape, dtype or baked-in constant changed, not the "
+                "ops (which one was not captured)"]}
+        rec.events.append(Event("compile", None, {"key": _compile_key(site), "graph_size": [before, size],
+                                                  "evidence": "graph size", **detail}))
+
     def _pending_graph(self) -> tuple[str, str] | None:
         """Hash and HLO of what this sync is about to run. Costs a heap scan (~0.1 s): attribution steps only."""
         try:
