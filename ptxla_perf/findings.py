@@ -158,7 +158,8 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
     seen, events = C.causes(re_)
     explained = len({id(u) for u in re_ if any(e.detail.get("cause") not in (None, "identical") for e in u.evidence)})
     special = all(e.detail.get("special_scalars") for e in events) and events and explained == len(re_)
-    loc = next((e.location for e in events if e.location), None) or re_[0].location
+    # the latest explained compile is the steadiest: its line (the first graphs also differ by start-up work)
+    loc = next((e.location for e in events[::-1] if e.location), None) or re_[0].location
     phase = re_[0].phase
     per = n / max(1, phase_len[phase])
     evidence: dict[str, Any] = {
