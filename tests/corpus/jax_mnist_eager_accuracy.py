@@ -19,9 +19,9 @@ def init_mlp(key, sizes=(64, 32, 10)):
 
 def predict(params, x):
     for w, b in params[:-1]:
-        x = jax.nn.relu(x @ w + b)
+        x = jax.nn.relu(x @ w + b)  # ALSO-LINE: eager_compile
     w, b = params[-1]
-    return x @ w + b
+    return x @ w + b  # ALSO-LINE: eager_compile
 
 
 def loss_fn(params, x, y):
@@ -39,7 +39,7 @@ def update(params, opt_state, x, y):
 
 
 def accuracy(params, x, y):
-    return jnp.mean(jnp.argmax(predict(params, x), axis=1) == y)
+    return jnp.mean(jnp.argmax(predict(params, x), axis=1) == y)  # ALSO-LINE: eager_compile
 
 
 def batches(x, y, batch_size):

@@ -54,7 +54,7 @@ def synthetic_corpus(n, rng):
 
 def collate(samples):
     longest = max(len(s) for s in samples)
-    batch = torch.full((len(samples), longest), PAD, dtype=torch.long)  # PLANTED: recompilation
+    batch = torch.full((len(samples), longest), PAD, dtype=torch.long)  # ALSO-LINE: recompilation
     for i, s in enumerate(samples):
         batch[i, :len(s)] = s
     return batch
@@ -69,7 +69,7 @@ def main(steps=8, batch_size=4):
                                          collate_fn=collate)
     model.train()
     for step, ids in enumerate(loader):
-        ids = ids.to(device)
+        ids = ids.to(device)  # PLANTED: recompilation
         logits = model(ids[:, :-1])
         loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), ids[:, 1:].reshape(-1), ignore_index=PAD)
         optimizer.zero_grad()

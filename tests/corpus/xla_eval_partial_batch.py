@@ -22,8 +22,8 @@ def evaluate(model, loader, device):
     correct = torch.zeros((), device=device)
     seen = 0
     with torch.no_grad():
-        for x, y in loader:
-            correct += (model(x).argmax(-1) == y).sum()
+        for x, y in loader:  # INFO: recompilation
+            correct += (model(x).argmax(-1) == y).sum()  # ALSO-LINE: recompilation
             seen += y.shape[0]
     return correct, seen
 
