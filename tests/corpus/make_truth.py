@@ -170,7 +170,7 @@ def measure_in_subprocess(name: str) -> dict:
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
     out = HERE / f".{name}.measure.json"
-    proc = subprocess.run([sys.executable, str(HERE / "measure.py"), str(HERE / f"{name}.py"), "--json", str(out),
+    proc = subprocess.run([sys.executable, str(HERE / "measure.py"), "--json", str(out), str(HERE / f"{name}.py"),
                            *SPEC[name].get("args", [])],
                           env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode or not out.exists():
@@ -190,7 +190,12 @@ def main(argv: list[str] | None = None) -> int:
         if name not in SPEC:
             print(f"unknown corpus script {name!r}", file=sys.stderr)
             return 2
-        raw = measure_in_subprocess(name)
+        try:
+            raw = measure_in_subprocess(name)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            print(e, file=sys.stderr)
+            bad += 1
+            continue
         raw.pop("backend", None)
         if raw["iterations"] != SPEC[name]["iterations"]:
             print(f"{name}: measured {raw['iterations']} iterations, spec says {SPEC[name]['iterations']}: "

@@ -14,7 +14,7 @@ jax        compiles from `jax_log_compiles` ("Compiling jit(NAME)" log records),
            `ArrayImpl._value` (what float(), np.asarray(), jax.device_get() and print() go through; the transfer
            guard does not log these on the CPU). Iteration k = from call k of the step function to call k+1.
 
-Usage: python tests/corpus/measure.py SCRIPT [--json OUT] [--step-fn NAME] [-- script args]
+Usage: python tests/corpus/measure.py [--json OUT] [--step-fn NAME] SCRIPT [script args]
 """
 from __future__ import annotations
 
@@ -72,9 +72,10 @@ def measure_torch_xla(script: Path, args: list[str]) -> dict:
     import torch
     import torch_xla
     import torch_xla.debug.metrics as met
-    import torch_xla.torch_xla as txla_mod
+    import torch_xla.torch_xla  # noqa: F401  (the attribute torch_xla.torch_xla is the package itself)
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    txla_mod = sys.modules["torch_xla.torch_xla"]  # sync()'s module: torch_xla.step()/compile() call it by name
     events: list[tuple[str, dict, bool]] = []  # (kind, snapshot, grad_enabled)
     original_sync = txla_mod.sync
     depth = [0]
@@ -290,7 +291,8 @@ def measure_jax(script: Path, args: list[str], step_fn: str | None) -> dict:
                          eager_compiles_by_iteration={i: it["eager_compiles"] for i, it in enumerate(iterations)
                                                       if it["eager_compiles"]},
                          d2h_before_first_step=before["d2h"], h2d_before_first_step=before["h2d"])
-    summary.pop("after_last_iteration", None)
+    for key in ("after_last_iteration", "executions_per_iteration", "syncs_per_iteration"):
+        summary.pop(key, None)  # torch_xla-only notions
     return summary
 
 
