@@ -2,7 +2,7 @@
 `python -m ptxla_perf profile`, compares each report with its ground truth and prints one table plus the four
 totals issue 9 names: planted problems found, found at the right line, warnings not called for, step counts right.
 
-    python benchmarks/accuracy.py [--only NAME...] [--json OUT] [--keep DIR]
+    python benchmarks/accuracy.py [--only NAME...] [--json OUT] [--keep DIR] [--reports DIR]
 
 Exit 0 when every total is perfect, 1 otherwise, 2 on a usage error. The comparison is `score(report, truth,
 script)`, which tests/test_corpus.py reuses.
@@ -10,7 +10,8 @@ script)`, which tests/test_corpus.py reuses.
 Rules (a finding "is at the line" when its location.file is the script and location.line is the truth's line or
 one of its `also_lines`; its kind must be the truth's kind or one of its `also_kinds`):
 - an expected entry is *found* when any finding of its kind exists, *at the line* when one is at its line, and
-  *severity right* when one at its line (or, if none is, any of its kind) has the expected severity;
+  *severity right* when one at its line (or, if none is, any of its kind) has the expected severity, and
+  *cause right* (entries with a `cause`, e.g. recompilations) when one of those has evidence.cause == cause;
 - a warning is *not called for* unless an expected **warning** entry has its kind (a warning where the truth
   expects an info is not called for; a planted problem reported at the wrong line is counted under "at line");
 - steps are right when report.summary.steps equals the truth's iterations.
@@ -86,6 +87,9 @@ def score(report: dict, truth: dict, script: str | Path) -> dict:
             "planted": bool(e.get("planted", e["severity"] == "warning")),
             "found": bool(same_kind), "at_line": bool(at_line),
             "severity_right": any(f.get("severity") == e["severity"] for f in pool),
+            "cause": e.get("cause"),
+            "cause_right": e.get("cause") is None or any((f.get("evidence") or {}).get("cause") == e["cause"]
+                                                         for f in pool),
             "got": sorted({f"{_where(f)} {f.get('severity')}" for f in same_kind}),
         })
     warn_kinds = set().union(*[_kinds(e) for e in expected if e["severity"] == "warning"]) if expected else set()
@@ -99,12 +103,15 @@ def score(report: dict, truth: dict, script: str | Path) -> dict:
         "planted": len(planted), "planted_found": sum(x["found"] for x in planted),
         "planted_at_line": sum(x["at_line"] for x in planted),
         "expected": len(entries), "severity_right": sum(x["severity_right"] and x["found"] for x in entries),
+        "causes": sum(x["cause"] is not None for x in entries),
+        "cause_right": sum(x["cause"] is not None and x["found"] and x["cause_right"] for x in entries),
         "infos": len(infos), "infos_found": sum(x["found"] and x["at_line"] and x["severity_right"] for x in infos),
         "not_called_for": [_where(f) for f in not_called_for],
         "entries": entries,
     }
     result["perfect"] = (result["steps_right"] and not result["not_called_for"]
-                         and all(x["found"] and x["at_line"] and x["severity_right"] for x in entries))
+                         and all(x["found"] and x["at_line"] and x["severity_right"] and x["cause_right"]
+                                 for x in entries))
     return result
 
 
@@ -134,23 +141,24 @@ def run_profile(name: str, outdir: Path, python: str = sys.executable, timeout: 
 
 def _row(name: str, s: dict | None, err: str, secs: float) -> list[str]:
     if s is None:
-        return [name, "-", "-", "-", "-", "-", err or "no report", f"{secs:.0f}"]
+        return [name, "-", "-", "-", "-", "-", "-", err or "no report", f"{secs:.0f}"]
     steps = f"{s['steps_expected']}/{s['steps_got']}" + ("" if s["steps_right"] else " X")
     planted = f"{s['planted_found']}/{s['planted']}" if s["planted"] else "-"
     at_line = f"{s['planted_at_line']}/{s['planted']}" if s["planted"] else "-"
     sev = f"{s['severity_right']}/{s['expected']}" if s["expected"] else "-"
     infos = f"{s['infos_found']}/{s['infos']}" if s["infos"] else "-"
+    cause = f"{s['cause_right']}/{s['causes']}" if s["causes"] else "-"
     ncf = ", ".join(s["not_called_for"]) or "0"
     if err:
         ncf += f" [{err}]"
-    return [name, steps, planted, at_line, sev, infos, ncf, f"{secs:.0f}"]
+    return [name, steps, planted, at_line, sev, cause, infos, ncf, f"{secs:.0f}"]
 
 
 def print_table(rows: list[list[str]]) -> None:
-    head = ["script", "steps exp/got", "planted found", "at right line", "severity right", "infos found",
-            "warnings not called for", "s"]
+    head = ["script", "steps exp/got", "planted found", "at right line", "severity right", "cause right",
+            "infos found", "warnings not called for", "s"]
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
-    widths[6] = min(widths[6], 70)
+    widths[7] = min(widths[7], 70)
     line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
     print(line(head))
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
@@ -166,6 +174,7 @@ def totals(scores: dict[str, dict | None]) -> dict:
         "planted_at_line": sum(s["planted_at_line"] for s in got),
         "severity_right": sum(s["severity_right"] for s in got), "expected": sum(s["expected"] for s in got),
         "infos_found": sum(s["infos_found"] for s in got), "infos": sum(s["infos"] for s in got),
+        "cause_right": sum(s["cause_right"] for s in got), "causes": sum(s["causes"] for s in got),
         "warnings_not_called_for": sum(len(s["not_called_for"]) for s in got),
         "steps_right": sum(s["steps_right"] for s in got),
     }
@@ -177,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="OUT", help="write every score and the totals here")
     parser.add_argument("--keep", metavar="DIR", help="keep the reports in DIR (default: a temporary folder)")
     parser.add_argument("--python", default=sys.executable, help="interpreter that runs ptxla_perf")
+    parser.add_argument("--reports", metavar="DIR", help="score the reports already in DIR (NAME.json, as --keep "
+                                                          "writes them) instead of profiling again")
     ns = parser.parse_args(argv)
     names = corpus_names()
     if ns.only:
@@ -192,10 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for name in names:
         t0 = time.time()
-        try:
-            report, err = run_profile(name, outdir, ns.python)
-        except subprocess.TimeoutExpired:
-            report, err = None, "timed out"
+        if ns.reports:
+            path = Path(ns.reports) / f"{name}.json"
+            report, err = (json.loads(path.read_text()), "") if path.exists() else (None, "no report in --reports")
+        else:
+            try:
+                report, err = run_profile(name, outdir, ns.python)
+            except subprocess.TimeoutExpired:
+                report, err = None, "timed out"
         s = score(report, load_truth(name), CORPUS / f"{name}.py") if report else None
         if s is not None and err:
             s["perfect"] = False
@@ -208,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"found at the right line    {t['planted_at_line']}/{t['planted']}")
     print(f"warnings not called for    {t['warnings_not_called_for']}")
     print(f"step counts right          {t['steps_right']}/{t['scripts']}")
-    print(f"(severity right {t['severity_right']}/{t['expected']}, expected infos found {t['infos_found']}/"
-          f"{t['infos']}, reports written {t['reports']}/{t['scripts']})")
+    print(f"(severity right {t['severity_right']}/{t['expected']}, recompile cause right {t['cause_right']}/"
+          f"{t['causes']}, expected infos found {t['infos_found']}/{t['infos']}, "
+          f"reports written {t['reports']}/{t['scripts']})")
     if ns.json:
         Path(ns.json).write_text(json.dumps({"scores": scores, "totals": t}, indent=1) + "\n")
     perfect = all(s is not None and s["perfect"] for s in scores.values())

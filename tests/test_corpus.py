@@ -59,6 +59,7 @@ def test_truth_shape_and_markers(name):
     for e in truth["expected"]:
         assert {"kind", "line", "severity", "why"} <= set(e)
         assert e["kind"] in KINDS and e["severity"] in ("warning", "info") and e["why"]
+        assert e.get("cause") is None or (e["kind"] == "recompilation" and isinstance(e["cause"], str))
     for f in truth["forbidden"]:
         assert {"kind", "severity", "why"} <= set(f) and f["kind"] in KINDS and f["severity"] == "warning"
         assert not any(e["kind"] == f["kind"] and e["severity"] == "warning" for e in truth["expected"]), \
@@ -94,6 +95,14 @@ def test_score_on_hand_made_reports():
     assert s["planted_found"] == 1 and s["planted_at_line"] == 0
     assert sorted(s["not_called_for"]) == ["new_graph@x.py:20", "recompilation@other.py:20"]
     assert s["severity_right"] == 1 and s["infos_found"] == 0  # the warning (right kind) counts, the info does not
+
+    cause_truth = {"iterations": 1, "expected": [
+        {"kind": "recompilation", "line": 7, "severity": "warning", "why": "w", "cause": "input_shapes"}]}
+    recompile = dict(_finding("recompilation", "warning", script, 7), evidence={"cause": "special_scalar"})
+    s = accuracy.score({"summary": {"steps": 1}, "findings": [recompile]}, cause_truth, script)
+    assert s["planted_at_line"] == 1 and s["cause_right"] == 0 and not s["perfect"]
+    recompile["evidence"]["cause"] = "input_shapes"
+    assert accuracy.score({"summary": {"steps": 1}, "findings": [recompile]}, cause_truth, script)["perfect"]
 
     missing = {"summary": {"steps": 5}, "findings": []}
     s = accuracy.score(missing, truth, script)

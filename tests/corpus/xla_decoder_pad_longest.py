@@ -14,19 +14,17 @@ VOCAB, PAD = 64, 0
 
 
 class Block(nn.Module):
-    """Pre-norm single-head causal self-attention + MLP."""
+    """Pre-norm single-head causal self-attention (no MLP: kept tiny so each compile is cheap on a CPU)."""
     def __init__(self, d):
         super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.ln = nn.LayerNorm(d)
         self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
 
     def forward(self, x, mask):
-        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        q, k, v = self.qkv(self.ln(x)).chunk(3, dim=-1)
         att = (q @ k.transpose(1, 2)) / math.sqrt(q.shape[-1])
-        att = att.masked_fill(mask, float("-inf")).softmax(-1)
-        x = x + self.proj(att @ v)
-        return x + self.mlp(self.ln2(x))
+        att = att.masked_fill(mask, -1e4).softmax(-1)
+        return x + self.proj(att @ v)
 
 
 class TinyDecoder(nn.Module):
@@ -48,7 +46,7 @@ class TinyDecoder(nn.Module):
 
 
 def synthetic_corpus(n, rng):
-    lengths = torch.randint(6, 24, (n,), generator=rng)
+    lengths = torch.randint(6, 40, (n,), generator=rng)
     return [torch.randint(1, VOCAB, (int(l),), generator=rng) for l in lengths]
 
 
@@ -61,7 +59,7 @@ def collate(samples):
 
 
 def main(steps=8, batch_size=4):
-    rng = torch.Generator().manual_seed(0)
+    rng = torch.Generator().manual_seed(5)
     device = torch_xla.device()
     model = TinyDecoder().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
