@@ -37,6 +37,7 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
         if "mb_per_s" in tp:
             parts.append(f"{tp['mb_per_s']:.2f} MB/s host->device")
         lines.append("  throughput  " + ", ".join(parts))
+    lines += _processes_lines(report)
     if s.get("fallback_ops"):
         lines.append("  CPU fallback ops  " + ", ".join(f"{k} x{v}" for k, v in s["fallback_ops"].items()))
     findings = report.get("findings", [])
@@ -46,11 +47,38 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
     for f in shown[:max_findings]:
         loc = f.get("location")
         where = f"  [{_rel(loc['file'])}:{loc['line']}]" if loc else ""
-        lines.append(f"  {_SEV[f['severity']]} {f['kind']}{where}: {f['message']}")
+        ranks = f" (ranks {', '.join(map(str, f['ranks']))})" if len(procs_of(report)) > 1 and f.get("ranks") else ""
+        lines.append(f"  {_SEV[f['severity']]} {f['kind']}{where}{ranks}: {f['message']}")
     if len(shown) > max_findings:
         lines.append(f"  ... {len(shown) - max_findings} more finding(s) in the report")
     if report_path:
         lines.append(f"  report: {_rel(report_path)}")
+    return lines
+
+
+def procs_of(report: dict[str, Any]) -> list:
+    return report.get("processes") or []
+
+
+def _processes_lines(report: dict[str, Any]) -> list[str]:
+    """A merged report (merge.py): one line per rank and the run-level throughput; steps above are rank 0's."""
+    procs = report.get("processes")
+    if not procs:
+        return []
+    agg = report.get("aggregate") or {}
+    lines = [f"  processes   {len(procs)} on {agg.get('hosts', 1)} host(s); the lines above are rank 0's"]
+    for p in procs:
+        st = p.get("step_time_s") or {}
+        tp = (p.get("throughput") or {}).get("samples_per_s")
+        lines.append(f"    rank {p['rank']:<3} {p.get('host') or '?'}: {p['steps']} steps, p50 {_ms(st.get('p50'))}, "
+                     f"{p['compiles']} compiles, device->host/step {_num(p.get('device_to_host_per_step'))}"
+                     + (f", {tp:.1f} samples/s" if tp else "") + f", {p.get('status')}")
+    tp = agg.get("throughput") or {}
+    parts = [f"{tp['samples_per_s']:.1f} samples/s" if "samples_per_s" in tp else None,
+             f"{tp['tokens_per_s']:.0f} tokens/s" if "tokens_per_s" in tp else None]
+    parts = [x for x in parts if x]
+    if parts:
+        lines.append("  aggregate   " + ", ".join(parts) + " (summed over ranks)")
     return lines
 
 

@@ -5,6 +5,11 @@
 
 Ctrl-C / SIGTERM stop the run at the next step boundary and still write the report; a crash in the user's code
 writes it too, then the exception goes on.
+
+Nothing here touches the runtime before the user's code does: the profiler server, the rank and the console
+owner are settled at the first step boundary, where the runtime is known to be up (a script that calls
+`torch_xla.launch` or `jax.distributed.initialize` must find it untouched). Children spawned by the script get
+sessions of their own (spawn.py); the parent then writes the merged report (merge.py).
 """
 from __future__ import annotations
 
@@ -37,6 +42,9 @@ class RunStopped(KeyboardInterrupt):
         self.signum = signum
         self.reason = reason
 
+    def __reduce__(self):  # crosses process boundaries: a stopped spawned child re-raises it in the parent
+        return (RunStopped, (self.signum, self.reason))
+
     @property
     def exit_code(self) -> int:
         return 128 + self.signum if self.signum else 3
@@ -47,10 +55,25 @@ class SessionError(RuntimeError):
 
 
 def process_index() -> int:
+    """The rank from the launcher's environment: a fallback until the runtime itself says (first boundary)."""
     for var in ("RANK", "PJRT_LOCAL_PROCESS_RANK", "LOCAL_RANK", "JAX_PROCESS_ID"):
         if os.environ.get(var, "").isdigit():
             return int(os.environ[var])
     return 0
+
+
+def outcome(exc: BaseException | None) -> tuple[str, int | None, str | None]:
+    """How a run ended -> (status, exit code, stop reason), for a report."""
+    if exc is None:
+        return "completed", 0, None
+    if isinstance(exc, RunStopped):
+        return ("interrupted" if exc.signum else "stopped"), exc.exit_code, exc.reason
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", 130, "KeyboardInterrupt"
+    if isinstance(exc, SystemExit):
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return ("completed" if code == 0 else "crashed"), code, None
+    return "crashed", 1, f"{type(exc).__name__}: {exc}"
 
 
 def check_port(port: int) -> None:
@@ -81,7 +104,8 @@ class Session:
     def __init__(self, backend: str = "torch_xla", *, report_path: str | None = "ptxla_perf_report.json",
                  port: int | None = 9012, run: dict[str, Any] | None = None, attribution: dict | None = None,
                  max_warmup: int = 5, guard: dict | None | str = "default", progress_every_s: float | None = 10.0,
-                 flush_every_s: float | None = 30.0, console: bool = True, handle_signals: bool = True):
+                 flush_every_s: float | None = 30.0, console: bool = True, handle_signals: bool = True,
+                 rank: int | None = None, rank_suffix: bool = False, summary: bool = True):
         self.backend = backend
         self.report_path = report_path
         self.port = port
@@ -89,10 +113,15 @@ class Session:
         self.max_warmup = max_warmup
         self.progress_every_s = progress_every_s
         self.flush_every_s = flush_every_s
-        self.rank = process_index()
+        self.rank = process_index() if rank is None else int(rank)
+        self._rank_known = rank is not None  # else asked of the runtime at the first boundary
+        self._console_wanted = console
         self.console = console and self.rank == 0
+        self.rank_suffix = rank_suffix  # a spawned child writes REPORT.rankN.json even as rank 0
+        self.print_summary = summary
         self.handle_signals = handle_signals
         self.adapter = make_adapter(backend, attribution)
+        self.guard_cfg = guard  # as given: children spawned by the script get the same
         # guard=None turns it off; "default" (or a dict of overrides) keeps it on (guard.py)
         self.guard = Guard(None if guard is None else ({} if guard == "default" else dict(guard)),
                            self.adapter.runaway)
@@ -101,6 +130,13 @@ class Session:
         self.extra_findings: list[Finding] = []
         self.profiler: dict[str, Any] = {"server_port": None, "address": None}
         self._server = None  # kept alive for the whole run: torch_xla's server stops when collected
+        self._port: int | None = None  # the server to start at the first boundary
+        self._up = False  # the first boundary has been seen: the runtime is initialised
+        self.child_reports: list[str] = []  # per-process reports of followed children: finish() merges them
+        self.run_id: str = str(self.run_info.get("run_id") or "")
+        self._on_stop: list[Callable[[int], None]] = []  # told of a signal (spawn.py forwards it to children)
+        self._spawned = False  # the script spawned children through the backend's launcher (spawn.py)
+        self._unfollow: Callable[[], None] | None = None
         self._callbacks: list[Callable[[StepRecord], None]] = []
         self._closers: list[Callable[[], None]] = []
         self._step_info: dict[str, Any] = {}
@@ -120,20 +156,39 @@ class Session:
         except (TypeError, ValueError):
             raise SessionError(f"profiler port must be a number from 1 to 65535 or null, not {self.port!r}") from None
         if port is not None and (port, self.backend) not in _SERVERS:
-            check_port(port)
+            check_port(port)  # a plain socket bind: no runtime
+        self._port = port
         self._started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        if port is not None:
-            if (port, self.backend) not in _SERVERS:
-                _SERVERS[(port, self.backend)] = self.adapter.start_server(port)
-            self._server = _SERVERS[(port, self.backend)]
-            self.profiler = {"server_port": int(self.port), "address": f"{socket.gethostname()}:{self.port}"}
-            self.say(f"ptxla_perf: profiler server at localhost:{self.port} - TensorBoard > Profile > "
-                     f"Capture Profile, or: python -m ptxla_perf capture --service localhost:{self.port}")
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+        from . import spawn
+        spawn.follow(self)  # children the script spawns get sessions of their own
         self.adapter.start(self._on_boundary)
         return self
+
+    def _runtime_up(self) -> None:
+        """First boundary: the user's code has initialised the runtime, so now ask it for the rank and start
+        the profiler server (both would initialise it, which must not happen before the script does)."""
+        self._up = True
+        if not self._rank_known:
+            rank = self.adapter.process_index()
+            if rank is not None:
+                self.rank = rank
+            self.console = self._console_wanted and self.rank == 0
+        port = self._port
+        if port is None:
+            return
+        try:
+            if (port, self.backend) not in _SERVERS:
+                _SERVERS[(port, self.backend)] = self.adapter.start_server(port)
+            self._server = _SERVERS[(port, self.backend)]
+        except Exception as exc:  # never break the user's step for the server (e.g. a child's port taken)
+            self.adapter.notes.append(f"profiler server on port {port} not started: {str(exc).splitlines()[0]}")
+            return
+        self.profiler = {"server_port": port, "address": f"{socket.gethostname()}:{port}"}
+        self.say(f"ptxla_perf: profiler server at localhost:{port} - TensorBoard > Profile > "
+                 f"Capture Profile, or: python -m ptxla_perf capture --service localhost:{port}")
 
     def set_step_info(self, *, samples: int | None = None, tokens: int | None = None,
                       phase: str | None = None) -> None:
@@ -170,11 +225,15 @@ class Session:
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)
         self._old_handlers.clear()
+        from . import spawn
+        spawn.unfollow(self)
         report = self._build(status, exit_code, stop_reason)
+        if not self.steps and spawn.child_reports(self):  # a parent that only spawned: the merged report
+            report = spawn.merged(self, report)
         self._finished = report
         if self.report_path:
             path = report_mod.write(report, self._path())
-            if self.console:
+            if self.console and self.print_summary:
                 print("\n".join(render.summary_lines(report, path)), file=sys.stderr, flush=True)
         return report
 
@@ -204,14 +263,15 @@ class Session:
     # --- internals --------------------------------------------------------------------------------
     def _path(self) -> str:
         path = self.report_path
-        if self.rank:
+        if self.rank or self.rank_suffix:
             root, ext = os.path.splitext(path)
             path = f"{root}.rank{self.rank}{ext or '.json'}"
         return path
 
     def _build(self, status: str, exit_code: int | None, stop_reason: str | None) -> dict[str, Any]:
         env = report_mod.environment(self.adapter.environment())
-        run = dict(self.run_info, started_at=self._started_at or "",
+        run = dict(self.run_info, run_id=self.run_id, rank=self.rank, pid=os.getpid(),
+                   started_at=self._started_at or "",
                    ended_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                    status=status, exit_code=exit_code, stop_reason=stop_reason)
         run.setdefault("step_detection", self.adapter.step_detection)
@@ -234,6 +294,8 @@ class Session:
         return report
 
     def _on_boundary(self, rec: StepRecord) -> None:
+        if not self._up:
+            self._runtime_up()
         rec.index = len(self.steps)
         for key, value in self._step_info.items():
             setattr(rec, key, value)
@@ -267,7 +329,13 @@ class Session:
         if self._stop is not None and self._stop.signum:
             signal.signal(signum, signal.SIG_DFL)
             raise KeyboardInterrupt  # second signal: stop now
-        name = signal.Signals(signum).name
-        self._stop = RunStopped(signum, f"{name} received")
-        self.say(f"ptxla_perf: {name}: stopping at the next step boundary and writing the report "
-                 "(again to stop now)")
+        self.stop_on_signal(signum)
+        self.say(f"ptxla_perf: {signal.Signals(signum).name}: stopping at the next step boundary and writing the "
+                 "report (again to stop now)")
+        for hook in self._on_stop:
+            hook(signum)
+
+    def stop_on_signal(self, signum: int) -> None:
+        """Stop at the next boundary as if `signum` had arrived here (a spawned child told by its parent)."""
+        if self._stop is None or not self._stop.signum:
+            self._stop = RunStopped(signum, f"{signal.Signals(signum).name} received")

@@ -36,3 +36,10 @@ class Adapter(Protocol):
 
     def runaway(self, rec: StepRecord, cfg: Mapping[str, Any]) -> str | None:
         """What makes this boundary runaway compilation (guard.py), in words; None when it is not."""
+
+    def process_index(self) -> int | None:
+        """The rank as the runtime says it, asked only once the runtime is up; None when it cannot say."""
+
+    def follow_spawn(self, wrap: Callable[[Callable], Any]) -> Callable[[], None] | None:
+        """Make processes spawned through this backend's launcher run `wrap(fn)` in place of `fn` (spawn.py);
+        return the undo, or None when the backend has no launcher."""

@@ -300,6 +300,13 @@ class JaxAdapter:
                                         "executions": s1[3] - s0[3]}
         return out
 
+    def process_index(self) -> int | None:
+        from jax._src import xla_bridge
+        return int(jax.process_index()) if xla_bridge.backends_are_initialized() else None
+
+    def follow_spawn(self, wrap):
+        return None  # JAX has no launcher: each process calls jax.distributed.initialize itself
+
     def start_server(self, port: int):
         self._server = jax.profiler.start_server(port)
         return self._server
@@ -321,6 +328,10 @@ class JaxAdapter:
             env["versions"]["flax"] = flax.__version__
         except ImportError:
             pass
+        from jax._src import xla_bridge
+        if not xla_bridge.backends_are_initialized():  # asking would initialise JAX before the script did
+            env["device_kind"] = os.environ.get("JAX_PLATFORMS")
+            return env
         try:
             devs = jax.devices()
             env["device_kind"] = devs[0].platform

@@ -304,9 +304,25 @@ class TorchXlaAdapter:
                     "or a host read inside a per-op hook)")
         return None
 
+    def process_index(self) -> int | None:
+        import torch_xla.runtime as xr
+        if not X._xla_runtime_is_initialized():
+            return None
+        try:
+            return int(xr.global_ordinal())
+        except Exception:
+            return None
+
+    def follow_spawn(self, wrap):
+        from .torch_xla_spawn import follow
+        return follow(wrap)
+
     def environment(self) -> dict[str, Any]:
         import torch_xla.runtime as xr
         env: dict[str, Any] = {"versions": {"torch": torch.__version__, "torch_xla": torch_xla.__version__}}
+        if not X._xla_runtime_is_initialized():  # a parent that only spawned: asking would initialise it
+            env["device_kind"] = os.environ.get("PJRT_DEVICE")
+            return env
         try:
             env["device_kind"] = xr.device_type()
             env["device"] = str(torch_xla.device())

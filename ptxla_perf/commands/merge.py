@@ -1,0 +1,38 @@
+"""`merge REPORT... [--report OUT]`: per-process reports of one run (REPORT.rankN.json from each process or host)
+-> one report with a per-rank `processes` section, aggregate throughput and cross-rank findings (straggler,
+rank_divergence). docs/multiprocess.md."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..cli import UsageError
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("merge", help="merge the per-process reports of one run",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("reports", nargs="+", metavar="REPORT", help="per-process reports (JSON)")
+    p.add_argument("--report", default="ptxla_perf_merged.json", help="merged report path (default: %(default)s)")
+    return p
+
+
+def run(args) -> int:
+    from .. import merge, render, report as report_mod
+    reports = []
+    for path in args.reports:
+        try:
+            with open(path) as f:
+                reports.append(json.load(f))
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+        except ValueError:
+            raise UsageError(f"{path} is not JSON") from None
+    try:
+        out = merge.merge(reports, list(args.reports))
+    except merge.MergeError as exc:
+        raise UsageError(str(exc)) from None
+    path = report_mod.write(out, args.report)
+    print("\n".join(render.summary_lines(out, path)), file=sys.stderr)
+    return 0

@@ -1,0 +1,288 @@
+"""Per-process reports of one run -> one report: a `processes` section (one row per rank), run-level aggregate
+throughput, findings merged per line with the ranks they occur on, and the cross-rank findings no single
+process can see: `straggler` (one rank consistently slower) and `rank_divergence` (one rank compiles or syncs
+where the others do not). docs/multiprocess.md, docs/report.md.
+
+The merged report keeps schema v1: `steps` and `summary` are rank 0's (so `diff` and the sweep table read it as
+before); `processes`, `aggregate` and `finding.ranks` are added.
+"""
+from __future__ import annotations
+
+import os
+from statistics import median
+from typing import Any
+
+from . import SCHEMA_ID
+from .report import severity_counts, stats
+
+# a rank is a straggler when its typical step is this much slower than the others' (relative and absolute)...
+STRAGGLER_SHARE = 0.25
+STRAGGLER_MIN_S = 0.002
+# ...in at least this share of the steps both have, compared step by step
+STRAGGLER_CONSISTENCY = 0.75
+MIN_STEPS = 3
+_DIVERGENT_KINDS = ("device_to_host_sync", "recompilation", "graph_break", "op_fallback", "eager_compile",
+                    "host_to_device_transfer")
+_SEV_ORDER = {"info": 0, "warning": 1, "error": 2}
+_STATUS_ORDER = ["completed", "running", "stopped", "interrupted", "crashed"]
+
+
+class MergeError(ValueError):
+    """Reports that cannot be merged (another schema, another run, the same rank twice): one line for the user."""
+
+
+def rank_of(report: dict[str, Any]) -> int:
+    env = report.get("environment") or {}
+    run = report.get("run") or {}
+    for v in (run.get("rank"), env.get("process_index")):
+        if isinstance(v, int):
+            return v
+    return 0
+
+
+def check(reports: list[dict[str, Any]], paths: list[str]) -> None:
+    """One run, one schema, one report per rank - else a MergeError naming the two files that disagree."""
+    names = [os.path.basename(p) for p in paths]
+    for r, name in zip(reports, names):
+        if not isinstance(r, dict) or r.get("schema") != SCHEMA_ID:
+            got = r.get("schema") if isinstance(r, dict) else type(r).__name__
+            raise MergeError(f"{name} has schema {got!r}, not {SCHEMA_ID!r}")
+    first, name0 = reports[0], names[0]
+    for r, name in zip(reports[1:], names[1:]):
+        if r.get("backend") != first.get("backend"):
+            raise MergeError(f"{name0} and {name} come from different backends ({first.get('backend')} vs "
+                             f"{r.get('backend')})")
+        a, b = first.get("run", {}), r.get("run", {})
+        ida, idb = a.get("run_id"), b.get("run_id")
+        shared = "local" not in (a.get("run_id_source"), b.get("run_id_source"))
+        if ida and idb and shared and ida != idb:
+            raise MergeError(f"{name0} and {name} come from different runs (run id {ida} vs {idb})")
+        if not (ida and idb and ida == idb):  # ids made locally (per host): the same program, at the same time
+            what_a = (a.get("recipe") or a.get("script"), (a.get("argv") or [None])[1:])
+            what_b = (b.get("recipe") or b.get("script"), (b.get("argv") or [None])[1:])
+            if what_a != what_b:
+                raise MergeError(f"{name0} and {name} come from different runs ({what_a[0]} vs {what_b[0]})")
+            if not _overlap(a, b):
+                raise MergeError(f"{name0} and {name} come from different runs (they did not run at the same time)")
+    seen: dict[int, str] = {}
+    for r, name in zip(reports, names):
+        rank = rank_of(r)
+        if rank in seen:
+            raise MergeError(f"{seen[rank]} and {name} are both rank {rank}")
+        seen[rank] = name
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    try:
+        return (a.get("started_at") or "") <= (b.get("ended_at") or "~") and \
+            (b.get("started_at") or "") <= (a.get("ended_at") or "~")
+    except TypeError:
+        return True
+
+
+def merge(reports: list[dict[str, Any]], paths: list[str] | None = None) -> dict[str, Any]:
+    """Merge per-process reports (any order) into one report; raises MergeError."""
+    if not reports:
+        raise MergeError("no reports to merge")
+    paths = paths or [f"report {i}" for i in range(len(reports))]
+    check(reports, paths)
+    order = sorted(range(len(reports)), key=lambda i: rank_of(reports[i]))
+    reports = [reports[i] for i in order]
+    paths = [paths[i] for i in order]
+    base = reports[0]
+    procs = [_process_row(r, p) for r, p in zip(reports, paths)]
+    findings = merge_findings(reports)
+    if len(reports) > 1:
+        findings = straggler(reports, procs) + rank_divergence(reports) + findings
+    out = {k: v for k, v in base.items() if k not in ("findings", "processes", "aggregate")}
+    out["run"] = dict(base.get("run", {}), status=_worst_status(reports),
+                      exit_code=next((r["run"].get("exit_code") for r in reports if r["run"].get("exit_code")),
+                                     base.get("run", {}).get("exit_code")),
+                      merged_from=[os.path.abspath(p) for p in paths])
+    out["run"].pop("rank", None)
+    env = dict(base.get("environment", {}))
+    env["process_count"] = max(len(reports), max(int((r.get("environment") or {}).get("process_count") or 1)
+                                                 for r in reports))
+    env["process_index"] = 0
+    env["hosts"] = sorted({p["host"] for p in procs if p.get("host")})
+    out["environment"] = env
+    out["processes"] = procs
+    out["aggregate"] = aggregate(procs)
+    out["findings"] = findings
+    out["summary"] = dict(base.get("summary", {}), findings_by_severity=severity_counts(findings))
+    return out
+
+
+def _steady_times(report: dict[str, Any], key: str = "step") -> list[float]:
+    """Wall time of each steady training iteration (after warm-up, no compile, no attribution), in order.
+    key "host": minus the time spent waiting in device-to-host reads (the time this rank kept itself busy)."""
+    summary = report.get("summary") or {}
+    warm = int(summary.get("warmup_steps") or 0)
+    train = [s for s in report.get("steps", []) if s.get("phase") in (None, "train")]
+    out = []
+    for s in train[warm:]:
+        if s.get("compiles") or s.get("attributed"):
+            continue
+        t = float(s.get("wall_time_s") or 0.0)
+        if key == "host":
+            wait = s.get("device_to_host_time_s")
+            if wait is None:
+                return []
+            t = max(t - float(wait), 0.0)
+        out.append(t)
+    return out
+
+
+def _process_row(report: dict[str, Any], path: str) -> dict[str, Any]:
+    s = report.get("summary") or {}
+    run = report.get("run") or {}
+    env = report.get("environment") or {}
+    return {
+        "rank": rank_of(report),
+        "host": env.get("hostname"),
+        "pid": run.get("pid"),
+        "local_rank": run.get("local_rank"),
+        "report": os.path.abspath(path) if not path.startswith("report ") else None,
+        "status": run.get("status"),
+        "steps": s.get("steps", 0),
+        "warmup_steps": s.get("warmup_steps", 0),
+        "step_time_s": s.get("step_time_s"),
+        "host_time_s": stats(_steady_times(report, "host")),
+        "compiles": s.get("compiles", 0),
+        "compile_time_s": s.get("compile_time_s", 0.0),
+        "recompiles_after_warmup": s.get("recompiles_after_warmup", 0),
+        "device_to_host_per_step": s.get("device_to_host_per_step"),
+        "throughput": s.get("throughput") or {},
+        "findings_by_severity": s.get("findings_by_severity") or severity_counts(report.get("findings", [])),
+    }
+
+
+def aggregate(procs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a pod user quotes: samples/s and tokens/s summed over ranks; the spread of typical step times."""
+    tp: dict[str, float] = {}
+    for key in ("samples_per_s", "tokens_per_s", "mb_per_s"):
+        vals = [p["throughput"].get(key) for p in procs]
+        if vals and all(isinstance(v, (int, float)) for v in vals):
+            tp[key] = sum(vals)
+    p50s = [p["step_time_s"]["p50"] for p in procs if p.get("step_time_s")]
+    out: dict[str, Any] = {"processes": len(procs), "hosts": len({p.get("host") for p in procs}),
+                           "steps": sum(p["steps"] for p in procs), "throughput": tp,
+                           "step_time_p50_s": stats(p50s)}
+    if len(p50s) > 1:
+        out["step_time_spread_s"] = max(p50s) - min(p50s)
+        out["slowest_rank"] = max((p for p in procs if p.get("step_time_s")), key=lambda p: p["step_time_s"]["p50"])[
+            "rank"]
+    return out
+
+
+def merge_findings(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One finding per (kind, line) across ranks, with the ranks it occurs on; counts summed, worst severity."""
+    merged: dict[tuple, dict[str, Any]] = {}
+    for r in reports:
+        rank = rank_of(r)
+        for f in r.get("findings", []):
+            loc = f.get("location") or {}
+            key = (f["kind"], loc.get("file"), loc.get("line"), (f.get("evidence") or {}).get("source"))
+            m = merged.get(key)
+            if m is None:
+                m = merged[key] = dict(f, ranks=[], evidence=dict(f.get("evidence") or {}, per_rank={}))
+                m["count"] = 0
+            m["ranks"].append(rank)
+            m["count"] += int(f.get("count") or 0)
+            m["evidence"]["per_rank"][str(rank)] = {"count": f.get("count"), "per_step": f.get("per_step"),
+                                                    "severity": f["severity"]}
+            if _SEV_ORDER[f["severity"]] > _SEV_ORDER[m["severity"]]:
+                m["severity"], m["message"] = f["severity"], f["message"]
+    out = list(merged.values())
+    for m in out:
+        m["ranks"] = sorted(set(m["ranks"]))
+    out.sort(key=lambda m: -_SEV_ORDER[m["severity"]])
+    return out
+
+
+def straggler(reports: list[dict[str, Any]], procs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One rank consistently slower than the others. Phase "step": its iterations take longer (the others do not
+    wait for it, e.g. no collective in the step). Phase "host": the iterations take as long everywhere (a
+    collective makes every rank wait for the slowest) but this rank spends the time on the host while the others
+    wait in device reads - the rank the others wait for."""
+    for phase in ("step", "host"):
+        times = {rank_of(r): _steady_times(r, phase) for r in reports}
+        times = {k: v for k, v in times.items() if len(v) >= MIN_STEPS}
+        if len(times) < 2:
+            continue
+        typical = {k: median(v) for k, v in times.items()}
+        slow = max(typical, key=typical.get)
+        others = [typical[k] for k in typical if k != slow]
+        ref = median(others)
+        gap = typical[slow] - ref
+        if gap < max(STRAGGLER_SHARE * ref, STRAGGLER_MIN_S):
+            continue
+        n = min(len(v) for v in times.values())
+        above = sum(1 for i in range(n)
+                    if times[slow][i] > max(times[k][i] for k in times if k != slow))
+        share = above / n if n else 0.0
+        if share < STRAGGLER_CONSISTENCY:
+            continue
+        what = "step time" if phase == "step" else "host time per step (outside device waits)"
+        msg = (f"Rank {slow} is a straggler: its {what} is {gap * 1e3:.1f} ms above the other ranks' "
+               f"(p50 {typical[slow] * 1e3:.1f} ms vs {ref * 1e3:.1f} ms) in {share:.0%} of {n} steady steps. In a "
+               "synchronous job every rank waits for the slowest at each collective. Look at what is different on "
+               f"rank {slow}: its input pipeline, its share of the data, its host (load, other processes).")
+        return [{"kind": "straggler", "severity": "warning", "message": msg, "count": above,
+                 "per_step": gap, "location": None, "steps": [], "ranks": [slow],
+                 "evidence": {"rank": slow, "phase": phase, "gap_s": gap, "gap_share": gap / ref if ref else None,
+                              "p50_s": {str(k): v for k, v in sorted(typical.items())},
+                              "steps_compared": n, "steps_above_all_others": above}}]
+    return []
+
+
+def rank_divergence(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A line that compiles or syncs on some ranks and not the others (e.g. a rank-0-only logging read): every
+    other rank waits for it at the next collective. Also: ranks that compiled different numbers of graphs."""
+    ranks = sorted(rank_of(r) for r in reports)
+    out = []
+    by_line: dict[tuple, dict[int, dict]] = {}
+    for r in reports:
+        for f in r.get("findings", []):
+            loc = f.get("location")
+            if loc and f["kind"] in _DIVERGENT_KINDS:
+                by_line.setdefault((f["kind"], loc["file"], loc["line"]), {})[rank_of(r)] = f
+    for (kind, file, line), hits in sorted(by_line.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+        if len(hits) == len(ranks):
+            continue
+        on = sorted(hits)
+        off = [k for k in ranks if k not in hits]
+        f = hits[on[0]]
+        what = "syncs the host" if kind == "device_to_host_sync" else (
+            "recompiles" if kind == "recompilation" else f"has a {kind}")
+        msg = (f"Only rank{'s' if len(on) > 1 else ''} {_ranks(on)} {what} at {os.path.basename(file)}:{line} "
+               f"(rank{'s' if len(off) > 1 else ''} {_ranks(off)} do{'es' if len(off) == 1 else ''} not): the "
+               "other ranks wait for it at the next collective. Do the same work on every rank, or move it out "
+               "of the step (e.g. a rank-0-only log read every N steps after the step's sync).")
+        out.append({"kind": "rank_divergence", "severity": "warning" if f["severity"] != "info" else "info",
+                    "message": msg, "count": sum(int(h.get("count") or 0) for h in hits.values()),
+                    "per_step": f.get("per_step"), "location": f.get("location"), "steps": [], "ranks": on,
+                    "evidence": {"finding": kind, "on_ranks": on, "not_on_ranks": off}})
+    compiles = {rank_of(r): int((r.get("summary") or {}).get("compiles") or 0) for r in reports}
+    if len(set(compiles.values())) > 1 and not any(o["evidence"]["finding"] == "recompilation" for o in out):
+        typical = median(compiles.values())
+        odd = sorted(k for k, v in compiles.items() if v != typical)
+        if odd and len(odd) < len(ranks):
+            out.append({"kind": "rank_divergence", "severity": "info",
+                        "message": (f"Rank{'s' if len(odd) > 1 else ''} {_ranks(odd)} compiled "
+                                    f"{', '.join(str(compiles[k]) for k in odd)} graph(s) where the other ranks "
+                                    f"compiled {typical:g}: a rank that compiles while the others wait holds them "
+                                    "at the next collective."),
+                        "count": sum(abs(compiles[k] - typical) for k in odd), "per_step": None, "location": None,
+                        "steps": [], "ranks": odd,
+                        "evidence": {"finding": "compiles", "compiles": {str(k): v for k, v in compiles.items()}}})
+    return out
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(str(r) for r in ranks)
+
+
+def _worst_status(reports: list[dict[str, Any]]) -> str:
+    statuses = [r.get("run", {}).get("status", "completed") for r in reports]
+    return max(statuses, key=lambda s: _STATUS_ORDER.index(s) if s in _STATUS_ORDER else 0)

@@ -1,0 +1,215 @@
+"""Following spawned children: each process that trains gets its own session and writes `REPORT.rankN.json`;
+the parent that only spawned writes the merged report at `REPORT` (docs/multiprocess.md).
+
+The mechanism survives the spawn start method without touching the environment: the backend's launcher is
+patched in the parent (backends/torch_xla_spawn.py) so that children receive `ChildTarget(fn, plan)` in place of
+the user's `fn`. It is pickled by reference like `fn` itself; in the child it opens a session from the plan
+(report path, port, attribution, run id) around the call. A process that starts its workers by other means (a
+recipe's `subprocess`, `torchrun`, one host of a pod) opens its session from a plan with `child_session` or runs
+`profile` itself, and `merge` joins the reports.
+
+Stopping: the parent's session forwards SIGINT/SIGTERM to its children; a child turns it into a stop
+at its next step boundary (the handler is installed in the child's main thread, where signals arrive), writes
+its report and re-raises the stop, which comes back to the parent through the launcher.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import multiprocessing
+import os
+import signal
+import threading
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+RUN_ID_VARS = ("PTXLA_PERF_RUN_ID", "TORCHELASTIC_RUN_ID")
+CHILD_PLAN_VAR = "PTXLA_PERF_CHILD_PLAN"  # a plan as JSON, for children started as plain subprocesses
+
+
+@dataclass
+class ChildPlan:
+    """What a child needs to open a session like its parent's. Plain data: pickled or sent as JSON."""
+
+    backend: str
+    report_path: str  # the parent's report; the child writes REPORT.rankN.json next to it
+    run_id: str
+    port: int | None = None  # the child's server is on port + local rank
+    run: dict[str, Any] = field(default_factory=dict)
+    attribution: dict[str, Any] | None = None
+    max_warmup: int = 5
+    guard: Any = "default"
+    console: bool = True  # rank 0 prints (progress, server address); the parent prints the summary
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ChildPlan":
+        return cls(**json.loads(text))
+
+
+def new_run_id() -> tuple[str, str]:
+    """A run id every process of one run shares: from the launcher's environment when it sets one, else new."""
+    for var in RUN_ID_VARS:
+        if os.environ.get(var):
+            return os.environ[var], f"env:{var}"
+    return uuid.uuid4().hex[:12], "local"
+
+
+def plan_of(session) -> ChildPlan:
+    run = {k: v for k, v in session.run_info.items() if k in ("kind", "script", "recipe", "argv", "backend_choice")}
+    return ChildPlan(backend=session.backend, report_path=os.path.abspath(session.report_path or
+                                                                          "ptxla_perf_report.json"),
+                     run_id=session.run_id, port=session._port, run=run, attribution=dict(session.adapter.cfg),
+                     max_warmup=session.max_warmup, guard=session.guard_cfg, console=session._console_wanted)
+
+
+# --- parent side ------------------------------------------------------------------------------------------
+def follow(session) -> None:
+    """Called by Session.start: a run id to share, and the backend's launcher patched to follow children."""
+    if not session.run_id:
+        session.run_id, session.run_info["run_id_source"] = new_run_id()
+    if session.report_path is None:
+        return
+    plan = plan_of(session)
+
+    def wrap(fn):
+        session._spawned = True
+        return ChildTarget(fn, plan)
+    session._unfollow = session.adapter.follow_spawn(wrap)
+    session._on_stop.append(_forward_stop)
+
+
+def unfollow(session) -> None:
+    undo, session._unfollow = getattr(session, "_unfollow", None), None
+    if undo:
+        undo()
+
+
+def _forward_stop(signum: int) -> None:
+    """The parent got SIGINT/SIGTERM: each child stops at its next step boundary (a terminal's Ctrl-C may reach
+    the children too; a second signal to a child changes nothing)."""
+    for child in multiprocessing.active_children():
+        try:
+            os.kill(child.pid, signum)
+        except OSError:
+            pass
+
+
+def child_reports(session) -> list[str]:
+    """The reports this session's children wrote: named explicitly, or found next to the report by run id."""
+    if session.child_reports:
+        return list(session.child_reports)
+    if not getattr(session, "_spawned", False) or not session.report_path:
+        return []
+    root, ext = os.path.splitext(os.path.abspath(session.report_path))
+    found = []
+    for path in sorted(glob.glob(f"{glob.escape(root)}.rank*{ext or '.json'}")):
+        try:
+            with open(path) as f:
+                if json.load(f).get("run", {}).get("run_id") == session.run_id:
+                    found.append(path)
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def merged(session, own: dict[str, Any]) -> dict[str, Any]:
+    """The parent's report: its children's merged, with the parent's own run outcome."""
+    from . import merge, report as report_mod
+    paths = child_reports(session)
+    if not paths:
+        return own
+    try:
+        reports = [report_mod.load(p) for p in paths]
+        out = merge.merge(reports, paths)
+    except (OSError, ValueError, merge.MergeError) as exc:
+        own.setdefault("run", {}).setdefault("attribution", {}).setdefault("notes", []).append(
+            f"children's reports not merged: {exc}")
+        return own
+    run = dict(out["run"])
+    for key in ("status", "exit_code", "stop_reason", "started_at", "ended_at", "argv", "kind", "pid"):
+        if key in own["run"]:
+            run[key] = own["run"][key]
+    out["run"] = run
+    return out
+
+
+# --- child side -------------------------------------------------------------------------------------------
+_LOCK = threading.Lock()
+_CHILD: list | None = None  # [session, active calls] of this process, when it is a followed child
+_STOP: int | None = None  # a stop signal that arrived before this child's session existed
+
+
+def child_main_thread() -> None:
+    """In a child's main thread, before the user's code: a stop signal becomes a stop at the next boundary."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _child_signal)
+
+
+def _child_signal(signum, frame) -> None:
+    global _STOP
+    _STOP = _STOP or signum
+    if _CHILD is not None:
+        _CHILD[0].stop_on_signal(signum)
+
+
+def child_session(plan: ChildPlan, rank: int | None = None, local_rank: int | None = None):
+    """Open (once per process) the session of a child that trains; every call must be paired with
+    `child_done`. `rank` None: asked of the runtime at the first step boundary."""
+    global _CHILD
+    from .session import Session, SessionError
+    with _LOCK:
+        if _CHILD is None:
+            local = local_rank if local_rank is not None else int(os.environ.get("PJRT_LOCAL_PROCESS_RANK") or
+                                                                  os.environ.get("LOCAL_RANK") or rank or 0)
+            port = plan.port + local if plan.port else None
+            kwargs = dict(report_path=plan.report_path,
+                          run=dict(plan.run, run_id=plan.run_id, parent_pid=os.getppid(), local_rank=local),
+                          attribution=plan.attribution, max_warmup=plan.max_warmup, guard=plan.guard,
+                          console=plan.console, handle_signals=False, rank=rank, rank_suffix=True, summary=False)
+            try:
+                session = Session(plan.backend, port=port, **kwargs).start()
+            except SessionError as exc:  # e.g. port + local rank taken: no server, still a report
+                session = Session(plan.backend, port=None, **kwargs).start()
+                session.adapter.notes.append(f"profiler server not started: {exc}")
+            if _STOP:
+                session.stop_on_signal(_STOP)
+            _CHILD = [session, 0]
+        _CHILD[1] += 1
+        return _CHILD[0]
+
+
+def child_done(status: str, code: int | None, reason: str | None = None) -> None:
+    """The last call of this process to finish writes its report."""
+    global _CHILD
+    with _LOCK:
+        if _CHILD is None:
+            return
+        _CHILD[1] -= 1
+        if _CHILD[1] > 0:
+            return
+        session, _CHILD = _CHILD[0], None
+    session.finish(status, code, reason)
+
+
+class ChildTarget:
+    """Stands in for the user's spawned function: same call, inside a session of the child's own."""
+
+    def __init__(self, fn, plan: ChildPlan):
+        self.fn = fn
+        self.plan = plan
+        self.__wrapped__ = fn
+
+    def __call__(self, index, *args, **kwargs):
+        from .session import outcome
+        child_session(self.plan, rank=index)
+        try:
+            result = self.fn(index, *args, **kwargs)
+        except BaseException as exc:
+            child_done(*outcome(exc))
+            raise
+        child_done("completed", 0)
+        return result

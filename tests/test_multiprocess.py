@@ -1,0 +1,161 @@
+"""Training as it is launched: torch_xla.launch / xmp.spawn children followed under `profile` (real processes),
+per-rank reports merged; stopping a spawned run; `merge` of reports that do not belong together."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SCRIPTS, cli_env, load_report, planted_line, run_cli
+
+
+def _plain(script: Path, *args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(script), *args], cwd=cwd, env=cli_env(), capture_output=True,
+                          text=True, timeout=120)
+
+
+def _warnings(report):
+    return [f for f in report["findings"] if f["severity"] in ("warning", "error")]
+
+
+@pytest.mark.parametrize("script", ["mp_launch_item.py", "mp_spawn_item.py"])
+def test_spawned_child_is_profiled_and_the_program_is_unchanged(tmp_path, script):
+    path = SCRIPTS / script
+    plain = _plain(path, cwd=tmp_path)
+    assert "parent done" in plain.stdout, plain.stderr[-3000:]
+    report = tmp_path / "report.json"
+    proc = run_cli("profile", "--port", "none", "--report", str(report), str(path), cwd=tmp_path, timeout=120)
+    # the user's program: same output, same exit code (no runtime touched in the parent before it spawns)
+    assert proc.returncode == plain.returncode, proc.stderr[-3000:]
+    assert proc.stdout == plain.stdout
+    assert "Runtime is already initialized" not in proc.stderr
+    rank0 = load_report(tmp_path / "report.rank0.json")
+    merged = load_report(report)
+    assert rank0["run"]["rank"] == 0 and rank0["summary"]["steps"] == 10  # counted in the child
+    assert merged["processes"][0]["steps"] == 10 and merged["processes"][0]["rank"] == 0
+    assert merged["run"]["exit_code"] == plain.returncode
+    assert merged["run"]["run_id"] == rank0["run"]["run_id"]
+    assert merged["run"]["pid"] != rank0["run"]["pid"]  # the parent merged what its child wrote
+    found = [f for f in merged["findings"] if f["kind"] == "device_to_host_sync" and f["severity"] == "warning"]
+    assert found, [(f["kind"], f["severity"]) for f in merged["findings"]]
+    assert found[0]["location"]["file"] == str(path)
+    assert found[0]["location"]["line"] == planted_line(path)
+    assert found[0]["ranks"] == [0]
+    assert "item" in found[0]["evidence"]["calls"]
+    # printed once: the parent's merged summary, naming the line
+    assert proc.stderr.count("ptxla_perf [torch_xla]") == 1
+    assert f"{script}:{planted_line(path)}" in proc.stderr
+
+
+@pytest.mark.parametrize("script", ["mp_launch_clean.py", "mp_spawn_clean.py"])
+def test_spawned_clean_twin_has_no_warnings(tmp_path, script):
+    path = SCRIPTS / script
+    report = tmp_path / "report.json"
+    proc = run_cli("profile", "--port", "none", "--report", str(report), str(path), cwd=tmp_path, timeout=120)
+    assert "parent done" in proc.stdout, proc.stderr[-3000:]
+    merged = load_report(report)
+    assert merged["processes"][0]["steps"] == 10
+    assert _warnings(merged) == [], [(f["kind"], f["message"]) for f in _warnings(merged)]
+    assert merged["processes"][0]["device_to_host_per_step"] == 0
+
+
+def test_child_profiler_server_on_port_plus_local_rank(tmp_path):
+    from trace_helpers import free_port
+    port = free_port()
+    report = tmp_path / "report.json"
+    proc = run_cli("profile", "--port", str(port), "--report", str(report), str(SCRIPTS / "mp_launch_clean.py"),
+                   cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rank0 = load_report(tmp_path / "report.rank0.json")
+    assert rank0["profiler"]["server_port"] == port  # local rank 0: port + 0, started in the child
+    assert proc.stderr.count(f"profiler server at localhost:{port}") == 1
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_stopping_the_parent_stops_every_child(tmp_path, sig):
+    pidfile = tmp_path / "child.pid"
+    report = tmp_path / "report.json"
+    job = subprocess.Popen([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report",
+                            str(report), str(SCRIPTS / "mp_launch_forever.py"), str(pidfile)], cwd=tmp_path,
+                           env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 90
+        while "READY" not in (job.stdout.readline() or "") and time.time() < deadline and job.poll() is None:
+            pass
+        assert job.poll() is None, job.stderr.read()[-3000:]
+        child = int(pidfile.read_text())
+        job.send_signal(sig)  # to the parent only, not to the process group
+        _, err = job.communicate(timeout=60)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 128 + sig, err[-3000:]
+    for _ in range(50):  # the child has exited (not left holding the device)
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the spawned child was still running")
+    rank0 = load_report(tmp_path / "report.rank0.json")
+    assert rank0["run"]["status"] == "interrupted" and rank0["summary"]["steps"] >= 5
+    merged = load_report(report)
+    assert merged["run"]["status"] == "interrupted"
+    assert merged["run"]["exit_code"] == 128 + sig
+    assert merged["processes"][0]["status"] == "interrupted"
+
+
+def _fake(tmp_path, name, rank, run_id, **over):
+    """A real report of a tiny run, re-labelled as another rank/run (merge reads reports, not processes)."""
+    base = json.loads((tmp_path / "base.json").read_text())
+    base["run"].update(rank=rank, run_id=run_id, run_id_source="spawn")
+    base["environment"]["process_index"] = rank
+    base.update(over)
+    path = tmp_path / name
+    path.write_text(json.dumps(base))
+    return path
+
+
+@pytest.fixture
+def base_report(tmp_path):
+    proc = run_cli("profile", "--port", "none", "--report", str(tmp_path / "base.json"),
+                   str(SCRIPTS / "clean_loop.py"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return tmp_path
+
+
+def test_merge_refuses_reports_of_different_runs_or_schemas(base_report):
+    tmp = base_report
+    a = _fake(tmp, "a.json", 0, "run-one")
+    b = _fake(tmp, "b.json", 1, "run-two")
+    res = run_cli("merge", str(a), str(b), "--report", str(tmp / "m.json"), cwd=tmp)
+    assert res.returncode == 2
+    assert res.stderr.strip().count("\n") == 0 and "different runs" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and not (tmp / "m.json").exists()
+
+    c = _fake(tmp, "c.json", 1, "run-one", schema="ptxla_perf.report/2")
+    res = run_cli("merge", str(a), str(c), cwd=tmp)
+    assert res.returncode == 2 and "schema" in res.stderr and res.stderr.strip().count("\n") == 0, res.stderr
+
+    d = _fake(tmp, "d.json", 0, "run-one")
+    res = run_cli("merge", str(a), str(d), cwd=tmp)
+    assert res.returncode == 2 and "both rank 0" in res.stderr, res.stderr
+
+    (tmp / "junk.json").write_text("{not json")
+    res = run_cli("merge", str(a), str(tmp / "junk.json"), cwd=tmp)
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0, res.stderr
+
+    ok = _fake(tmp, "ok1.json", 1, "run-one")
+    res = run_cli("merge", str(a), str(ok), "--report", str(tmp / "m.json"), cwd=tmp)
+    assert res.returncode == 0, res.stderr
+    merged = load_report(tmp / "m.json")
+    assert [p["rank"] for p in merged["processes"]] == [0, 1]
+    assert not [f for f in merged["findings"] if f["kind"] in ("straggler", "rank_divergence")]
