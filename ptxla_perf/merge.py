@@ -158,20 +158,28 @@ def _process_row(report: dict[str, Any], path: str) -> dict[str, Any]:
 
 
 def aggregate(procs: list[dict[str, Any]]) -> dict[str, Any]:
-    """What a pod user quotes: samples/s and tokens/s summed over ranks; the spread of typical step times."""
+    """What a pod user quotes: samples/s and tokens/s of the whole job - the ranks' work per step summed, over
+    the slowest rank's mean step time (a synchronous job moves at its slowest rank's pace; with balanced ranks
+    this is the sum of their rates, kept as `*_sum`). Also the spread of the ranks' typical step times."""
     tp: dict[str, float] = {}
-    for key in ("samples_per_s", "tokens_per_s", "mb_per_s"):
+    timed = [p for p in procs if p.get("step_time_s")]
+    for key in ("samples_per_s", "tokens_per_s"):
         vals = [p["throughput"].get(key) for p in procs]
-        if vals and all(isinstance(v, (int, float)) for v in vals):
-            tp[key] = sum(vals)
-    p50s = [p["step_time_s"]["p50"] for p in procs if p.get("step_time_s")]
+        if not vals or not all(isinstance(v, (int, float)) for v in vals):
+            continue
+        tp[f"{key}_sum"] = sum(vals)
+        if len(timed) == len(procs):
+            per_step = sum(p["throughput"][key] * p["step_time_s"]["mean"] for p in procs)
+            slowest = max(p["step_time_s"]["mean"] for p in procs)
+            if slowest > 0:
+                tp[key] = per_step / slowest
+    p50s = [p["step_time_s"]["p50"] for p in timed]
     out: dict[str, Any] = {"processes": len(procs), "hosts": len({p.get("host") for p in procs}),
                            "steps": sum(p["steps"] for p in procs), "throughput": tp,
                            "step_time_p50_s": stats(p50s)}
     if len(p50s) > 1:
         out["step_time_spread_s"] = max(p50s) - min(p50s)
-        out["slowest_rank"] = max((p for p in procs if p.get("step_time_s")), key=lambda p: p["step_time_s"]["p50"])[
-            "rank"]
+        out["slowest_rank"] = max(timed, key=lambda p: p["step_time_s"]["p50"])["rank"]
     return out
 
 

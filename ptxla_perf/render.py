@@ -78,7 +78,7 @@ def _processes_lines(report: dict[str, Any]) -> list[str]:
              f"{tp['tokens_per_s']:.0f} tokens/s" if "tokens_per_s" in tp else None]
     parts = [x for x in parts if x]
     if parts:
-        lines.append("  aggregate   " + ", ".join(parts) + " (summed over ranks)")
+        lines.append("  aggregate   " + ", ".join(parts) + " (all ranks, at the slowest rank's pace)")
     return lines
 
 

@@ -205,6 +205,11 @@ class Session:
         """Stop the run at the next step boundary (e.g. a recipe's own guard)."""
         self._stop = self._stop or RunStopped(None, reason)
 
+    def pending_stop(self) -> RunStopped | None:
+        """A stop requested (signal, guard) and not raised yet: a parent that only waits for its children has no
+        step boundary to raise it at."""
+        return self._stop
+
     def add_finding(self, finding: Finding) -> None:
         self.extra_findings.append(finding)
 

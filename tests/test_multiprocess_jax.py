@@ -1,0 +1,52 @@
+"""A 2-process JAX job (the dp_jax recipe: jax.distributed.initialize on localhost, gloo CPU collectives) through
+the Hydra runner: per-rank reports, the merged report, a straggler named when one rank is slowed, none when the
+ranks are equal."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("jax")
+
+from conftest import cli_env, load_report  # noqa: E402
+
+
+def run_dp(tmp_path, name, *overrides):
+    proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", "+recipe=dp_jax", "recipe.processes=2",
+                           "recipe.steps=16", "profiler.port=null", f"hydra.run.dir={name}", *overrides],
+                          cwd=tmp_path, timeout=240, env=cli_env(JAX_PLATFORMS="cpu"), capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = tmp_path / name
+    return proc, load_report(out / "report.json"), [load_report(out / f"report.rank{i}.json") for i in (0, 1)]
+
+
+def test_two_process_jax_job_merged_and_slowed_rank_named(tmp_path):
+    proc, merged, ranks = run_dp(tmp_path, "slow", "recipe.slow_rank=1", "recipe.slow_ms=40")
+    # per-rank reports: the rank is the runtime's (jax.process_index()), one run id, each counted its own steps
+    assert [r["run"]["rank"] for r in ranks] == [0, 1]
+    assert [r["environment"]["process_index"] for r in ranks] == [0, 1]
+    assert all(r["environment"]["process_count"] == 2 for r in ranks)
+    assert ranks[0]["run"]["run_id"] == ranks[1]["run"]["run_id"] == merged["run"]["run_id"]
+    assert all(r["summary"]["steps"] == 16 for r in ranks)
+    assert [p["rank"] for p in merged["processes"]] == [0, 1]
+    assert merged["aggregate"]["processes"] == 2 and merged["aggregate"]["throughput"]["samples_per_s"] > 0
+    assert merged["run"]["status"] == "completed" and merged["run"]["kind"] == "recipe"
+    stragglers = [f for f in merged["findings"] if f["kind"] == "straggler"]
+    assert len(stragglers) == 1, [(f["kind"], f["message"]) for f in merged["findings"]]
+    assert stragglers[0]["evidence"]["rank"] == 1 and stragglers[0]["ranks"] == [1]
+    assert stragglers[0]["severity"] == "warning"
+    assert "straggler" in proc.stderr and "rank 1" in proc.stderr  # rank 0's console: the parent's summary
+    assert proc.stderr.count("ptxla_perf [jax]") == 1
+    # findings every rank has are merged per line with their ranks, not repeated per rank
+    compile_time = [f for f in merged["findings"] if f["kind"] == "compile_time"]
+    assert len(compile_time) == 1 and compile_time[0]["ranks"] == [0, 1]
+
+
+def test_two_equal_ranks_have_no_straggler(tmp_path):
+    _, merged, _ = run_dp(tmp_path, "equal")
+    kinds = [f["kind"] for f in merged["findings"]]
+    assert "straggler" not in kinds and "rank_divergence" not in kinds, kinds
+    assert [p["steps"] for p in merged["processes"]] == [16, 16]
