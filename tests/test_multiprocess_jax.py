@@ -50,3 +50,16 @@ def test_two_equal_ranks_have_no_straggler(tmp_path):
     kinds = [f["kind"] for f in merged["findings"]]
     assert "straggler" not in kinds and "rank_divergence" not in kinds, kinds
     assert [p["steps"] for p in merged["processes"]] == [16, 16]
+
+
+def test_rank_only_host_read_is_a_rank_divergence(tmp_path):
+    from pathlib import Path
+    import ptxla_perf.recipes.dp_jax as dp
+    source = Path(dp.__file__)
+    line = next(n for n, text in enumerate(source.read_text().splitlines(), 1) if "only this rank syncs" in text)
+    _, merged, ranks = run_dp(tmp_path, "read0", "recipe.read_loss_rank=0")
+    div = [f for f in merged["findings"] if f["kind"] == "rank_divergence"]
+    assert div, [(f["kind"], f["message"]) for f in merged["findings"]]
+    assert div[0]["ranks"] == [0] and div[0]["evidence"]["not_on_ranks"] == [1]
+    assert div[0]["location"]["line"] == line and div[0]["evidence"]["finding"] == "device_to_host_sync"
+    assert not [f for f in ranks[1]["findings"] if f["kind"] == "device_to_host_sync"]

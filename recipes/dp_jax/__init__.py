@@ -4,7 +4,8 @@ and writes its own report; the parent merges them (docs/multiprocess.md).
 
 `slow_rank`/`slow_ms`: that rank sleeps before each step, as a slow input pipeline would. JAX dispatches
 asynchronously, so the other ranks run ahead (their calls return at once) and the slow rank's step time stands
-out: the `straggler` finding names it.
+out: the `straggler` finding names it. `read_loss_rank`: that rank alone reads the loss every step (a
+rank-0-only log line): the `rank_divergence` finding points at the line.
 """
 from __future__ import annotations
 
@@ -114,6 +115,8 @@ def train(cfg: dict, session) -> dict:
             time.sleep(slow)  # this rank's input pipeline is slow
         x, y = batches[step % len(batches)]
         w, loss = train_step(w, x, y)
+        if cfg.get("read_loss_rank") == rank:
+            print(f"step {step} loss {float(loss):.4f}")  # only this rank syncs the host every step
     final = float(loss)  # one read after the loop: not a finding
     return {"rank": rank, "processes": jax.process_count(), "devices": len(jax.devices()), "final_loss": final,
             "slowed_ms": slow * 1e3}
