@@ -173,8 +173,8 @@ class Session:
         self._up = True
         if not self._rank_known:
             rank = self.adapter.process_index()
-            if rank is not None:
-                self.rank = rank
+            if rank is not None and (rank or not self.rank):  # a runtime that says 0 where the launcher says
+                self.rank = rank  # otherwise (torchrun + xla on the CPU: one-process worlds) is not the run's
             self.console = self._console_wanted and self.rank == 0
         port = self._port
         if port is None:
