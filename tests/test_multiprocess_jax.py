@@ -63,3 +63,23 @@ def test_rank_only_host_read_is_a_rank_divergence(tmp_path):
     assert div[0]["ranks"] == [0] and div[0]["evidence"]["not_on_ranks"] == [1]
     assert div[0]["location"]["line"] == line and div[0]["evidence"]["finding"] == "device_to_host_sync"
     assert not [f for f in ranks[1]["findings"] if f["kind"] == "device_to_host_sync"]
+
+
+def test_no_jax_backend_started_before_the_script_initializes_distributed(tmp_path):
+    """With the profiler server on (jax.profiler.start_server starts a backend), the script's own
+    jax.distributed.initialize() still comes first: the server starts at the first step."""
+    from conftest import SCRIPTS, run_cli
+    from trace_helpers import free_port
+    script = SCRIPTS / "jax_distributed_init.py"
+    coord = str(free_port())
+    plain = subprocess.run([sys.executable, str(script), coord], env=cli_env(JAX_PLATFORMS="cpu"),
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    port = free_port()
+    proc = run_cli("profile", "--port", str(port), "--report", str(tmp_path / "r.json"), str(script),
+                   str(free_port()), cwd=tmp_path, JAX_PLATFORMS="cpu")
+    assert proc.returncode == 0 and "must be called before" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stdout == plain.stdout
+    report = load_report(tmp_path / "r.json")
+    assert report["summary"]["steps"] >= 5 and report["profiler"]["server_port"] == port
+    assert f"profiler server at localhost:{port}" in proc.stderr
