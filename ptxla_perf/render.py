@@ -66,7 +66,7 @@ def _processes_lines(report: dict[str, Any]) -> list[str]:
     if not procs:
         return []
     agg = report.get("aggregate") or {}
-    lines = [f"  processes   {len(procs)} on {agg.get('hosts', 1)} host(s); the lines above are rank 0's"]
+    lines = [f"  processes   {len(procs)} on {agg.get('hosts', 1)} host(s); the lines above are rank {procs[0]['rank']}'s"]
     for p in procs:
         st = p.get("step_time_s") or {}
         tp = (p.get("throughput") or {}).get("samples_per_s")

@@ -64,6 +64,7 @@ def run_recipe(cfg: DictConfig) -> int:
         session.finish("completed", 0)
         return 0
     except RunStopped as stop:
+        stop = session.pending_stop() or stop  # a child's stop coming back: the parent's own signal
         session.finish("interrupted" if stop.signum else "stopped", stop.exit_code, stop.reason)
         return stop.exit_code
     except KeyboardInterrupt:

@@ -242,6 +242,12 @@ class Session:
                 print("\n".join(render.summary_lines(report, path)), file=sys.stderr, flush=True)
         return report
 
+    def write_interim(self, status: str, exit_code: int | None, reason: str | None) -> None:
+        """Write the report of the steps so far without finishing (hooks stay): a stopped child that may never
+        reach another boundary (spawn.py)."""
+        if self.report_path:
+            report_mod.write(self._build(status, exit_code, reason), self._path())
+
     def analysis(self) -> Analysis:
         """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says."""
         return analyze(self.steps, advice=self.adapter.advice, max_warmup=self.max_warmup,

@@ -8,9 +8,10 @@ the user's `fn`. It is pickled by reference like `fn` itself; in the child it op
 recipe's `subprocess`, `torchrun`, one host of a pod) opens its session from a plan with `child_session` or runs
 `profile` itself, and `merge` joins the reports.
 
-Stopping: the parent's session forwards SIGINT/SIGTERM to its children; a child turns it into a stop
+Stopping: the parent's session forwards SIGINT/SIGTERM to its children (as SIGINT); a child turns it into a stop
 at its next step boundary (the handler is installed in the child's main thread, where signals arrive), writes
-its report and re-raises the stop, which comes back to the parent through the launcher.
+its report and re-raises the stop, which comes back to the parent through the launcher; the parent reports its
+own signal.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ class ChildPlan:
     max_warmup: int = 5
     guard: Any = "default"
     console: bool = True  # rank 0 prints (progress, server address); the parent prints the summary
+    stop_file: str | None = None  # created by the parent when it is told to stop (see _Watch)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)
@@ -60,10 +62,11 @@ def new_run_id() -> tuple[str, str]:
 
 def plan_of(session) -> ChildPlan:
     run = {k: v for k, v in session.run_info.items() if k in ("kind", "script", "recipe", "argv", "backend_choice")}
-    return ChildPlan(backend=session.backend, report_path=os.path.abspath(session.report_path or
-                                                                          "ptxla_perf_report.json"),
-                     run_id=session.run_id, port=session._port, run=run, attribution=dict(session.adapter.cfg),
-                     max_warmup=session.max_warmup, guard=session.guard_cfg, console=session._console_wanted)
+    report = os.path.abspath(session.report_path or "ptxla_perf_report.json")
+    return ChildPlan(backend=session.backend, report_path=report, run_id=session.run_id, port=session._port,
+                     run=run, attribution=dict(session.adapter.cfg), max_warmup=session.max_warmup,
+                     guard=session.guard_cfg, console=session._console_wanted,
+                     stop_file=f"{os.path.splitext(report)[0]}.{session.run_id}.stop")
 
 
 # --- parent side ------------------------------------------------------------------------------------------
@@ -78,8 +81,17 @@ def follow(session) -> None:
     def wrap(fn):
         session._spawned = True
         return ChildTarget(fn, plan)
-    session._unfollow = session.adapter.follow_spawn(wrap)
-    session._on_stop.append(_forward_stop)
+    undo = session.adapter.follow_spawn(wrap)
+
+    def unfollow() -> None:
+        if undo:
+            undo()
+        try:
+            os.unlink(plan.stop_file)
+        except OSError:
+            pass
+    session._unfollow = unfollow
+    session._on_stop.append(lambda signum: _forward_stop(signum, plan.stop_file))
 
 
 def unfollow(session) -> None:
@@ -88,12 +100,20 @@ def unfollow(session) -> None:
         undo()
 
 
-def _forward_stop(signum: int) -> None:
-    """The parent got SIGINT/SIGTERM: each child stops at its next step boundary (a terminal's Ctrl-C may reach
-    the children too; a second signal to a child changes nothing)."""
+def _forward_stop(signum: int, stop_file: str | None = None) -> None:
+    """The parent got SIGINT/SIGTERM: each child stops at its next step boundary. Always SIGINT: once
+    `jax.distributed.initialize` has run, JAX's preemption notifier owns SIGTERM in the child (a C++ handler
+    that only records a preemption notice). A terminal's Ctrl-C may reach the children too; a second signal to a
+    child changes nothing. The stop file reaches the children a signal cannot (see _Watch)."""
+    if stop_file and multiprocessing.active_children():
+        try:
+            with open(stop_file, "w") as f:
+                f.write(str(signum))
+        except OSError:
+            pass
     for child in multiprocessing.active_children():
         try:
-            os.kill(child.pid, signum)
+            os.kill(child.pid, signal.SIGINT)
         except OSError:
             pass
 
@@ -177,6 +197,8 @@ def child_session(plan: ChildPlan, rank: int | None = None, local_rank: int | No
                 session.adapter.notes.append(f"profiler server not started: {exc}")
             if _STOP:
                 session.stop_on_signal(_STOP)
+            if plan.stop_file:
+                _Watch(session, plan.stop_file).start()
             _CHILD = [session, 0]
         _CHILD[1] += 1
         return _CHILD[0]
@@ -193,6 +215,46 @@ def child_done(status: str, code: int | None, reason: str | None = None) -> None
             return
         session, _CHILD = _CHILD[0], None
     session.finish(status, code, reason)
+
+
+class _Watch(threading.Thread):
+    """Polls the parent's stop file (a stat every 0.2 s, off the step path). A child waiting inside the runtime
+    never runs its Python signal handler until the wait ends: when told to stop, it asks for a stop at the next
+    boundary, and if the session has not finished `GRACE_S` later it writes the report of the steps so far
+    (`interrupted`) from this thread; a boundary reached later still finishes the session and rewrites it. A
+    wait that holds the GIL (a JAX rank blocked dispatching into a collective whose peer already stopped) stops
+    this thread too: that rank keeps its last periodic flush (`running`), docs/multiprocess.md."""
+
+    GRACE_S = 2.0
+
+    def __init__(self, session, path: str):
+        super().__init__(name="ptxla_perf-stop-watch", daemon=True)
+        self.session = session
+        self.path = path
+
+    def run(self) -> None:
+        import time
+        while self.session._finished is None:
+            if os.path.exists(self.path):
+                break
+            time.sleep(0.2)
+        else:
+            return
+        try:
+            signum = int(open(self.path).read().strip() or signal.SIGINT)
+        except (OSError, ValueError):
+            signum = signal.SIGINT
+        self.session.stop_on_signal(signum)
+        deadline = time.monotonic() + self.GRACE_S
+        while self.session._finished is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.session._finished is None:
+            try:
+                self.session.write_interim("interrupted", 128 + signum,
+                                           "stopped by the parent; this process did not reach another step "
+                                           "boundary (e.g. waiting in a collective for a peer that stopped)")
+            except Exception:
+                pass
 
 
 class ChildTarget:

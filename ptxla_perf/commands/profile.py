@@ -75,6 +75,7 @@ def run(args) -> int:
         runpy.run_path(script, run_name="__main__")
         session.finish("completed", 0)
     except RunStopped as stop:
+        stop = session.pending_stop() or stop  # a spawned child's stop coming back: the parent's own signal
         code = stop.exit_code if stop.signum else 3
         session.finish("interrupted" if stop.signum else "stopped", code, stop.reason)
     except KeyboardInterrupt:

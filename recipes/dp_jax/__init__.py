@@ -16,6 +16,9 @@ import sys
 import time
 
 
+STOP_GRACE_S = 10.0
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("localhost", 0))
@@ -38,15 +41,19 @@ def run(cfg, session) -> dict:
     for p in procs:
         p.start()
     deadline = time.monotonic() + float(cfg.get("timeout_s") or 300)
-    for p in procs:  # a signal to this process is forwarded to the ranks by the session (spawn.py)
-        p.join(max(0.0, deadline - time.monotonic()))
+    while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+        procs[0].join(0.2) if procs[0].is_alive() else next(p for p in procs if p.is_alive()).join(0.2)
+        if session.pending_stop() is not None:  # forwarded to the ranks by the session (spawn.py)
+            # ranks stop at their next step; one blocked in a collective whose peer stopped first never gets
+            # there (JAX's distributed service would keep it alive for minutes): it gets a few seconds
+            deadline = min(deadline, time.monotonic() + STOP_GRACE_S)
+    killed = [i for i, p in enumerate(procs) if p.is_alive()]
     for p in procs:
         if p.is_alive():
-            p.terminate()
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-                p.join()
+            p.kill()  # SIGTERM is JAX's preemption notice once distributed is up: it would not stop the rank
+            p.join()
+    if killed:
+        session.extra["killed_ranks"] = killed
     root, ext = os.path.splitext(plan.report_path)
     session.child_reports = [f"{root}.rank{i}{ext}" for i in range(n) if os.path.exists(f"{root}.rank{i}{ext}")]
     stop = session.pending_stop()
