@@ -107,6 +107,7 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
         early_executions=sum(p.early_executions for p in parts),
         device_to_host_time_s=sum(d2h_time) if d2h_time else None,
         closure_reads=sum(p.closure_reads for p in parts),
+        data_wait_s=None if all(p.data_wait_s is None for p in parts) else sum(p.data_wait_s or 0.0 for p in parts),
         boundaries=[boundary_json(p) for p in parts])
 
 

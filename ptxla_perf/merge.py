@@ -115,7 +115,8 @@ def merge(reports: list[dict[str, Any]], paths: list[str] | None = None) -> dict
 
 def _steady_times(report: dict[str, Any], key: str = "step") -> list[float]:
     """Wall time of each steady training iteration (after warm-up, no compile, no attribution), in order.
-    key "host": minus the time spent waiting in device-to-host reads (the time this rank kept itself busy)."""
+    key "host": minus the time spent waiting in device-to-host reads (the time this rank kept itself busy);
+    key "data": the time it waited for input data (session.data_wait())."""
     summary = report.get("summary") or {}
     warm = int(summary.get("warmup_steps") or 0)
     train = [s for s in report.get("steps", []) if s.get("phase") in (None, "train")]
@@ -124,7 +125,11 @@ def _steady_times(report: dict[str, Any], key: str = "step") -> list[float]:
         if s.get("compiles") or s.get("attributed"):
             continue
         t = float(s.get("wall_time_s") or 0.0)
-        if key == "host":
+        if key == "data":
+            if s.get("data_wait_s") is None:
+                return []
+            t = float(s["data_wait_s"])
+        elif key == "host":
             wait = s.get("device_to_host_time_s")
             if wait is None:
                 return []
@@ -148,6 +153,7 @@ def _process_row(report: dict[str, Any], path: str) -> dict[str, Any]:
         "warmup_steps": s.get("warmup_steps", 0),
         "step_time_s": s.get("step_time_s"),
         "host_time_s": stats(_steady_times(report, "host")),
+        "data_wait_s": stats(_steady_times(report, "data")),
         "compiles": s.get("compiles", 0),
         "compile_time_s": s.get("compile_time_s", 0.0),
         "recompiles_after_warmup": s.get("recompiles_after_warmup", 0),
@@ -210,10 +216,10 @@ def merge_findings(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def straggler(reports: list[dict[str, Any]], procs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One rank consistently slower than the others. Phase "step": its iterations take longer (the others do not
-    wait for it, e.g. no collective in the step). Phase "host": the iterations take as long everywhere (a
-    collective makes every rank wait for the slowest) but this rank spends the time on the host while the others
-    wait in device reads - the rank the others wait for."""
-    for phase in ("step", "host"):
+    wait for it, e.g. no collective in the step). When a collective makes every rank's iteration as long, the
+    rank the others wait for shows in what it does instead of waiting: phase "data", it waits longer for its
+    input (session.data_wait()); phase "host", it keeps the host busy while the others wait in device reads."""
+    for phase in ("step", "data", "host"):
         times = {rank_of(r): _steady_times(r, phase) for r in reports}
         times = {k: v for k, v in times.items() if len(v) >= MIN_STEPS}
         if len(times) < 2:
@@ -231,7 +237,8 @@ def straggler(reports: list[dict[str, Any]], procs: list[dict[str, Any]]) -> lis
         share = above / n if n else 0.0
         if share < STRAGGLER_CONSISTENCY:
             continue
-        what = "step time" if phase == "step" else "host time per step (outside device waits)"
+        what = {"step": "step time", "data": "wait for input data per step",
+                "host": "host time per step (outside device waits)"}[phase]
         msg = (f"Rank {slow} is a straggler: its {what} is {gap * 1e3:.1f} ms above the other ranks' "
                f"(p50 {typical[slow] * 1e3:.1f} ms vs {ref * 1e3:.1f} ms) in {share:.0%} of {n} steady steps. In a "
                "synchronous job every rank waits for the slowest at each collective. Look at what is different on "

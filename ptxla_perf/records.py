@@ -65,6 +65,7 @@ class StepRecord:
     early_executions: int = 0  # graphs launched outside the step boundary itself (a host read forcing them)
     device_to_host_time_s: float | None = None  # time spent in device-to-host reads (incl. waiting for the device)
     closure_reads: int = 0  # reads inside xm.add_step_closure closures (the recommended pattern), not in device_to_host
+    data_wait_s: float | None = None  # time the host waited for input data in this step (session.data_wait())
     boundaries: list[dict[str, Any]] = field(default_factory=list)  # iterations: the boundaries they grouped
 
     def to_json(self) -> dict[str, Any]:

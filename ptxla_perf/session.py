@@ -13,6 +13,7 @@ sessions of their own (spawn.py); the parent then writes the merged report (merg
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import signal
@@ -135,6 +136,8 @@ class Session:
         self.child_reports: list[str] = []  # per-process reports of followed children: finish() merges them
         self.run_id: str = str(self.run_info.get("run_id") or "")
         self._on_stop: list[Callable[[int], None]] = []  # told of a signal (spawn.py forwards it to children)
+        self._data_wait: float | None = None  # cumulative data_wait() time; None until it is used
+        self._data_wait_mark = 0.0
         self._spawned = False  # the script spawned children through the backend's launcher (spawn.py)
         self._unfollow: Callable[[], None] | None = None
         self._callbacks: list[Callable[[StepRecord], None]] = []
@@ -200,6 +203,16 @@ class Session:
         self._callbacks.append(fn)
         if close:
             self._closers.append(close)
+
+    @contextlib.contextmanager
+    def data_wait(self):
+        """Time spent waiting for input data (`with session.data_wait(): batch = next(it)`): the step's
+        `data_wait_s`, and the phase a straggler is found in when collectives make every rank's step as long."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._data_wait = (self._data_wait or 0.0) + time.perf_counter() - t0
 
     def request_stop(self, reason: str) -> None:
         """Stop the run at the next step boundary (e.g. a recipe's own guard)."""
@@ -308,6 +321,8 @@ class Session:
         if not self._up:
             self._runtime_up()
         rec.index = len(self.steps)
+        if self._data_wait is not None:
+            rec.data_wait_s, self._data_wait_mark = self._data_wait - self._data_wait_mark, self._data_wait
         for key, value in self._step_info.items():
             setattr(rec, key, value)
         self.steps.append(rec)

@@ -2,9 +2,10 @@
 collectives, trains a linear model on its shard of the global batch (the gradient all-reduce crosses processes)
 and writes its own report; the parent merges them (docs/multiprocess.md).
 
-`slow_rank`/`slow_ms`: that rank sleeps before each step, as a slow input pipeline would. JAX dispatches
-asynchronously, so the other ranks run ahead (their calls return at once) and the slow rank's step time stands
-out: the `straggler` finding names it. `read_loss_rank`: that rank alone reads the loss every step (a
+`slow_rank`/`slow_ms`: that rank sleeps before each step, as a slow input pipeline would (timed in
+`session.data_wait()`). JAX dispatches asynchronously, so at first the other ranks run ahead (their calls return
+at once) and the slow rank's step time stands out; once their dispatch queue is full they wait for it at the
+gradient all-reduce and every rank's step is as long - its wait for input data still names it (`straggler`). `read_loss_rank`: that rank alone reads the loss every step (a
 rank-0-only log line): the `rank_divergence` finding points at the line.
 """
 from __future__ import annotations
@@ -118,9 +119,10 @@ def train(cfg: dict, session) -> dict:
     session.set_step_info(samples=b, phase="train")
     loss = None
     for step in range(int(cfg["steps"])):
-        if slow:
-            time.sleep(slow)  # this rank's input pipeline is slow
-        x, y = batches[step % len(batches)]
+        with session.data_wait():  # the step's input: what a straggling input pipeline costs, per rank
+            if slow:
+                time.sleep(slow)  # this rank's input pipeline is slow
+            x, y = batches[step % len(batches)]
         w, loss = train_step(w, x, y)
         if cfg.get("read_loss_rank") == rank:
             print(f"step {step} loss {float(loss):.4f}")  # only this rank syncs the host every step
