@@ -29,15 +29,27 @@ class CaptureError(RuntimeError):
 
 @dataclass
 class CaptureResult:
-    path: Path  # the .xplane.pb written
+    path: Path  # the .xplane.pb written; the run folder when several hosts were captured
     run: str  # the run folder's name under plugins/profile
     logdir: Path
     duration_ms: int
     size_bytes: int
     seconds: float  # wall time of the capture call
+    files: list[Path] | None = None  # one .xplane.pb per host
 
 
 # ---------------------------------------------------------------------------------------------- addresses
+
+def parse_services(service_addr: str) -> list[tuple[str, int]]:
+    """'HOST:PORT,HOST:PORT,...' (XProf captures several hosts at once) -> [(host, port), ...]."""
+    parts = [p for p in (service_addr or "").split(",") if p.strip()]
+    if not parts:
+        raise ValueError(f"expected HOST:PORT, got {service_addr!r}")
+    out = [parse_service_addr(p) for p in parts]
+    if len(set(out)) != len(out):
+        raise ValueError(f"an address is listed twice in {service_addr!r}")
+    return out
+
 
 def parse_service_addr(service_addr: str) -> tuple[str, int]:
     """'HOST:PORT', 'grpc://HOST:PORT', '[::1]:PORT' or a bare 'PORT' (localhost) -> (host, port)."""
@@ -157,8 +169,11 @@ def capture(service_addr: str, logdir: str | os.PathLike = "profiles", duration_
                         ("python_tracer_level", python_tracer_level)):
         if not 0 <= int(level) <= 3:
             raise ValueError(f"{name} must be 0..3, got {level}")
-    host, port = parse_service_addr(service_addr)
-    check_listening(host, port, connect_timeout_s)
+    services = parse_services(service_addr)
+    for host, port in services:
+        check_listening(host, port, connect_timeout_s)
+    host, port = services[0]
+    where = ", ".join(f"{h}:{p}" for h, p in services)
 
     from xprof.convert import _pywrap_profiler_plugin as client  # the client TensorBoard's button uses
 
@@ -167,7 +182,7 @@ def capture(service_addr: str, logdir: str | os.PathLike = "profiles", duration_
     before = _runs(logdir)
     options = {"host_tracer_level": int(host_tracer_level), "device_tracer_level": int(device_tracer_level),
                "python_tracer_level": int(python_tracer_level), "delay_ms": int(delay_ms)}
-    addr = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    addr = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in services)
     outcome: dict = {}
 
     def _trace():
@@ -217,12 +232,20 @@ def capture(service_addr: str, logdir: str | os.PathLike = "profiles", duration_
         raise CaptureError(f"the capture from {host}:{port} reported success but wrote no .xplane.pb under "
                            f"{logdir / PROFILE_SUBDIR}")
     path = max(candidates, key=lambda p: p.stat().st_mtime)
+    if len(services) > 1:  # one run folder, one .xplane.pb per host
+        files = sorted(x for x in _xplanes(path.parent))
+        empty = [x.name for x in files if count_trace_events(x) == 0]
+        if len(files) < len(services) or len(empty) == len(files):
+            raise CaptureError(f"the capture from {where} wrote {len(files) - len(empty)} of {len(services)} "
+                               f"host profiles with trace events: {_NO_EVENTS_ADVICE}")
+        return CaptureResult(path=path.parent, run=path.parent.name, logdir=logdir, duration_ms=int(duration_ms),
+                             size_bytes=sum(x.stat().st_size for x in files), seconds=seconds, files=files)
     if count_trace_events(path) == 0:
         _remove_empty_run(path.parent)
         raise CaptureError(f"the profiler server at {host}:{port} answered but recorded no trace events in "
                            f"{duration_ms} ms: {_NO_EVENTS_ADVICE}")
     return CaptureResult(path=path, run=path.parent.name, logdir=logdir, duration_ms=int(duration_ms),
-                         size_bytes=path.stat().st_size, seconds=seconds)
+                         size_bytes=path.stat().st_size, seconds=seconds, files=[path])
 
 
 # ---------------------------------------------------------------------------------------------- step window

@@ -11,8 +11,9 @@ from ..cli import UsageError
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("capture", help="capture a profile from a running job's profiler server",
                        description=__doc__.splitlines()[0], epilog="See docs/capture.md.")
-    p.add_argument("--service", required=True, metavar="HOST:PORT",
-                   help="the job's profiler server (torch_xla.debug.profiler.start_server / jax.profiler.start_server)")
+    p.add_argument("--service", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                   help="the job's profiler server (torch_xla.debug.profiler.start_server / jax.profiler.start_server); "
+                        "a comma-separated list captures every host of a multi-host job into one run folder")
     p.add_argument("--duration-ms", type=int, default=2000, metavar="N", help="capture length (default: %(default)s)")
     p.add_argument("--logdir", default="profiles", metavar="DIR",
                    help="TensorBoard logdir to write into (default: %(default)s)")

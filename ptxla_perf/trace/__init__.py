@@ -142,7 +142,7 @@ def analyze_trace(path: str | Path, run: str | None = None, *, top_n: int = 15, 
             break
     if backend is None and any("PjitFunction" in n for l in cap.lines[:3] for n in l.names.values()):
         backend = "jax"
-    return {
+    out = {
         "source": {
             "path": str(files[0] if len(files) == 1 else run_dir), "run": run_dir.name,
             "files": [str(f) for f in files], "hosts": cap.hosts, "size_bytes": cap.size_bytes,
@@ -163,3 +163,8 @@ def analyze_trace(path: str | Path, run: str | None = None, *, top_n: int = 15, 
         "findings": found,
         "timing_s": {"load": round(t_load, 3), "total": round(time.perf_counter() - t0, 3)},
     }
+    if len(files) > 1:  # several hosts: each one's steps side by side, aligned on step numbers (trace/hosts.py)
+        from .hosts import per_host
+        out["per_host"] = per_host(files, lambda f: analyze_trace(f, top_n=top_n, gaps_n=gaps_n,
+                                                                   min_gap_ms=min_gap_ms, use_xprof=False))
+    return out

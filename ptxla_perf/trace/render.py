@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 
+from .analyses import CATEGORIES as A_CATEGORIES
+
+
 def _pct(x) -> str:
     return f"{x * 100:.1f}%" if isinstance(x, (int, float)) else "-"
 
@@ -22,6 +25,17 @@ def _rows(trace: dict) -> list[tuple[str, list[str], list[list[str]]]]:
         per, share = ss["breakdown_ms_per_step"], ss["breakdown_share"]
         blocks.append(("Step breakdown (per steady step)", ["category", "ms/step", "share"],
                        [[k, f"{per[k]:.3f}", _pct(share.get(k))] for k in per]))
+    ph = trace.get("per_host")
+    if ph:
+        sp = ph.get("step_spread_ms") or {}
+        slow = ph.get("slowest_host") or {}
+        blocks.append((f"Hosts side by side (aligned on {ph['aligned_steps']} step numbers; step-time spread across "
+                       f"hosts p50 {sp.get('p50', 0):.3f} ms, max {sp.get('max', 0):.3f} ms; slowest most often: "
+                       f"{slow.get('host', '-')})",
+                       ["host", "steps", "p50 ms"] + list(A_CATEGORIES),
+                       [[h["host"], str(h["steps"]), f"{(h.get('step_time_ms') or {}).get('p50', 0):.3f}"]
+                        + [f"{h['breakdown_ms_per_step'].get(k, 0):.3f}" for k in A_CATEGORIES]
+                        for h in ph["hosts"]]))
     devs = trace["devices"]
     if devs:
         blocks.append(("Executor / device activity", ["device", "busy ms", "duty cycle", "idle gaps",
