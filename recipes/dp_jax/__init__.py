@@ -72,6 +72,7 @@ def worker(rank: int, n: int, port: int, cfg: dict, plan_json: str) -> None:
     from ptxla_perf import spawn
     from ptxla_perf.session import outcome
     spawn.child_main_thread()  # SIGINT/SIGTERM: stop at the next step, write the report
+    os.environ.setdefault("JAX_PROCESS_ID", str(rank))  # the rank until JAX says (a crash before the first step)
     session = spawn.child_session(spawn.ChildPlan.from_json(plan_json), rank=None, local_rank=rank)
     try:
         import jax
