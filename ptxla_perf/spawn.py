@@ -66,7 +66,7 @@ def plan_of(session) -> ChildPlan:
     return ChildPlan(backend=session.backend, report_path=report, run_id=session.run_id, port=session._port,
                      run=run, attribution=dict(session.adapter.cfg), max_warmup=session.max_warmup,
                      guard=session.guard_cfg, console=session._console_wanted,
-                     stop_file=f"{os.path.splitext(report)[0]}.{session.run_id}.stop")
+                     stop_file=f"{os.path.splitext(report)[0]}.{session.run_id}.{os.getpid()}.stop")
 
 
 # --- parent side ------------------------------------------------------------------------------------------
