@@ -48,6 +48,18 @@ def test_two_process_jax_job_merged_and_slowed_rank_named(tmp_path):
     assert len(compile_time) == 1 and compile_time[0]["ranks"] == [0, 1]
 
 
+def test_straggler_in_lockstep_is_found_in_its_data_wait(tmp_path):
+    """Every rank waits for each step: step times are equal on both ranks, the slowed rank's wait for its input
+    (session.data_wait()) still names it."""
+    _, merged, ranks = run_dp(tmp_path, "lockstep", "recipe.slow_rank=1", "recipe.slow_ms=40",
+                              "recipe.block_each_step=true")
+    stragglers = [f for f in merged["findings"] if f["kind"] == "straggler"]
+    assert len(stragglers) == 1, [(f["kind"], f["message"]) for f in merged["findings"]]
+    assert stragglers[0]["evidence"]["rank"] == 1 and stragglers[0]["evidence"]["phase"] == "data"
+    assert merged["processes"][1]["data_wait_s"]["p50"] > merged["processes"][0]["data_wait_s"]["p50"]
+    assert all(s.get("data_wait_s") is not None for s in ranks[1]["steps"])
+
+
 def test_two_equal_ranks_have_no_straggler(tmp_path):
     _, merged, _ = run_dp(tmp_path, "equal")
     kinds = [f["kind"] for f in merged["findings"]]

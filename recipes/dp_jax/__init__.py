@@ -125,6 +125,8 @@ def train(cfg: dict, session) -> dict:
                 time.sleep(slow)  # this rank's input pipeline is slow
             x, y = batches[step % len(batches)]
         w, loss = train_step(w, x, y)
+        if cfg.get("block_each_step"):
+            jax.block_until_ready(loss)  # lockstep: every rank waits for the slowest at the all-reduce (no copy)
         if cfg.get("read_loss_rank") == rank:
             print(f"step {step} loss {float(loss):.4f}")  # only this rank syncs the host every step
     final = float(loss)  # one read after the loop: not a finding
