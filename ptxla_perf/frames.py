@@ -53,7 +53,8 @@ def classify(filename: str) -> int:
                 kind = USER
             elif path.startswith(_TOOL_DIRS):
                 kind = TOOL
-            elif path.startswith(_LIB_DIRS):
+            elif path.startswith(_LIB_DIRS) or f"{os.sep}site-packages{os.sep}" in path \
+                    or f"{os.sep}dist-packages{os.sep}" in path:  # installed anywhere (user site, PYTHONPATH)
                 kind = LIBRARY
             else:
                 kind = USER

@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .records import StepRecord, Transfers
+from .records import Event, StepRecord, Transfers
 
 TRAIN, EVAL = "train", "eval"
+AFTER = "after"  # work after the last step boundary (never a step; only its compiles are explained)
 
 
 def launched(b: StepRecord) -> bool:
@@ -100,7 +101,9 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
                                  None if None in h2d_bytes else sum(h2d_bytes)),
         fallback_ops=fallback, graph_hashes=[h for p in parts for h in p.graph_hashes],
         attributed=any(p.attributed for p in parts), phase=phase,
-        samples=close.samples, tokens=close.tokens, events=[e for p in parts for e in p.events],
+        samples=close.samples, tokens=close.tokens,
+        # each event keeps the boundary it came from: compiles are judged per boundary slot (compiles.py)
+        events=[Event(e.kind, e.location, {**e.detail, "boundary": p.index}) for p in parts for e in p.events],
         own_time_us=sum(p.own_time_us for p in parts) if all(p.own_time_us is not None for p in parts) else None,
         optimizer_steps=sum(p.optimizer_steps for p in parts), backward_calls=sum(p.backward_calls for p in parts),
         grad_enabled=any(grads) if grads else None,

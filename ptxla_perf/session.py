@@ -181,7 +181,7 @@ class Session:
     def analysis(self) -> Analysis:
         """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says."""
         return analyze(self.steps, advice=self.adapter.advice, max_warmup=self.max_warmup,
-                       expect_steps=self.run_info.get("kind") != "trace")
+                       expect_steps=self.run_info.get("kind") != "trace", tail=self.tail)
 
     def __enter__(self) -> "Session":
         return self.start()
@@ -221,7 +221,7 @@ class Session:
             run["after_last_step"] = {"device_to_host": self.tail.device_to_host.count,
                                       "compiles": self.tail.compiles, "executions": self.tail.executions,
                                       "note": "work after the last step boundary (e.g. a final .item()) is not a "
-                                              "step and is never flagged"}
+                                              "step: never a per-step cost, its compiles only explained (info)"}
         extra_findings = list(self.extra_findings)
         if status in ("stopped",) and stop_reason:
             extra_findings.append(Finding("run_stopped", "error", stop_reason, 1,

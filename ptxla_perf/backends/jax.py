@@ -24,6 +24,7 @@ import os
 import sys
 import time
 import types
+import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -44,6 +45,7 @@ _CACHE_HIT = "/jax/compilation_cache/cache_hits"
 _GUARD_TRIP = ("Disallowed host-to-device transfer", "Disallowed device-to-device transfer")
 _SCALARS = (int, float, bool, complex)
 _MAX_EVENTS_PER_STEP = 16
+_REPEAT_WINDOW = 4  # steps: a host buffer copied again within this many steps is the same data copied again
 _DISALLOW = _guard.TransferGuardLevel.DISALLOW
 _GLOBAL_GUARD = _guard.global_state()
 
@@ -138,6 +140,7 @@ class JaxAdapter:
         "host_to_device_transfer": "Put parameters and state on the device once (jax.device_put) and keep them "
                                    "there.",
         "eager_compile": "Move the ops into a jitted function if they run every step.",
+        "input_pipeline": "Prefetching batches to the device (jax.device_put ahead of the step) overlaps the copy.",
         "graph_break": "Call the step function once per step.",
         "no_steps": "No StepTraceAnnotation and no jitted function called twice from the same line.",
     }
@@ -181,6 +184,7 @@ class JaxAdapter:
         self._in_other = False  # between steps, other jitted functions ran (evaluation): an eval interval is open
         self._ann_depth = 0
         self._step_open = False  # a step began (its function was called) and its record is not emitted yet
+        self._buffers: dict[int, tuple] = {}  # id(array) -> (weakref, step it was last copied into a call)
         self._last_call_end: tuple | None = None  # (snapshot, events so far) when the step function last returned
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -491,7 +495,7 @@ class JaxAdapter:
         nums, names = fn._static
         shapes: list[list[int]] = []
         nbytes = 0
-        n = 0
+        n = repeated = 0
         kinds = set()
         dyn = [a for i, a in enumerate(args) if i not in nums] + \
               [v for k, v in kwargs.items() if k not in names]
@@ -516,6 +520,8 @@ class JaxAdapter:
                 shapes.append(list(np.shape(x)))
                 nbytes += int(x.nbytes)
                 n += 1
+                if isinstance(x, np.ndarray) and self._seen_buffer(x):
+                    repeated += 1
         if not n:
             return False
         self._h2d += n
@@ -524,8 +530,27 @@ class JaxAdapter:
         shapes.sort(key=lambda s: -int(np.prod(s)) if s else 0)
         self._event("host_to_device_transfer", loc,
                     {"call": fn._name, "shapes": shapes[:6], "bytes": nbytes, "transfers": n,
-                     "arrays": n, "source": sorted(kinds)})
+                     "arrays": n, "source": sorted(kinds), "repeated_buffers": repeated,
+                     # what is wasted: the same host buffer copied again within a few steps (parameters left in
+                     # NumPy), Python lists (one transfer per element), arrays resharded on every call. A fresh
+                     # NumPy batch per call is the input pipeline.
+                     "avoidable": bool(repeated or kinds & {"python list", "uncommitted jax.Array"})})
         return True
+
+    def _seen_buffer(self, x: np.ndarray) -> bool:
+        """True when this very array object (alive since) was copied into a call within the last few steps. Held
+        by weak reference: a fresh batch often lands at the address of the one just freed, so an address alone
+        would call every new batch 'the same data'."""
+        try:
+            ref = weakref.ref(x)
+        except TypeError:
+            return False
+        seen = self._buffers.get(id(x))
+        self._buffers[id(x)] = (ref, self._nsteps)
+        if len(self._buffers) > 4096:
+            self._buffers = {k: v for k, v in self._buffers.items()
+                             if v[0]() is not None and self._nsteps - v[1] <= _REPEAT_WINDOW}
+        return seen is not None and seen[0]() is x and self._nsteps - seen[1] <= _REPEAT_WINDOW
 
     # --- compiles --------------------------------------------------------------------------------------
     def _on_duration(self, event: str, duration: float, **kwargs) -> None:

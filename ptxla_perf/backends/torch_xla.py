@@ -17,7 +17,7 @@ import os
 import sys
 import time
 import warnings
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any, Callable
 
 import torch
@@ -248,7 +248,7 @@ class TorchXlaAdapter:
         self._in_marker = False
         self._hlo_by_site: dict[tuple, OrderedDict[str, str]] = {}
         self._sites_compiled: set[tuple] = set()
-        self._graph_sizes: dict[tuple, int] = {}  # site -> IR nodes of its last compiled graph
+        self._graph_sizes: dict[tuple, list] = {}  # site -> (IR nodes, bytes copied in) of its last compiles
         self._explained: set[tuple] = set()
         self._unresolved: list[Event] = []
         self._steps = 0  # boundaries so far
@@ -427,24 +427,34 @@ class TorchXlaAdapter:
     # --- graphs for recompile diffs -------------------------------------------------------------------
     def _size_evidence(self, rec: StepRecord, site: Location | None, emit: bool) -> None:
         """What is cheap at every compile: the size of the graph this sync compiled (`TensorsGraphSize`, sampled per
-        sync; read only when the sync compiled). Against the site's previous graph it tells a change of the ops
-        from a change of shapes/constants, without saying which."""
+        sync) and the sizes of the data copied to the device since the previous boundary (`OutboundData` samples,
+        wall-clock stamped); both read only when the sync compiled. Against the closest earlier graph of the site
+        they tell a change of the ops from a change of input sizes, without the HLO."""
         data = X._xla_metric_data("TensorsGraphSize")
         if not data or not data[2]:
             return
         size = int(data[2][-1][1])
-        key = _site_key(site)
-        before = self._graph_sizes.get(key)
-        self._graph_sizes[key] = size
+        since = time.time() - rec.wall_time_s
+        out = X._xla_metric_data("OutboundData")
+        copied = sorted(int(v) for t, v in (out[2] if out else ()) if t >= since)
+        seen = self._graph_sizes.setdefault(_site_key(site), [])
+        before = next((c for c in reversed(seen) if c[0] == size), seen[-1] if seen else None)
+        seen.append((size, copied))
+        del seen[:-4]
         if before is None or not emit:
             return
-        if before != size:
-            detail = {"cause": "graph_structure", "differences": [f"graph size {before} -> {size} IR nodes"]}
+        if before[0] != size:
+            detail = {"cause": "graph_structure", "differences": [f"graph size {before[0]} -> {size} IR nodes"]}
+        elif copied and before[1] and len(copied) == len(before[1]) and copied != before[1]:
+            # the same ops on differently sized data: the batch (or another input) changed shape
+            detail = {"cause": "input_shapes", "differences": [
+                f"same graph size ({size} IR nodes); the data copied to the device for this step changed size: "
+                f"{_sizes(before[1])} -> {_sizes(copied)}"]}
         else:
             detail = {"cause": None, "differences": [
                 f"same graph size ({size} IR nodes): an input shape, dtype or baked-in constant changed, not the "
                 "ops (which one was not captured)"]}
-        rec.events.append(Event("compile", None, {"key": _compile_key(site), "graph_size": [before, size],
+        rec.events.append(Event("compile", None, {"key": _compile_key(site), "graph_size": [before[0], size],
                                                   "evidence": "graph size", **detail}))
 
     def _pending_graph(self) -> tuple[str, str] | None:
@@ -466,8 +476,10 @@ class TorchXlaAdapter:
         graphs = self._hlo_by_site.setdefault(_site_key(site), OrderedDict())
         digest, hlo = pending
         if rec.compiles and graphs and digest not in graphs:
-            old_digest, old_hlo = next(reversed(graphs.items()))
-            d = hlo_diff.diff_hlo(old_hlo, hlo)
+            # against the closest graph this site ran before, not merely the last: one site can run several graphs
+            # per iteration (gradient accumulation: the micro-batch graph and the update graph at one sync)
+            old_digest, d = min(((k, hlo_diff.diff_hlo(v, hlo)) for k, v in reversed(graphs.items())),
+                                key=lambda kd: kd[1].distance)
             special = hlo_diff.special_scalar_change(d)
             event = Event("compile", self._graph_location(d), {
                 "key": _compile_key(site), "cause": "special_scalar" if special else d.cause,
@@ -550,6 +562,12 @@ def _anomaly_key(kind: str, rec: StepRecord, event: Event | None = None, op: str
 def _compile_key(site: Location | None) -> str:
     from ..compiles import site_key
     return site_key(site)
+
+
+def _sizes(values: list[int]) -> str:
+    """Transfer sizes in bytes, as a short list: '3 x 512 B, 64 B'."""
+    parts = [f"{n} x {v} B" if n > 1 else f"{v} B" for v, n in sorted(Counter(values).items(), reverse=True)]
+    return ", ".join(parts[:4]) + (", ..." if len(parts) > 4 else "")
 
 
 def _site_key(site: Location | None) -> tuple:
