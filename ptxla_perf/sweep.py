@@ -16,7 +16,7 @@ from typing import Any
 
 COLUMNS = [  # header, getter
     ("job", lambda r, p: p.parent.name),
-    ("overrides", lambda r, p: " ".join(r.get("run", {}).get("overrides", []))[:40]),
+    ("overrides", lambda r, p: _overrides(r.get("run", {}).get("overrides", []))),
     ("batch", lambda r, p: _extra(r, "batch_size") or "-"),
     ("steps", lambda r, p: r["summary"]["steps"]),
     ("step p50 ms", lambda r, p: _ms((r["summary"].get("step_time_s") or {}).get("p50"))),
@@ -38,6 +38,18 @@ def _extra(r: dict, key: str) -> Any:
     if key == "all_reduce_share":
         return (tr.get("collective_share") or {}).get("mean")
     return None
+
+
+def _overrides(items: list[str], width: int = 40) -> str:
+    """The overrides that fit in the column, whole (never cut mid-word), then how many more there are."""
+    out: list[str] = []
+    for i, item in enumerate(items):
+        more = len(items) - i - 1
+        text = " ".join(out + [item])
+        if len(text) + (len(f" +{more}") if more else 0) > width and out:
+            return " ".join(out) + f" +{len(items) - i}"
+        out.append(item)
+    return " ".join(out)
 
 
 def _ms(v):

@@ -1,0 +1,51 @@
+"""Rough edges a new user hit (issue 13), each pinned by a test that failed before the fix."""
+from __future__ import annotations
+
+from ptxla_perf import sweep
+from ptxla_perf.trace import analyses
+
+
+def test_trace_verdicts_are_warnings_never_errors():
+    """`error` is kept for a run that was stopped; a traced window's verdict is a per-step cost: a warning."""
+    summary = {"steady_steps": 3,
+               "breakdown_share": {"data": 0.5, "idle": 0.0, "host": 0.7, "execution": 0.1},
+               "breakdown_ms_per_step": {"data": 5.0, "idle": 0.0, "host": 7.0, "execution": 1.0}}
+    out = analyses.findings(summary, {"mean": 0.8, "max": 0.9, "per_device": [0.8]}, {}, "host")
+    assert {f["kind"] for f in out} == {"input_bound", "host_bound", "collective_bound"}
+    assert {f["severity"] for f in out} == {"warning"}
+
+
+def test_sweep_overrides_are_never_cut_mid_word():
+    items = ["recipe.batch_size=512", "recipe.steps=20", "recipe.model.hidden_size=1024", "seed=3"]
+    text = sweep._overrides(items)
+    assert len(text) <= 40
+    assert text.split(" +")[0].split(" ") == items[:len(text.split(" +")[0].split(" "))]
+    assert text.endswith(f"+{len(items) - len(text.split(' +')[0].split(' '))}")
+    assert sweep._overrides(["a=1", "b=2"]) == "a=1 b=2"
+    # one override longer than the column is shown whole rather than cut
+    assert sweep._overrides(["recipe.model.some_very_long_option_name=12345678"]) == \
+        "recipe.model.some_very_long_option_name=12345678"
+
+
+def test_config_points_to_a_doc_that_documents_every_key():
+    """configs/config.yaml names the page that documents it, and that page names every key the config has."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "configs" / "config.yaml").read_text()
+    doc = re.search(r"Documented in (docs/\S+?\.md)", text).group(1)
+    page = (root / doc).read_text()
+
+    def leaves(d, prefix=""):
+        for k, v in d.items():
+            if isinstance(v, dict) and v:
+                yield from leaves(v, f"{prefix}{k}.")
+            else:
+                yield f"{prefix}{k}", k
+
+    cfg = {k: v for k, v in yaml.safe_load(text).items() if k not in ("defaults", "hydra")}
+    missing = [full for full, key in leaves(cfg) if f"`{full}`" not in page and f"`{key}`" not in page]
+    assert not missing, f"config keys not documented in {doc}: {missing}"
