@@ -21,6 +21,12 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
     st = s.get("step_time_s") or {}
     lines = [f"ptxla_perf [{report['backend']}] {what}: {s['steps']} steps ({s['warmup_steps']} warm-up), "
              f"status {run.get('status')}"]
+    if run.get("status") == "crashed" and not s["steps"]:
+        # the crash is the story: nothing per step to say
+        lines[0] += f" before its first step ({run.get('stop_reason') or 'exit code ' + str(run.get('exit_code'))})"
+        if report_path:
+            lines.append(f"  report: {_rel(report_path)}")
+        return lines
     lines.append(f"  step time   p50 {_ms(st.get('p50'))}  p90 {_ms(st.get('p90'))}  mean {_ms(st.get('mean'))}"
                  f"  (over {st.get('n', 0)} steady steps)")
     lines.append(f"  compiles    {s['compiles']} ({s['compile_time_s']:.2f} s), {s['recompiles_after_warmup']} after "

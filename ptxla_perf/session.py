@@ -178,10 +178,11 @@ class Session:
                 print("\n".join(render.summary_lines(report, path)), file=sys.stderr, flush=True)
         return report
 
-    def analysis(self) -> Analysis:
-        """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says."""
+    def analysis(self, status: str | None = None) -> Analysis:
+        """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says.
+        A run that crashed before its first step gets no `no_steps` finding: the crash is the story."""
         return analyze(self.steps, advice=self.adapter.advice, max_warmup=self.max_warmup,
-                       expect_steps=self.run_info.get("kind") != "trace", tail=self.tail)
+                       expect_steps=self.run_info.get("kind") != "trace" and status != "crashed", tail=self.tail)
 
     def __enter__(self) -> "Session":
         return self.start()
@@ -226,7 +227,7 @@ class Session:
         if status in ("stopped",) and stop_reason:
             extra_findings.append(Finding("run_stopped", "error", stop_reason, 1,
                                           self.steps[-1].site if self.steps else None, {}))
-        report = report_mod.build(backend=self.backend, run=run, env=env, analysis=self.analysis(),
+        report = report_mod.build(backend=self.backend, run=run, env=env, analysis=self.analysis(status),
                                   profiler=self.profiler, extra=self.extra or None, totals=self.adapter.totals(),
                                   extra_findings=extra_findings)
         if self.trace:

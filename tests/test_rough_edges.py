@@ -1,6 +1,11 @@
 """Rough edges a new user hit (issue 13), each pinned by a test that failed before the fix."""
 from __future__ import annotations
 
+import json
+
+import pytest
+
+from conftest import run_cli
 from ptxla_perf import sweep
 from ptxla_perf.trace import analyses
 
@@ -49,3 +54,23 @@ def test_config_points_to_a_doc_that_documents_every_key():
     cfg = {k: v for k, v in yaml.safe_load(text).items() if k not in ("defaults", "hydra")}
     missing = [full for full, key in leaves(cfg) if f"`{full}`" not in page and f"`{key}`" not in page]
     assert not missing, f"config keys not documented in {doc}: {missing}"
+
+
+@pytest.mark.parametrize("source,error", [
+    ("import torch_xla\nx = 1\ndef f(:\n    pass\n", "SyntaxError"),
+    ("import torch_xla\n\n\ndef main():\n    raise ValueError('boom before any step')\n\n\nmain()\n", "ValueError"),
+])
+def test_crash_before_the_first_step_is_the_story(tmp_path, source, error):
+    """A script that fails before its first step: its own traceback (no ptxla_perf or runpy frames), exit 1, and
+    a report that says it crashed, not a `no_steps` warning with advice about xmp.spawn."""
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    proc = run_cli("profile", "--port", "none", "--report", str(tmp_path / "r.json"), str(script), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert error in proc.stderr
+    assert "ptxla_perf" not in proc.stderr.split("ptxla_perf [")[0], proc.stderr  # no frame of ours before the summary
+    assert "runpy" not in proc.stderr, proc.stderr
+    assert "crashed before its first step" in proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["run"]["status"] == "crashed" and error in report["run"]["stop_reason"]
+    assert not [f for f in report["findings"] if f["kind"] == "no_steps"]

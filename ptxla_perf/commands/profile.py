@@ -7,9 +7,9 @@ import os
 import re
 import runpy
 import sys
-import traceback
 
 from ..cli import UsageError
+from ..frames import print_user_traceback
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -86,7 +86,7 @@ def run(args) -> int:
             print(exc.code, file=sys.stderr)
         session.finish("completed" if code == 0 else "crashed", code)
     except BaseException as exc:  # the user's own crash: show their traceback, keep the report
-        traceback.print_exc()
+        print_user_traceback(exc)
         code = 1
         session.finish("crashed", code, f"{type(exc).__name__}: {exc}")
     return code
