@@ -5,6 +5,7 @@ The report and logs go to Hydra's run directory; `-m` sweeps give one report per
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import re
 import sys
@@ -36,9 +37,20 @@ def _cpu_devices(n: int | None) -> None:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={int(n)}".strip()
 
 
+def _quiet_library_info() -> None:
+    """Hydra sets the root logger to INFO, so JAX's start-up INFO lines ("Unable to initialize backend 'tpu'") print
+    in Hydra's format and look like failures. Library loggers the user left unset stay at WARNING, as in a plain
+    Python run."""
+    for name in ("jax", "absl"):
+        lg = logging.getLogger(name)
+        if lg.level == logging.NOTSET:
+            lg.setLevel(logging.WARNING)
+
+
 def run_recipe(cfg: DictConfig) -> int:
     from .session import RunStopped, Session, SessionError
     recipe = cfg.recipe
+    _quiet_library_info()
     out_dir = HydraConfig.get().runtime.output_dir
     _cpu_devices(recipe.get("cpu_devices"))
     module = load_recipe(recipe.name)
