@@ -48,6 +48,7 @@ def _quiet_library_info() -> None:
 
 
 def run_recipe(cfg: DictConfig) -> int:
+    from .outcome import outcome
     from .session import RunStopped, Session, SessionError
     recipe = cfg.recipe
     _quiet_library_info()
@@ -73,17 +74,14 @@ def run_recipe(cfg: DictConfig) -> int:
     try:
         extra = module.run(recipe, session) or {}
         session.extra.update(extra)
-        session.finish("completed", 0)
-        return 0
-    except RunStopped as stop:
-        session.finish("interrupted" if stop.signum else "stopped", stop.exit_code, stop.reason)
-        return stop.exit_code
-    except KeyboardInterrupt:
-        session.finish("interrupted", 130, "KeyboardInterrupt")
-        return 130
     except BaseException as exc:
-        session.finish("crashed", 1, f"{type(exc).__name__}: {exc}")
+        end = outcome(exc)
+        session.finish(end.status, end.exit_code, end.reason)
+        if isinstance(exc, (RunStopped, KeyboardInterrupt, SystemExit)):
+            return end.exit_code
         raise
+    session.finish("completed", 0)
+    return 0
 
 
 def _add_capture(session, capture, out_dir: str) -> None:

@@ -188,19 +188,10 @@ class Session:
         return self.start()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc is None:
-            self.finish()
-        elif isinstance(exc, RunStopped):
-            self.finish("interrupted" if exc.signum else "stopped", exc.exit_code, exc.reason)
-            return exc.signum is None  # a guard stop is handled; a signal goes on to the caller
-        elif isinstance(exc, KeyboardInterrupt):
-            self.finish("interrupted", 130, "KeyboardInterrupt")
-        elif isinstance(exc, SystemExit):
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            self.finish("completed" if code == 0 else "crashed", code)
-        else:
-            self.finish("crashed", 1, f"{type(exc).__name__}: {exc}")
-        return False
+        from .outcome import outcome
+        end = outcome(exc)
+        self.finish(end.status, end.exit_code, end.reason)
+        return isinstance(exc, RunStopped) and exc.signum is None  # a guard stop is handled; the rest goes on
 
     # --- internals --------------------------------------------------------------------------------
     def _path(self) -> str:

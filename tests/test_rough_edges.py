@@ -74,3 +74,27 @@ def test_crash_before_the_first_step_is_the_story(tmp_path, source, error):
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["run"]["status"] == "crashed" and error in report["run"]["stop_reason"]
     assert not [f for f in report["findings"] if f["kind"] == "no_steps"]
+
+
+def test_one_outcome_rule_for_every_way_a_run_ends():
+    from ptxla_perf.outcome import outcome
+    from ptxla_perf.session import RunStopped
+    assert outcome(None) == outcome(SystemExit(0)) == outcome(SystemExit(None))
+    assert outcome(SystemExit(0)).status == "completed" and outcome(SystemExit(0)).exit_code == 0
+    assert (outcome(SystemExit(4)).status, outcome(SystemExit(4)).exit_code) == ("crashed", 4)
+    assert outcome(SystemExit("bad flag")).exit_code == 1
+    assert (outcome(RunStopped(None, "guard")).status, outcome(RunStopped(None, "guard")).exit_code) == ("stopped", 3)
+    assert (outcome(RunStopped(15, "SIGTERM")).status, outcome(RunStopped(15, "SIGTERM")).exit_code) == \
+        ("interrupted", 143)
+    assert outcome(KeyboardInterrupt()).exit_code == 130
+    assert (outcome(ValueError("x")).status, outcome(ValueError("x")).exit_code) == ("crashed", 1)
+
+
+def test_sys_exit_0_inside_a_session_is_a_completed_run(tmp_path):
+    """A recipe or script that ends with sys.exit(0) completed; the runner used to call it crashed."""
+    from ptxla_perf.session import Session
+    with pytest.raises(SystemExit):
+        with Session(report_path=str(tmp_path / "r.json"), port=None, console=False):
+            raise SystemExit(0)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (report["run"]["status"], report["run"]["exit_code"]) == ("completed", 0)

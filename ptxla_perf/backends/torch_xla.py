@@ -89,6 +89,7 @@ class _TrainingCalls:
         self.optimizer_steps = 0
         self.closure_reads = 0
         self.in_closure = False
+        self.batch_shapes: tuple | None = None  # shapes of the batch an MpDeviceLoader yielded last
         self._saved: dict[str, Any] = {}
         self._handle = None
 
@@ -123,6 +124,15 @@ class _TrainingCalls:
             f.__doc__ = real.__doc__
         torch.autograd.backward, torch.autograd.grad = backward, grad
         xm._run_step_closures = run_step_closures
+        import torch_xla.distributed.parallel_loader as pl
+        real_next = self._saved["loader_next"] = pl.PerDeviceLoader.next
+
+        def loader_next(loader, *args, **kwargs):  # the batch's shapes: cheap evidence for an input-shape recompile
+            item = real_next(loader, *args, **kwargs)
+            calls.batch_shapes = _shapes(item)
+            return item
+        loader_next.__wrapped__ = real_next
+        pl.PerDeviceLoader.next = loader_next
         from torch.optim.optimizer import register_optimizer_step_post_hook
         self._handle = register_optimizer_step_post_hook(self._on_optimizer_step)
 
@@ -136,9 +146,26 @@ class _TrainingCalls:
         import torch_xla.core.xla_model as xm
         torch.autograd.backward, torch.autograd.grad = self._saved["backward"], self._saved["grad"]
         xm._run_step_closures = self._saved["closures"]
+        import torch_xla.distributed.parallel_loader as pl
+        pl.PerDeviceLoader.next = self._saved["loader_next"]
         if self._handle is not None:
             self._handle.remove()
         self._saved = {}
+
+
+def _shapes(item, limit: int = 8) -> tuple:
+    """The shapes of the tensors in a batch (a tensor, or a dict/list/tuple of them), in order, at most `limit`."""
+    out: list = []
+    stack = [item]
+    while stack and len(out) < limit:
+        x = stack.pop(0)
+        if isinstance(x, torch.Tensor):
+            out.append(tuple(x.shape))
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+    return tuple(out)
 
 
 def _call_signal() -> tuple[int, int, int]:
@@ -437,14 +464,20 @@ class TorchXlaAdapter:
         since = time.time() - rec.wall_time_s
         out = X._xla_metric_data("OutboundData")
         copied = sorted(int(v) for t, v in (out[2] if out else ()) if t >= since)
+        batch = self.training.batch_shapes
         seen = self._graph_sizes.setdefault(_site_key(site), [])
         before = next((c for c in reversed(seen) if c[0] == size), seen[-1] if seen else None)
-        seen.append((size, copied))
+        seen.append((size, copied, batch))
         del seen[:-4]
         if before is None or not emit:
             return
         if before[0] != size:
             detail = {"cause": "graph_structure", "differences": [f"graph size {before[0]} -> {size} IR nodes"]}
+        elif batch and before[2] and len(batch) == len(before[2]) and batch != before[2]:
+            # the same ops on a batch of other shapes (the loader's last batch of a pass, variable lengths)
+            detail = {"cause": "input_shapes", "differences": [
+                f"same graph size ({size} IR nodes); the loader's batch changed shape: "
+                f"{', '.join(map(_dims_text, before[2]))} -> {', '.join(map(_dims_text, batch))}"]}
         elif copied and before[1] and len(copied) == len(before[1]) and copied != before[1]:
             # the same ops on differently sized data: the batch (or another input) changed shape
             detail = {"cause": "input_shapes", "differences": [
@@ -562,6 +595,10 @@ def _anomaly_key(kind: str, rec: StepRecord, event: Event | None = None, op: str
 def _compile_key(site: Location | None) -> str:
     from ..compiles import site_key
     return site_key(site)
+
+
+def _dims_text(shape: tuple) -> str:
+    return "[" + ",".join(map(str, shape)) + "]"
 
 
 def _sizes(values: list[int]) -> str:

@@ -58,7 +58,8 @@ def run(args) -> int:
         raise UsageError(f"cannot read {script}: {exc.strerror}") from None
     port = parse_port(args.port)
     backend = detect_backend(source) if args.backend == "auto" else args.backend
-    from ..session import RunStopped, Session, SessionError
+    from ..outcome import outcome
+    from ..session import Session, SessionError
     try:
         session = Session(backend, report_path=args.report, port=port,
                           run={"kind": "script", "script": os.path.abspath(script), "argv": [script] + args.args,
@@ -70,23 +71,15 @@ def run(args) -> int:
         raise UsageError(str(exc)) from None
     sys.argv = [script] + list(args.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    code = 0
     try:
         runpy.run_path(script, run_name="__main__")
-        session.finish("completed", 0)
-    except RunStopped as stop:
-        code = stop.exit_code if stop.signum else 3
-        session.finish("interrupted" if stop.signum else "stopped", code, stop.reason)
-    except KeyboardInterrupt:
-        code = 130
-        session.finish("interrupted", code, "KeyboardInterrupt")
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if not isinstance(exc.code, int) and exc.code is not None:
-            print(exc.code, file=sys.stderr)
-        session.finish("completed" if code == 0 else "crashed", code)
-    except BaseException as exc:  # the user's own crash: show their traceback, keep the report
-        print_user_traceback(exc)
-        code = 1
-        session.finish("crashed", code, f"{type(exc).__name__}: {exc}")
-    return code
+        exc = None
+    except BaseException as caught:  # the script's own end, whatever it is: the report is written all the same
+        exc = caught
+    end = outcome(exc)
+    if isinstance(exc, SystemExit) and exc.code is not None and not isinstance(exc.code, int):
+        print(exc.code, file=sys.stderr)  # sys.exit("message"), as Python prints it
+    elif exc is not None and not isinstance(exc, (SystemExit, KeyboardInterrupt)):
+        print_user_traceback(exc)  # the user's own crash: their traceback, as Python would show it
+    session.finish(end.status, end.exit_code, end.reason)
+    return end.exit_code
