@@ -10,23 +10,37 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Callable
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from .config import register
+
 DEFAULT_RECIPE = "mmf"
 _HERE = Path(__file__).resolve().parent
 CONFIG_DIR = str(_HERE / "configs" if (_HERE / "configs" / "config.yaml").is_file() else _HERE.parent / "configs")
+register()  # the structured configs the YAML files extend (ptxla_perf/config.py)
 
 
-def load_recipe(name: str):
+def load_recipe(recipe) -> Callable:
+    """The function that runs a recipe: `recipe.entry` ("module:function"), by default
+    ptxla_perf.recipes.<name>:run. A config chooses the implementation; a user's own module works the same way."""
+    entry = recipe.get("entry") or f"ptxla_perf.recipes.{recipe.name}:run"
+    module_name, _, fn_name = entry.partition(":")
     try:
-        return importlib.import_module(f"ptxla_perf.recipes.{name}")
+        module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name not in (f"ptxla_perf.recipes.{name}", "ptxla_perf.recipes"):
+        if exc.name is None or not module_name.startswith(exc.name):
             raise
-    raise SystemExit(f"ptxla_perf: error: unknown recipe {name!r} (configs/recipe/{name}.yaml has no module)")
+        raise SystemExit(f"ptxla_perf: error: recipe {recipe.name!r}: no module {module_name!r} "
+                         f"(recipe.entry={entry!r})") from None
+    fn = getattr(module, fn_name or "run", None)
+    if not callable(fn):
+        raise SystemExit(f"ptxla_perf: error: recipe {recipe.name!r}: {module_name} has no function "
+                         f"{fn_name or 'run'!r} (recipe.entry={entry!r})")
+    return fn
 
 
 def _cpu_devices(n: int | None) -> None:
@@ -54,7 +68,7 @@ def run_recipe(cfg: DictConfig) -> int:
     _quiet_library_info()
     out_dir = HydraConfig.get().runtime.output_dir
     _cpu_devices(recipe.get("cpu_devices"))
-    module = load_recipe(recipe.name)
+    run_fn = load_recipe(recipe)
     try:
         session = Session(
             recipe.get("backend", "torch_xla"), report_path=os.path.join(out_dir, cfg.report),
@@ -72,7 +86,7 @@ def run_recipe(cfg: DictConfig) -> int:
     if capture and capture.get("start_step") is not None:
         _add_capture(session, capture, out_dir)
     try:
-        extra = module.run(recipe, session) or {}
+        extra = run_fn(recipe, session) or {}
         session.extra.update(extra)
     except BaseException as exc:
         end = outcome(exc)
@@ -113,9 +127,34 @@ def _main(cfg: DictConfig) -> None:
         sys.exit(code)
 
 
+def check_overrides(argv: list[str]) -> str | None:
+    """Compose the config with these overrides before anything runs: a value of the wrong type or an unknown key
+    -> one line naming the key. Sweeps (-m) and anything this check cannot judge are left to Hydra."""
+    if any(a in ("-m", "--multirun") or a.startswith("--") for a in argv) or any("," in a for a in argv):
+        return None
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import ConfigCompositionException
+    from omegaconf.errors import OmegaConfBaseException
+    try:
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            compose("config", overrides=[a for a in argv if not a.startswith("hydra.")])
+    except (ConfigCompositionException, OmegaConfBaseException) as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else exc
+        key = getattr(cause, "full_key", None)
+        msg = str(cause).splitlines()[0].strip()
+        return f"{key}: {msg}" if key and key not in msg else msg
+    except Exception:  # not a config error this check understands: Hydra reports it its own way
+        return None
+    return None
+
+
 def main() -> None:
     if not any(re.match(r"^\+{0,2}recipe=", a) for a in sys.argv[1:]):
         sys.argv.append(f"+recipe={DEFAULT_RECIPE}")
+    problem = check_overrides(sys.argv[1:])
+    if problem:
+        print(f"ptxla_perf: error: invalid configuration: {problem}", file=sys.stderr)
+        sys.exit(2)
     _main()
 
 
