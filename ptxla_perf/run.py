@@ -83,8 +83,9 @@ def run_recipe(cfg: DictConfig) -> int:
         print(f"ptxla_perf: error: {exc}", file=sys.stderr)
         return 2
     capture = cfg.profiler.get("capture")
-    if capture and capture.get("start_step") is not None:
-        _add_capture(session, capture, out_dir)
+    if capture and capture.get("start_step") is not None:  # the session owns the window and its analysis
+        session.open_capture(os.path.join(out_dir, "tensorboard"), capture.start_step, capture.num_steps,
+                             analyze=capture.get("analyze", True))
     try:
         extra = run_fn(recipe, session) or {}
         session.extra.update(extra)
@@ -96,28 +97,6 @@ def run_recipe(cfg: DictConfig) -> int:
         raise
     session.finish("completed", 0)
     return 0
-
-
-def _add_capture(session, capture, out_dir: str) -> None:
-    """profiler.capture.*: trace a window of steps into <run dir>/tensorboard, then analyze it into the report."""
-    from .capture import StepWindowCapture
-    window = StepWindowCapture(os.path.join(out_dir, "tensorboard"), int(capture.start_step),
-                               int(capture.num_steps), session.backend, tail_steps=1)
-    session.capture_window = window
-
-    def close_and_analyze() -> None:
-        path = window.close()
-        session.profiler.setdefault("captures", []).append(window.to_json())
-        if path is None:
-            session.say(f"ptxla_perf: no capture: {window.error or 'the run ended before the capture window'}")
-        elif capture.get("analyze", True) and session.trace is None:  # a recipe may have analyzed it already
-            from .trace import analyze_trace
-            try:
-                session.trace = analyze_trace(path)
-            except Exception as exc:  # the report still goes out without its trace section
-                session.say(f"ptxla_perf: could not analyze {path}: {exc}")
-
-    session.add_step_callback(lambda rec: window.on_step_end(rec.index), close=close_and_analyze)
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")

@@ -111,7 +111,10 @@ class Session:
         self._finished: dict[str, Any] | None = None
         self.tail: StepRecord | None = None
         self.trace: dict[str, Any] | None = None  # a capture's analysis (ptxla_perf.trace), merged into the report
-        self.capture_window = None
+        self._window = None  # the step-window capture this session owns (open_capture), closed in finish
+        self._window_analyze = True
+        self._window_done = False
+        self._window_trace: dict[str, Any] | None = None
 
     # --- public API -------------------------------------------------------------------------------
     def start(self) -> "Session":
@@ -150,6 +153,44 @@ class Session:
         """Stop the run at the next step boundary (e.g. a recipe's own guard)."""
         self._stop = self._stop or RunStopped(None, reason)
 
+    def open_capture(self, logdir: str, start_step: int, num_steps: int, *, analyze: bool = True) -> None:
+        """Trace the steps [start_step, start_step + num_steps) into `logdir` (profiler.capture.*). The session owns
+        the window: it follows the steps, is closed in `finish` (also on Ctrl-C or a crash), and, with `analyze`,
+        its analysis becomes the report's `trace` section (`analyze=False`: only `capture_analysis()` analyzes it,
+        for the caller alone). One window per session."""
+        if self._window is not None:
+            raise SessionError("a capture window is already open for this session")
+        from .capture import StepWindowCapture
+        self._window = StepWindowCapture(logdir, int(start_step), int(num_steps), self.backend, tail_steps=1)
+        self._window_analyze = analyze
+        self.add_step_callback(lambda rec: self._window.on_step_end(rec.index))
+
+    @property
+    def has_capture(self) -> bool:
+        return self._window is not None
+
+    def capture_analysis(self) -> dict[str, Any] | None:
+        """Close the capture window (idempotent) and analyze it, once: recipes that read the trace and the report's
+        `trace` section share one analysis. None when there was no capture (the reason is in `profiler.captures`)."""
+        if self._window is None or self._window_done:
+            return self._window_trace
+        self._window_done = True
+        path = self._window.close()
+        self.profiler.setdefault("captures", []).append(self._window.to_json())
+        if path is None:
+            self.say(f"ptxla_perf: no capture: {self._window.error or 'the run ended before the capture window'}")
+            return None
+        from .trace import analyze_trace
+        try:
+            trace = analyze_trace(path)
+        except Exception as exc:  # the report still goes out without its trace section
+            self.say(f"ptxla_perf: could not analyze {path}: {exc}")
+            return None
+        if self._window_analyze:  # the report's `trace` section (and its verdicts) come from this analysis
+            self.trace = trace
+        self._window_trace = trace
+        return trace
+
     def add_finding(self, finding: Finding) -> None:
         self.extra_findings.append(finding)
 
@@ -166,6 +207,13 @@ class Session:
                 close()
             except Exception as exc:
                 self.say(f"ptxla_perf: could not close a step callback: {exc}")
+        if self._window is not None and not self._window_done:
+            if self._window_analyze:
+                self.capture_analysis()
+            else:
+                self._window_done = True
+                self._window.close()
+                self.profiler.setdefault("captures", []).append(self._window.to_json())
         self.tail = self.adapter.stop()
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)

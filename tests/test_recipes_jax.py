@@ -97,5 +97,9 @@ def test_configs_follow_the_recipe_contract():
     for name in ("rnn_jax", "vit_mesh"):
         path = ROOT / "configs" / "recipe" / f"{name}.yaml"
         assert path.read_text().startswith("# @package recipe")
-        cfg = OmegaConf.load(path)
+        assert f"base_{name}" in path.read_text()  # extends its typed schema (ptxla_perf/config.py)
+        from ptxla_perf.config import RECIPES
+        body = OmegaConf.load(path)
+        body.pop("defaults")
+        cfg = OmegaConf.merge(OmegaConf.structured(RECIPES[name]), body)
         assert cfg.name == name and cfg.backend == "jax" and cfg.steps > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from typing import TypedDict
 
 import numpy as np
 
@@ -290,7 +291,19 @@ def device_activity(cap: Capture, streams: dict, window: tuple[int, int], min_ga
 
 # --------------------------------------------------------------------------------------------- ops
 
-def top_ops(streams: dict, limit: int = 15) -> tuple[list[dict], dict, dict]:
+class TopOp(TypedDict):
+    """One row of the report's `trace.top_ops` (readers such as recipes index these keys; the type says which)."""
+
+    name: str
+    module: str | None
+    category: str
+    occurrences: int
+    devices: int
+    self_time_ms_per_device: float
+    share: float
+
+
+def top_ops(streams: dict, limit: int = 15) -> tuple[list[TopOp], dict, dict]:
     """Top HLO ops by self time. Shares are computed per device (op self time / that device's total op time)
     and then averaged over the devices, never by adding durations across threads."""
     per_dev_total = {k: sum(v[1] for v in st["ops"].values()) for k, st in streams.items()}
@@ -317,10 +330,10 @@ def top_ops(streams: dict, limit: int = 15) -> tuple[list[dict], dict, dict]:
                      "share": round(dev_cat.get("collective", 0.0) / tot, 4) if per_dev_total[k] else 0.0})
     rows = []
     for name, r in agg.items():
-        rows.append({"name": name, "module": r.get("module"), "category": op_category(name),
-                     "occurrences": r["occurrences"], "devices": r["devices"],
-                     "self_time_ms_per_device": ms(r["self_ps"] / r["devices"]),
-                     "share": round(r["share_sum"] / n_dev, 4)})
+        rows.append(TopOp(name=name, module=r.get("module"), category=op_category(name),
+                          occurrences=r["occurrences"], devices=r["devices"],
+                          self_time_ms_per_device=ms(r["self_ps"] / r["devices"]),
+                          share=round(r["share_sum"] / n_dev, 4)))
     rows.sort(key=lambda r: (-r["share"], -r["self_time_ms_per_device"], r["name"]))
     shares = [c["share"] for c in coll]
     collective = {"mean": round(float(np.mean(shares)), 4) if shares else 0.0,
