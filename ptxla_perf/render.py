@@ -7,11 +7,8 @@ from typing import Any
 _SEV = {"error": "ERROR", "warning": "WARN ", "info": "info "}
 
 
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v * 1e3:.1f} ms"
-
-
 from .findings import short_path as _rel
+from .fmt import ms as _ms, num as _num
 
 
 def summary_lines(report: dict[str, Any], report_path: str | None = None, max_findings: int = 8) -> list[str]:
@@ -58,10 +55,6 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
     if report_path:
         lines.append(f"  report: {_rel(report_path)}")
     return lines
-
-
-def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -56,6 +56,12 @@ def summarize(a: Analysis, findings: list[Finding], totals: dict[str, Any] | Non
         "cached_compiles": sum(s.cached_compiles for s in a.iterations),
         "recompiles_after_warmup": a.recompiles,
         "distinct_graphs": len({h for s in a.iterations for h in s.graph_hashes}) or None,
+        # totals over the training steps: what the per-step figures divide, and what `diff` compares
+        "executions": sum(s.executions for s in steps),
+        "device_to_host": sum(s.device_to_host.count for s in steps),
+        "host_to_device": sum(s.host_to_device.count for s in steps),
+        "device_to_host_bytes": sum(s.device_to_host.bytes or 0 for s in steps),
+        "host_to_device_bytes": None,
         "executions_per_step": per(sum(s.executions for s in steps)),
         "device_to_host_per_step": per(sum(s.device_to_host.count for s in steps)),
         "host_to_device_per_step": per(sum(s.host_to_device.count for s in steps)),
@@ -67,6 +73,7 @@ def summarize(a: Analysis, findings: list[Finding], totals: dict[str, Any] | Non
         "findings_by_severity": severity_counts(findings),
     }
     if totals and n and totals.get("host_to_device_bytes") is not None:
+        summary["host_to_device_bytes"] = int(totals["host_to_device_bytes"])
         summary["host_to_device_bytes_per_step"] = totals["host_to_device_bytes"] / n
     return summary
 

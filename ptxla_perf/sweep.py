@@ -14,18 +14,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import fmt
+
 COLUMNS = [  # header, getter
     ("job", lambda r, p: p.parent.name),
     ("overrides", lambda r, p: _overrides(r.get("run", {}).get("overrides", []))),
     ("batch", lambda r, p: _extra(r, "batch_size") or "-"),
     ("steps", lambda r, p: r["summary"]["steps"]),
-    ("step p50 ms", lambda r, p: _ms((r["summary"].get("step_time_s") or {}).get("p50"))),
-    ("us/sample", lambda r, p: _f((r["summary"].get("throughput") or {}).get("us_per_sample"), 1)),
+    ("step p50 ms", lambda r, p: fmt.ms((r["summary"].get("step_time_s") or {}).get("p50"), 2, unit=False)),
+    ("us/sample", lambda r, p: fmt.num((r["summary"].get("throughput") or {}).get("us_per_sample"), 1)),
     ("compiles", lambda r, p: r["summary"]["compiles"]),
-    ("h2d/step", lambda r, p: _f(r["summary"].get("host_to_device_per_step"), 2)),
-    ("d2h/step", lambda r, p: _f(r["summary"].get("device_to_host_per_step"), 2)),
-    ("all-reduce share", lambda r, p: _pct(_extra(r, "all_reduce_share"))),
-    ("fusion share", lambda r, p: _pct((_extra(r, "op_categories") or {}).get("fusion"))),
+    ("h2d/step", lambda r, p: fmt.num(r["summary"].get("host_to_device_per_step"), 2)),
+    ("d2h/step", lambda r, p: fmt.num(r["summary"].get("device_to_host_per_step"), 2)),
+    ("all-reduce share", lambda r, p: fmt.pct(_extra(r, "all_reduce_share"))),
+    ("fusion share", lambda r, p: fmt.pct((_extra(r, "op_categories") or {}).get("fusion"))),
     ("warnings", lambda r, p: (r["summary"].get("findings_by_severity") or {}).get("warning", 0)),
 ]
 
@@ -50,18 +52,6 @@ def _overrides(items: list[str], width: int = 40) -> str:
             return " ".join(out) + f" +{len(items) - i}"
         out.append(item)
     return " ".join(out)
-
-
-def _ms(v):
-    return "-" if v is None else f"{v * 1e3:.2f}"
-
-
-def _f(v, nd):
-    return "-" if v is None else f"{v:.{nd}f}"
-
-
-def _pct(v):
-    return "-" if v is None else f"{v:.0%}"
 
 
 def find_reports(root: str | Path, name: str = "report.json") -> list[Path]:
