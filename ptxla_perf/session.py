@@ -186,10 +186,25 @@ class Session:
         except Exception as exc:  # the report still goes out without its trace section
             self.say(f"ptxla_perf: could not analyze {path}: {exc}")
             return None
+        self._relate(trace)
         if self._window_analyze:  # the report's `trace` section (and its verdicts) come from this analysis
             self.trace = trace
         self._window_trace = trace
         return trace
+
+    def _relate(self, trace: dict[str, Any]) -> None:
+        """Number the window's steps as the report does, keep phases apart, and compare traced with untraced step
+        time (trace/relate.py)."""
+        from .trace.relate import boundary_owners, relate
+        a = self.analysis()
+        first = self._window.first_step
+        owners = boundary_owners(a.iterations)
+        traced = set(owners[first:first + len(trace.get("steps") or [])])
+        untraced = sorted(s.wall_time_s for s in a.steady if s.index not in traced)
+        try:
+            relate(trace, a.iterations, first, untraced[len(untraced) // 2] if untraced else None)
+        except Exception as exc:  # a diagnostic of a diagnostic: never lose the report for it
+            self.adapter.notes.append(f"could not relate the capture to the steps: {exc}")
 
     def add_finding(self, finding: Finding) -> None:
         self.extra_findings.append(finding)
