@@ -51,6 +51,9 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
         lines.append(f"  ... {len(shown) - max_findings} more finding(s) in the report")
     if report_path:
         lines.append(f"  report: {_rel(report_path)}")
+        page = os.path.splitext(report_path)[0] + ".html"  # report.write puts the page beside (docs/html.md)
+        if os.path.exists(page):
+            lines.append(f"  html:   {_rel(page)}")
     return lines
 
 
