@@ -1,0 +1,147 @@
+"""report.html (issue 12): written beside every report, self-contained, one timeline mark per step, finding cards
+with the culprit's source lines, small for long runs; `view` rebuilds it and rejects broken or older reports with
+one line and exit 2. The page in a real browser: test_html_browser.py."""
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import pytest
+
+from conftest import SCRIPTS, planted_line, run_cli
+from ptxla_perf import html as H
+from ptxla_perf import report as R
+from ptxla_perf.sources import attach, excerpt
+
+MARK = re.compile(r'<rect class="m ([a-z ]+)"')
+
+
+def _marks(page: str) -> list[str]:
+    return MARK.findall(page)
+
+
+def test_profile_writes_page_beside_report_with_culprit_source(profile, tmp_path):
+    script = SCRIPTS / "index_by_step.py"
+    proc, rep = profile(script)
+    line = planted_line(script)
+    (rec,) = [f for f in rep["findings"] if f["kind"] == "recompilation"]
+    assert rec["location"]["line"] == line
+    src = rec["source"]  # stored in the report (validated by load_report), so the page works elsewhere
+    assert src["first_line"] <= line < src["first_line"] + len(src["lines"])
+    assert "table[step]" in src["lines"][line - src["first_line"]]
+    page_path = tmp_path / "report.html"
+    assert page_path.exists(), proc.stderr[-2000:]
+    assert "html:" in proc.stderr and "report.html" in proc.stderr
+    page = page_path.read_text()
+    marks = _marks(page)
+    assert len(marks) == len(rep["steps"])
+    assert sum("cp" in m.split() for m in marks) == sum(1 for s in rep["steps"] if s["compiles"])
+    # the culprit line is the highlighted line of the recompilation card
+    card = page[page.index('data-kind="recompilation"'):]
+    hit = re.search(r'<span class="l hit"><span class="n">(\d+)</span>([^<]*)</span>', card)
+    assert hit and int(hit.group(1)) == line and "table[step]" in hit.group(2)
+
+
+def test_page_is_self_contained():
+    rep = _synthetic(40)
+    page = H.render(rep)
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    # nothing the browser would fetch: no external src/href, no @import or url() in the style
+    assert not re.search(r'\b(src|href)\s*=\s*"(?!data:|#)', page)
+    assert "@import" not in page and "url(" not in page
+    assert len(_marks(page)) == 40
+
+
+def test_findings_worst_first_and_text_without_javascript():
+    rep = _synthetic(10)
+    rep["findings"] = [_finding("compile_time", "info"), _finding("recompilation", "warning"),
+                       _finding("run_stopped", "error")]
+    page = H.render(rep)
+    order = re.findall(r'data-kind="([a-z_]+)"', page)
+    assert order == ["run_stopped", "recompilation", "compile_time"]
+    text = re.sub(r"<script>.*?</script>", "", page, flags=re.S)  # what a reader without JavaScript gets
+    assert "step time p50" in text and "the message of recompilation" in text
+
+
+def test_2000_step_report_stays_small():
+    rep = _synthetic(2000)
+    page = H.render(rep)
+    assert len(_marks(page)) == 2000
+    assert len(page.encode()) <= 2_000_000
+
+
+def test_page_failure_never_fails_the_report(tmp_path, capsys, monkeypatch):
+    rep = _synthetic(5)
+    monkeypatch.setattr(H, "render", lambda r: 1 / 0)
+    path = R.write(rep, str(tmp_path / "r.json"))
+    assert json.loads((tmp_path / "r.json").read_text())["schema"] == rep["schema"]
+    assert not (tmp_path / "r.html").exists()
+    err = capsys.readouterr().err
+    assert "could not write" in err and "r.html" in err and path.endswith("r.json")
+
+
+def test_source_excerpt_bounds(tmp_path):
+    f = tmp_path / "s.py"
+    f.write_text("".join(f"line{i}\n" for i in range(1, 11)))
+    assert excerpt(str(f), 1) == {"first_line": 1, "lines": ["line1", "line2", "line3", "line4"]}
+    assert excerpt(str(f), 10)["lines"][-1] == "line10"
+    assert excerpt(str(f), 11) is None and excerpt(str(tmp_path / "missing.py"), 3) is None
+    findings = [{"location": {"file": str(f), "line": 5, "function": "f"}}, {"location": None}]
+    attach(findings)
+    assert findings[0]["source"]["first_line"] == 2 and "source" not in findings[1]
+
+
+def test_view_rebuilds_page(tmp_path):
+    rep = _synthetic(12)
+    src = tmp_path / "r.json"
+    R.write(rep, str(src), html=False)
+    out = tmp_path / "sub" / "page.html"
+    proc = run_cli("view", str(src), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert len(_marks(out.read_text())) == 12
+    proc = run_cli("view", str(src))
+    assert proc.returncode == 0 and (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("content,needle", [
+    ('{"schema": "ptxla_perf.report/0", "steps": []}', "ptxla_perf.report/0"),
+    ('{"schema": "ptxla_perf.report/1", "steps": [', "not valid JSON"),
+    ("[1, 2]", "not a ptxla_perf report"),
+    ('{"schema": "ptxla_perf.report/1", "steps": 5}', "does not follow schema v1"),
+])
+def test_view_rejects_old_schema_and_broken_files(tmp_path, content, needle):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    proc = run_cli("view", str(bad))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ptxla_perf: error:") and needle in lines[0], proc.stderr
+    assert not list(tmp_path.glob("bad.html*"))
+
+
+def test_view_missing_file(tmp_path):
+    proc = run_cli("view", str(tmp_path / "nope.json"))
+    assert proc.returncode == 2 and proc.stderr.strip() == f"ptxla_perf: error: no such report: {tmp_path / 'nope.json'}"
+
+
+# --- synthetic reports (the real runs above give the shape; these give size and order) -----------------------
+def _finding(kind: str, severity: str) -> dict:
+    return {"kind": kind, "severity": severity, "message": f"the message of {kind}", "count": 3, "per_step": 1.0,
+            "location": None, "evidence": {"compile_time_s": 0.5}, "steps": [1, 2, 3]}
+
+
+def _synthetic(n: int) -> dict:
+    from ptxla_perf.records import StepRecord, Transfers, Location
+    steps = []
+    for i in range(n):
+        s = StepRecord(i, 0.5 if i == 0 else 0.01 + (i % 7) * 1e-3, site=Location("/x/train.py", 12, "<module>"),
+                       compiles=1 if i in (0, n // 2) else 0, executions=1,
+                       device_to_host=Transfers(1 if i % 10 == 0 else 0), attributed=i < 3,
+                       phase="eval" if i % 25 == 24 else "train", optimizer_steps=1)
+        steps.append(s)
+    rep = R.build(backend="torch_xla", run={"kind": "api", "status": "completed", "argv": []},
+                  env=R.environment({}), steps=steps)
+    R.validate(rep)
+    return copy.deepcopy(rep)
+
