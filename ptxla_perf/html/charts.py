@@ -81,6 +81,8 @@ def _nice_ceiling(v: float) -> float:
 
 def _ms_label(seconds: float) -> str:
     v = seconds * 1e3
+    if v >= 1000:
+        return f"{seconds:.3g} s"
     if v >= 100:
         return f"{v:.0f} ms"
     if v >= 1:
