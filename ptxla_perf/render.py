@@ -12,6 +12,7 @@ def _ms(v: float | None) -> str:
 
 
 from .findings import short_path as _rel
+from .html import html_path
 
 
 def summary_lines(report: dict[str, Any], report_path: str | None = None, max_findings: int = 8) -> list[str]:
@@ -51,7 +52,7 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
         lines.append(f"  ... {len(shown) - max_findings} more finding(s) in the report")
     if report_path:
         lines.append(f"  report: {_rel(report_path)}")
-        page = os.path.splitext(report_path)[0] + ".html"  # report.write puts the page beside (docs/html.md)
+        page = html_path(report_path)  # report.write puts the page beside it (docs/html.md)
         if os.path.exists(page):
             lines.append(f"  html:   {_rel(page)}")
     return lines

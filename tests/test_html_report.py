@@ -145,3 +145,21 @@ def _synthetic(n: int) -> dict:
     R.validate(rep)
     return copy.deepcopy(rep)
 
+
+
+def test_processes_side_by_side():
+    rep = _synthetic(8)
+    procs = [{"rank": r, "host": "h0", "status": "completed", "steps": 8, "compiles": 2,
+              "step_time_s": {"p50": 0.01 * (r + 1), "p90": 0.012 * (r + 1), "mean": 0.01, "min": 0.01,
+                              "max": 0.02, "n": 5},
+              "device_to_host_per_step": 0.0, "throughput": {"samples_per_s": 100.0 / (r + 1)},
+              "findings_by_severity": {"error": 0, "warning": r, "info": 0}} for r in range(3)]
+    rep["processes"], rep["aggregate"] = procs, {"processes": 3, "hosts": 1, "slowest_rank": 2,
+                                                 "step_time_spread_s": 0.02, "throughput": {}}
+    rep["findings"] = [dict(_finding("straggler", "warning"), ranks=[2])]
+    page = H.render(rep)
+    assert re.findall(r'<tr data-rank="(\d+)">', page) == ["0", "1", "2"]
+    widths = [float(w) for w in re.findall(r'<rect class="rk" x="[\d.]+" y="[\d.]+" width="([\d.]+)"', page)]
+    assert len(widths) == 3 and widths[0] < widths[1] < widths[2]  # side by side, to one scale
+    assert "slowest rank 2" in page and "ranks 2" in page
+    assert "Processes" not in H.render(_synthetic(8))

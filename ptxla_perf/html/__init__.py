@@ -44,8 +44,8 @@ def write(report: dict[str, Any], path: str) -> str:
 def render(report: dict[str, Any]) -> str:
     run = report.get("run") or {}
     title = _what(report)
-    body = [_header(report, title), _headline(report), _timeline(report), _findings(report), _trace(report),
-            _footer(report)]
+    body = [_header(report, title), _headline(report), _processes(report), _timeline(report), _findings(report),
+            _trace(report), _footer(report)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{assets.CSP}\">"
             "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
@@ -118,6 +118,39 @@ def _headline(report: dict[str, Any]) -> str:
     return f"<section class=\"headline\">{''.join(kpis)}</section>"
 
 
+def _processes(report: dict[str, Any]) -> str:
+    """A merged multi-process report: each rank's step time side by side and a row of numbers per rank (the
+    timeline below is rank 0's steps)."""
+    procs = [p for p in (report.get("processes") or []) if isinstance(p, dict)]
+    if not procs:
+        return ""
+    agg = report.get("aggregate") if isinstance(report.get("aggregate"), dict) else {}
+    rows = []
+    for p in procs:
+        st = p.get("step_time_s") or {}
+        tp = (p.get("throughput") or {}).get("samples_per_s")
+        sev = p.get("findings_by_severity") or {}
+        rows.append(f"<tr data-rank=\"{escape(str(p.get('rank')))}\"><td>{escape(str(p.get('rank')))}</td>"
+                    f"<td>{escape(str(p.get('host') or '-'))}</td><td>{escape(str(p.get('status') or '-'))}</td>"
+                    f"<td class=\"r\">{fmt.num(p.get('steps'))}</td><td class=\"r\">{fmt.ms(st.get('p50'), 2)}</td>"
+                    f"<td class=\"r\">{fmt.ms(st.get('p90'), 2)}</td><td class=\"r\">{fmt.num(p.get('compiles'))}</td>"
+                    f"<td class=\"r\">{fmt.num(p.get('device_to_host_per_step'))}</td>"
+                    f"<td class=\"r\">{'-' if tp is None else f'{tp:.1f}'}</td>"
+                    f"<td class=\"r\">{sev.get('warning', 0) + sev.get('error', 0)}</td></tr>")
+    note = [f"{len(procs)} processes on {agg.get('hosts', 1)} host(s); the timeline below is rank 0's steps"]
+    if agg.get("slowest_rank") is not None:
+        note.append(f"slowest rank {agg['slowest_rank']} (p50 spread {fmt.ms(agg.get('step_time_spread_s'), 2)})")
+    tp = agg.get("throughput") or {}
+    if "samples_per_s" in tp:
+        note.append(f"{tp['samples_per_s']:.1f} samples/s all ranks, at the slowest rank's pace")
+    return ("<h2>Processes</h2><section class=\"box\" id=\"processes\">"
+            f"<p class=\"sub\">{escape('; '.join(note))}</p>{charts.rank_bars(procs)}"
+            "<table><tr><th>rank</th><th>host</th><th>status</th><th class=\"r\">steps</th>"
+            "<th class=\"r\">p50</th><th class=\"r\">p90</th><th class=\"r\">compiles</th>"
+            "<th class=\"r\">syncs/step</th><th class=\"r\">samples/s</th><th class=\"r\">to fix</th></tr>"
+            f"{''.join(rows)}</table></section>")
+
+
 def _legend_item(colour: str, label: str) -> str:
     return f"<span><i style=\"background:{colour}\"></i>{escape(label)}</span>"
 
@@ -177,6 +210,8 @@ def _card(f: dict[str, Any], k: int) -> str:
         v = ev.get(key)
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             cost.append(f"<b>{escape(show(v))}</b> {escape(label)}")
+    if isinstance(f.get("ranks"), list) and f["ranks"]:
+        cost.append("ranks " + escape(", ".join(str(r) for r in f["ranks"])))
     if f.get("steps"):
         cost.append("steps " + escape(", ".join(str(s) for s in f["steps"][:12]))
                     + (" …" if len(f["steps"]) > 12 else ""))

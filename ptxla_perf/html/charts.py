@@ -268,3 +268,39 @@ def breakdown(rows: list[dict[str, Any]]) -> str:
                        f'text-anchor="middle">{escape(str(r.get("step")))}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+def rank_bars(procs: list[dict[str, Any]]) -> str:
+    """Per-rank step time side by side: a bar at each rank's p50 and a whisker to its p90, one row per rank."""
+    rows = [p for p in procs if isinstance(p, dict)]
+    if not rows:
+        return ""
+    width, left, row_h = 760.0, 90.0, 22.0
+    h = row_h * len(rows) + 24
+    peak = max([((p.get("step_time_s") or {}).get("p90") or (p.get("step_time_s") or {}).get("p50") or 0.0)
+                for p in rows] + [1e-9])
+    peak = _nice_ceiling(peak)
+    span = width - left - 30  # room for the last tick label
+    out = [f'<svg class="ranks" viewBox="0 0 {_r(width)} {_r(h)}" width="{_r(width)}" height="{_r(h)}" '
+           f'role="img" aria-label="step time per rank">']
+    for k in range(5):
+        x = left + span * k / 4
+        out.append(f'<line class="grid" x1="{_r(x)}" x2="{_r(x)}" y1="0" y2="{_r(h - 20)}"/>'
+                   f'<text x="{_r(x)}" y="{_r(h - 6)}" text-anchor="middle">{_ms_label(peak * k / 4) if k else "0"}'
+                   f'</text>')
+    for i, p in enumerate(rows):
+        st = p.get("step_time_s") or {}
+        y0 = i * row_h + 3
+        out.append(f'<text x="{_r(left - 6)}" y="{_r(y0 + 13)}" text-anchor="end">rank {escape(str(p.get("rank")))}'
+                   f'</text>')
+        p50, p90 = st.get("p50"), st.get("p90")
+        if p50 is None:
+            continue
+        tip = f"rank {p.get('rank')}: p50 {fmt.ms(p50, 2)}, p90 {fmt.ms(p90, 2)}"
+        out.append(f'<rect class="rk" x="{_r(left)}" y="{_r(y0)}" width="{_r(span * p50 / peak)}" '
+                   f'height="{_r(row_h - 8)}" fill="{COLOURS["train"]}"><title>{escape(tip)}</title></rect>')
+        if p90 is not None:
+            out.append(f'<line class="axis" x1="{_r(left + span * p50 / peak)}" x2="{_r(left + span * p90 / peak)}" '
+                       f'y1="{_r(y0 + (row_h - 8) / 2)}" y2="{_r(y0 + (row_h - 8) / 2)}"/>')
+    out.append("</svg>")
+    return "".join(out)
