@@ -163,3 +163,31 @@ def test_processes_side_by_side():
     assert len(widths) == 3 and widths[0] < widths[1] < widths[2]  # side by side, to one scale
     assert "slowest rank 2" in page and "ranks 2" in page
     assert "Processes" not in H.render(_synthetic(8))
+
+
+def test_diff_html_before_after_side_by_side(tmp_path):
+    a, b = _synthetic(12), _synthetic(20)
+    b["findings"] = []
+    R.write(a, str(tmp_path / "a.json"), html=False)
+    R.write(b, str(tmp_path / "b.json"), html=False)
+    out = tmp_path / "d" / "diff.html"
+    proc = run_cli("diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--fail-on", "steps>+0",
+                   "--html", str(out))
+    assert proc.returncode == 1, proc.stderr  # the rule broke: same exit code as without --html
+    assert f"html: {out}" in proc.stderr
+    page = out.read_text()
+    assert re.findall(r'data-side="([AB])"', page) == ["A", "B"]
+    assert len(_marks(page)) == 12 + 20
+    assert "FAILED 1 rule check(s)" in page and 'data-row="compiles"' in page
+    assert "default-src 'none'" in page
+
+
+def test_diff_html_of_metrics_text_has_the_table_only(tmp_path):
+    from conftest import ROOT
+    texts = [ROOT / "tests" / "fixtures" / "metrics" / f"{n}.txt" for n in ("item_fixed", "item_per_step")]
+    out = tmp_path / "diff.html"
+    proc = run_cli("diff", str(texts[0]), str(texts[1]), "--html", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert "data-side" not in page and page.count("data-row=") > 3
+    assert "aten::_local_scalar_dense" in page  # what B added, as the console says it

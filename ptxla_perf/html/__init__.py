@@ -44,15 +44,20 @@ def write(report: dict[str, Any], path: str) -> str:
 def render(report: dict[str, Any]) -> str:
     run = report.get("run") or {}
     title = _what(report)
-    body = [_header(report, title), _headline(report), _processes(report), _timeline(report), _findings(report),
-            _trace(report), _footer(report)]
+    body = [_header(report, title), headline_section(report), _processes(report), timeline_section(report),
+            _findings(report), _trace(report), _footer(report)]
+    return page(f"ptxla_perf: {title} ({run.get('status') or '-'})", body)
+
+
+def page(title: str, sections: list[str]) -> str:
+    """The document around the sections: inline style and script, and a policy that forbids any request."""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{assets.CSP}\">"
             "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
             "<link rel=\"icon\" href=\"data:,\">"
-            f"<title>ptxla_perf: {escape(title)} ({escape(str(run.get('status') or '-'))})</title>"
+            f"<title>{escape(title)}</title>"
             f"<style>{assets.STYLE}</style></head><body><main>"
-            + "".join(body) + f"</main><script>{assets.SCRIPT}</script></body></html>\n")
+            + "".join(sections) + f"</main><script>{assets.SCRIPT}</script></body></html>\n")
 
 
 # --- sections ---------------------------------------------------------------------------------------------
@@ -85,7 +90,7 @@ def _kpi(name: str, value: str, note: str = "", key: str = "") -> str:
             f"<div class=\"v\">{escape(value)}</div><div class=\"n\">{escape(note)}</div></div>")
 
 
-def _headline(report: dict[str, Any]) -> str:
+def headline_section(report: dict[str, Any]) -> str:
     s = report.get("summary") or {}
     st = s.get("step_time_s") or {}
     tp = s.get("throughput") or {}
@@ -155,13 +160,16 @@ def _legend_item(colour: str, label: str) -> str:
     return f"<span><i style=\"background:{colour}\"></i>{escape(label)}</span>"
 
 
-def _timeline(report: dict[str, Any]) -> str:
+def timeline_section(report: dict[str, Any], title: str = "Step time", zoom: bool = True,
+                     yvalues: list[float] | None = None) -> str:
+    """The timeline with the count strips under it; `zoom`: the page's one zoomable chart (ids for the script)."""
     steps = report.get("steps") or []
     if not steps:
-        return ("<h2>Step time</h2><section class=\"box\"><p class=\"empty\">No steps in this report "
+        return (f"<h2>{escape(title)}</h2><section class=\"box\"><p class=\"empty\">No steps in this report "
                 "(nothing synced, or a trace-only report).</p></section>")
     captures = (report.get("profiler") or {}).get("captures") or []
-    tl = charts.timeline(steps, warmup=(report.get("summary") or {}).get("warmup_steps") or 0, captures=captures)
+    tl = charts.timeline(steps, warmup=(report.get("summary") or {}).get("warmup_steps") or 0, captures=captures,
+                         yvalues=yvalues)
     ct = charts.counts(steps)
     ticks = "".join(f"<span style=\"left:{x:.3f}%\">{k}</span>" for x, k in charts.x_ticks(len(steps)))
     c = charts.COLOURS
@@ -173,13 +181,14 @@ def _timeline(report: dict[str, Any]) -> str:
         legend.append(_legend_item("#f2e2a0", "capture window"))
     tools = ("<span class=\"tools\"><button id=\"tl-out\" type=\"button\">−</button><span id=\"tl-zoom\">1x</span>"
              "<button id=\"tl-in\" type=\"button\">+</button><button id=\"tl-reset\" type=\"button\">reset</button>"
-             "</span>")
+             "</span>") if zoom else ""
+    ids = (" id=\"tl-scroll\"", " id=\"tl-inner\"") if zoom else ("", "")
     note = (f"{len(steps)} steps, one bar each; {'logarithmic' if tl['scale'] == 'log' else 'linear'} time axis; "
             "hover a bar for its numbers")
-    return (f"<h2>Step time</h2><section class=\"box\" id=\"timeline\">"
+    return (f"<h2>{escape(title)}</h2><section class=\"box timeline\">"
             f"<div class=\"legend\">{''.join(legend)}{tools}</div>"
             f"<div class=\"chart\"><div class=\"ycol\">{tl['labels']}<div class=\"spacer\"></div>{ct['labels']}</div>"
-            f"<div class=\"scroll\" id=\"tl-scroll\"><div class=\"inner\" id=\"tl-inner\">{tl['plot']}"
+            f"<div class=\"scroll\"{ids[0]}><div class=\"inner\"{ids[1]}>{tl['plot']}"
             f"<div class=\"xticks\">{ticks}</div>{ct['plot']}</div></div></div>"
             f"<div class=\"sub\">{escape(note)}</div></section>")
 

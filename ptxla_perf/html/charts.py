@@ -130,14 +130,16 @@ def boundary_ranges(steps: list[dict[str, Any]]) -> list[tuple[int, int]]:
     return out
 
 
-def timeline(steps: list[dict[str, Any]], *, warmup: int = 0, captures: list[dict] | None = None) -> dict[str, str]:
+def timeline(steps: list[dict[str, Any]], *, warmup: int = 0, captures: list[dict] | None = None,
+             yvalues: list[float] | None = None) -> dict[str, str]:
     """The step-time plot (one <rect class="m ..."> per step) and its flag rows; returns the plot SVG and the
-    y-axis labels SVG (drawn apart so that zooming never stretches text)."""
+    y-axis labels SVG (drawn apart so that zooming never stretches text). `yvalues`: the times the y scale must
+    cover (default: these steps'), so that two runs side by side share one scale."""
     n = max(1, len(steps))
     bw = W / n
     gap = bw * 0.15 if bw > 2 else 0.0
     base = TIMELINE_H
-    y = YScale([s.get("wall_time_s") or 0.0 for s in steps], PAD_TOP, base)
+    y = YScale(yvalues if yvalues is not None else [s.get("wall_time_s") or 0.0 for s in steps], PAD_TOP, base)
     h_total = TIMELINE_H + FLAGS_H
     out = [f'<svg class="plot timeline" viewBox="0 0 {_r(W)} {_r(h_total)}" preserveAspectRatio="none" '
            f'height="{_r(h_total)}" role="img" aria-label="step time per step">']
