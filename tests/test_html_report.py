@@ -191,3 +191,27 @@ def test_diff_html_of_metrics_text_has_the_table_only(tmp_path):
     page = out.read_text()
     assert "data-side" not in page and page.count("data-row=") > 3
     assert "aten::_local_scalar_dense" in page  # what B added, as the console says it
+
+
+def test_sweep_page_has_a_chart_per_metric_and_links_each_job(tmp_path):
+    import subprocess
+    import sys as _sys
+
+    from conftest import cli_env
+    proc = subprocess.run([_sys.executable, "-m", "ptxla_perf.run", "-m", "+recipe=mlp", "recipe.steps=4",
+                           "recipe.batch_size=4,8", "profiler.port=null", "profiler.scalars=false",
+                           "hydra.sweep.dir=sweep"], cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    page_path = tmp_path / "sweep" / "sweep.html"
+    assert f"html: {page_path}" in proc.stdout
+    page = page_path.read_text()
+    jobs = re.findall(r'<tr data-job="(\d+)"><td><a href="([^"]+)"', page)
+    assert [j for j, _ in jobs] == ["0", "1"]  # batch 4, then 8
+    assert all((page_path.parent / href).is_file() for _, href in jobs)  # each job's own report.html
+    charts = re.findall(r'data-metric="([^"]+)"(.*?)</svg>', page, flags=re.S)
+    names = [n for n, _ in charts]
+    assert "step time p50" in names and "compiles" in names
+    assert all(body.count('<rect class="hb"') == 2 for _, body in charts)
+    assert ">recipe.batch_size=8</text>" in page  # each job named by what differs between the jobs
+    assert not list((tmp_path / "sweep").glob("*/tensorboard"))  # profiler.scalars=false
