@@ -107,3 +107,14 @@ def test_screenshot_is_not_blank(chrome, pages, tmp_path, name):
     if any(s["compiles"] == 0 and not s["attributed"] for s in rep["steps"]):
         assert blue in present
     assert red in present  # both runs compile in their first step
+
+
+def test_diff_page_loads_clean(chrome, pages, tmp_path):
+    (pa, ra), (pb, rb) = pages["index_by_step"], pages["clean_loop"]
+    out = tmp_path / "diff.html"
+    proc = run_cli("diff", str(pa.with_suffix(".json")), str(pb.with_suffix(".json")), "--html", str(out))
+    assert proc.returncode == 0, proc.stderr
+    got = _open(chrome, out, tmp_path, "--dump-dom")
+    assert got["console"] == [] and got["requests"] == []
+    assert 'data-ptxla-ready="1"' in got["dom"]
+    assert len(re.findall(r'<rect class="m ', got["dom"])) == len(ra["steps"]) + len(rb["steps"])

@@ -215,3 +215,22 @@ def test_sweep_page_has_a_chart_per_metric_and_links_each_job(tmp_path):
     assert all(body.count('<rect class="hb"') == 2 for _, body in charts)
     assert ">recipe.batch_size=8</text>" in page  # each job named by what differs between the jobs
     assert not list((tmp_path / "sweep").glob("*/tensorboard"))  # profiler.scalars=false
+
+
+def test_capture_section_stacks_each_traced_step():
+    rep = _synthetic(6)
+    cats = ("execution", "compile", "data", "host", "idle")
+    rep["trace"] = {"source": {"path": "/x/y.xplane.pb"},
+                    "step_summary": {"steps": 3, "steady_steps": 2, "detection": "annotations",
+                                     "breakdown_share": {c: 0.2 for c in cats}},
+                    "steps": [{"step": 3 + k, "duration_ms": 10.0,
+                               "breakdown_ms": {c: 2.0 for c in cats}} for k in range(3)],
+                    "gaps": {"largest": [{"duration_ms": 1.5, "step": 4, "host_activity": [
+                        {"thread": "python", "path": "train_step > StepMarker"}]}]},
+                    "top_ops": [{"name": "dot.9", "category": "matmul", "share": 0.4,
+                                 "self_time_ms_per_device": 1.2, "occurrences": 3}]}
+    page = H.render(rep)
+    section = page[page.index('id="capture"'):]
+    assert section.count('<g class="bar">') == 3
+    assert section.count('<rect class="b ') == 3 * len(cats)
+    assert "train_step &gt; StepMarker" in section and "dot.9" in section

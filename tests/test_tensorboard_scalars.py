@@ -98,6 +98,8 @@ def test_runner_scalars_beside_capture(tmp_path):
     assert rep["profiler"]["scalars"]["logdir"] == str(logdir)
     assert list(logdir.glob("events.out.tfevents.*")) and list(logdir.glob("plugins/profile/*/*.xplane.pb"))
     assert "html:" in proc.stderr and (out / "report.html").exists()
+    page = (out / "report.html").read_text()
+    assert 'class="band capture"' in page and 'id="capture"' in page  # the window on the timeline, its analysis
     tb = _TensorBoard(logdir)
     try:
         tags = tb.tags({"ptxla_perf/step_time_ms"})
