@@ -183,7 +183,8 @@ def timeline_section(report: dict[str, Any], title: str = "Step time", zoom: boo
              "<button id=\"tl-in\" type=\"button\">+</button><button id=\"tl-reset\" type=\"button\">reset</button>"
              "</span>") if zoom else ""
     ids = (" id=\"tl-scroll\"", " id=\"tl-inner\"") if zoom else ("", "")
-    note = (f"{len(steps)} steps, one bar each; {'logarithmic' if tl['scale'] == 'log' else 'linear'} time axis; "
+    each = "one bar each" if tl["bin"] == 1 else f"one bar per {tl['bin']} steps (the slowest; the largest counts)"
+    note = (f"{len(steps)} steps, {each}; {'logarithmic' if tl['scale'] == 'log' else 'linear'} time axis; "
             "hover a bar for its numbers")
     return (f"<h2>{escape(title)}</h2><section class=\"box timeline\">"
             f"<div class=\"legend\">{''.join(legend)}{tools}</div>"

@@ -18,6 +18,7 @@ TIMELINE_H = 200.0
 FLAGS_H = 36.0  # three flag rows under the timeline: compile, attribution, host read / fallback
 COUNT_H = 34.0
 PAD_TOP = 6.0
+MAX_MARKS = 3000  # more steps than this: one mark per bin of steps (the page stays ~2 MB at any run length)
 
 # series colours (also in the legend, style.css uses the same names)
 COLOURS = {"train": "#3b6fd4", "eval": "#8e44ad", "compile": "#d6322c", "attributed": "#e39b1b",
@@ -107,7 +108,10 @@ def step_flags(step: dict[str, Any]) -> list[str]:
 def _tip(step: dict[str, Any]) -> str:
     d2h = (step.get("device_to_host") or {}).get("count", 0)
     h2d = (step.get("host_to_device") or {}).get("count", 0)
-    parts = [f"step {step.get('index')} ({step.get('phase') or 'train'}): {fmt.ms(step.get('wall_time_s'), 2)}",
+    what = f"step {step.get('index')}"
+    if step.get("last_index") is not None:  # a bin of steps: the slowest step's time, the largest counts
+        what = f"steps {step.get('index')}-{step.get('last_index')} (slowest)"
+    parts = [f"{what} ({step.get('phase') or 'train'}): {fmt.ms(step.get('wall_time_s'), 2)}",
              f"compiles {step.get('compiles', 0)}", f"executions {step.get('executions', 0)}",
              f"device-to-host {d2h}", f"host-to-device {h2d}"]
     if step.get("attributed"):
@@ -118,6 +122,38 @@ def _tip(step: dict[str, Any]) -> str:
     if site:
         parts.append(f"at line {site.get('line')}")
     return " · ".join(parts)
+
+
+def bin_size(n: int) -> int:
+    """Steps per mark: 1 up to MAX_MARKS steps, then the smallest whole number that keeps to MAX_MARKS marks."""
+    return max(1, math.ceil(n / MAX_MARKS))
+
+
+def binned(steps: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """Bins of k steps as step-like records: the slowest step's time and the largest count of each kind (a spike
+    stays visible), a flag when any step of the bin has it, eval only when every step is."""
+    if k <= 1:
+        return steps
+    out = []
+    for j in range(0, len(steps), k):
+        group = steps[j:j + k]
+        top = max(group, key=lambda s: s.get("wall_time_s") or 0.0)
+        fallback: dict[str, int] = {}
+        for s in group:
+            for op, c in (s.get("fallback_ops") or {}).items():
+                fallback[op] = fallback.get(op, 0) + c
+        out.append({"index": group[0].get("index"), "last_index": group[-1].get("index"),
+                    "wall_time_s": top.get("wall_time_s"),
+                    "phase": "eval" if all(s.get("phase") == "eval" for s in group) else "train",
+                    "compiles": max(s.get("compiles") or 0 for s in group),
+                    "executions": max(s.get("executions") or 0 for s in group),
+                    "attributed": any(s.get("attributed") for s in group),
+                    "device_to_host": {"count": max((s.get("device_to_host") or {}).get("count") or 0
+                                                    for s in group)},
+                    "host_to_device": {"count": max((s.get("host_to_device") or {}).get("count") or 0
+                                                    for s in group)},
+                    "fallback_ops": fallback})
+    return out
 
 
 def boundary_ranges(steps: list[dict[str, Any]]) -> list[tuple[int, int]]:
@@ -132,9 +168,12 @@ def boundary_ranges(steps: list[dict[str, Any]]) -> list[tuple[int, int]]:
 
 def timeline(steps: list[dict[str, Any]], *, warmup: int = 0, captures: list[dict] | None = None,
              yvalues: list[float] | None = None) -> dict[str, str]:
-    """The step-time plot (one <rect class="m ..."> per step) and its flag rows; returns the plot SVG and the
-    y-axis labels SVG (drawn apart so that zooming never stretches text). `yvalues`: the times the y scale must
-    cover (default: these steps'), so that two runs side by side share one scale."""
+    """The step-time plot (one <rect class="m ..."> per step, or per bin beyond MAX_MARKS steps) and its flag rows;
+    returns the plot SVG and the y-axis labels SVG (drawn apart so that zooming never stretches text).
+    `yvalues`: the times the y scale must cover (default: these steps'), so that two runs side by side share
+    one scale."""
+    k = bin_size(len(steps))
+    all_steps, steps = steps, binned(steps, k)
     n = max(1, len(steps))
     bw = W / n
     gap = bw * 0.15 if bw > 2 else 0.0
@@ -144,17 +183,17 @@ def timeline(steps: list[dict[str, Any]], *, warmup: int = 0, captures: list[dic
     out = [f'<svg class="plot timeline" viewBox="0 0 {_r(W)} {_r(h_total)}" preserveAspectRatio="none" '
            f'height="{_r(h_total)}" role="img" aria-label="step time per step">']
     # background bands: warm-up, capture windows
-    train_idx = [k for k, s in enumerate(steps) if s.get("phase") != "eval"]
+    train_idx = [i for i, s in enumerate(all_steps) if s.get("phase") != "eval"]
     if warmup and train_idx:
-        last = train_idx[min(warmup, len(train_idx)) - 1]
+        last = train_idx[min(warmup, len(train_idx)) - 1] // k
         out.append(f'<rect class="band warmup" x="0" y="0" width="{_r((last + 1) * bw)}" height="{_r(base)}">'
                    f'<title>warm-up iterations</title></rect>')
-    ranges = boundary_ranges(steps)
+    ranges = boundary_ranges(all_steps)
     for cap in captures or []:
         first, num = cap.get("start_step"), cap.get("steps_captured") or cap.get("num_steps")
         if first is None or not num or not cap.get("path"):
             continue
-        inside = [k for k, (a, b) in enumerate(ranges) if b >= first and a < first + num]
+        inside = [i // k for i, (a, b) in enumerate(ranges) if b >= first and a < first + num]
         if inside:
             out.append(f'<rect class="band capture" x="{_r(inside[0] * bw)}" y="0" '
                        f'width="{_r((inside[-1] - inside[0] + 1) * bw)}" height="{_r(base)}">'
@@ -164,8 +203,8 @@ def timeline(steps: list[dict[str, Any]], *, warmup: int = 0, captures: list[dic
     flag_rows = {"cp": 0, "at": 1, "rd": 2, "fb": 2}
     row_h = FLAGS_H / 3
     flags_svg = []
-    for k, s in enumerate(steps):
-        x = k * bw + gap / 2
+    for j, s in enumerate(steps):
+        x = j * bw + gap / 2
         top = y(s.get("wall_time_s") or 0.0)
         cls = step_flags(s)
         out.append(f'<rect class="m {" ".join(cls)}" x="{_r(x)}" y="{_r(top)}" width="{_r(bw - gap)}" '
@@ -188,7 +227,7 @@ def timeline(steps: list[dict[str, Any]], *, warmup: int = 0, captures: list[dic
         labels.append(f'<text class="flag" x="82" y="{_r(base + i * row_h + row_h - 3)}" '
                       f'text-anchor="end">{name}</text>')
     labels.append("</svg>")
-    return {"plot": "".join(out), "labels": "".join(labels), "scale": "log" if y.log else "linear"}
+    return {"plot": "".join(out), "labels": "".join(labels), "scale": "log" if y.log else "linear", "bin": k}
 
 
 COUNT_SERIES = (("compiles", "compiles", lambda s: s.get("compiles") or 0),
@@ -198,7 +237,9 @@ COUNT_SERIES = (("compiles", "compiles", lambda s: s.get("compiles") or 0),
 
 
 def counts(steps: list[dict[str, Any]]) -> dict[str, str]:
-    """Per-step counts as bar strips on the timeline's x axis: one <path> per series (a few bytes a step)."""
+    """Per-step counts as bar strips on the timeline's x axis: one <path> per series (a few bytes a step); binned
+    like the timeline beyond MAX_MARKS steps (the largest count of each bin)."""
+    steps = binned(steps, bin_size(len(steps)))
     n = max(1, len(steps))
     bw = W / n
     gap = bw * 0.15 if bw > 2 else 0.0
@@ -226,11 +267,14 @@ def counts(steps: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def x_ticks(n: int) -> list[tuple[float, int]]:
-    """(percent from the left, step index) for about 10 step-number labels."""
+    """(percent from the left, step index) for about 10 step-number labels, where the timeline draws that step
+    (or its bin)."""
     if n <= 0:
         return []
-    step = max(1, _nice_ceiling(n / 10))
-    return [((k + 0.5) * 100.0 / n, k) for k in range(0, n, int(step))]
+    k = bin_size(n)
+    marks = math.ceil(n / k)
+    step = max(1, int(_nice_ceiling(n / 10)))
+    return [((i // k + 0.5) * 100.0 / marks, i) for i in range(0, n, step)]
 
 
 def breakdown(rows: list[dict[str, Any]]) -> str:
