@@ -245,3 +245,22 @@ def test_long_runs_are_binned_and_stay_small():
     assert k == 4 and len(_marks(page)) == 2251 and "one bar per 4 steps" in page
     assert "steps 4500-4503 (slowest) (train): 9000.00 ms" in page
     assert len(page.encode()) <= 2_000_000
+
+
+def test_view_open_and_sources_for_an_older_report(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("a = 1\nb = 2\nloss.item()  # the culprit\nc = 3\n")
+    rep = _synthetic(4)
+    rep["findings"] = [dict(_finding("device_to_host_sync", "warning"),
+                            location={"file": str(script), "line": 3, "function": "<module>"})]
+    src = tmp_path / "old.json"
+    R.write(rep, str(src), html=False)  # no findings[].source: written before it existed
+    opener = tmp_path / "opener"  # stands in for the web browser: records the URL it was asked to open
+    opener.write_text(f"#!/bin/sh\nprintf %s \"$1\" > {tmp_path / 'opened.txt'}\n")
+    opener.chmod(0o755)
+    proc = run_cli("view", str(src), "--open", BROWSER=str(opener))
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "old.html").read_text()
+    assert re.search(r'<span class="l hit"><span class="n">3</span>loss.item\(\)', page)
+    assert (tmp_path / "opened.txt").read_text() == (tmp_path / "old.html").as_uri()
+    assert "source" not in json.loads(src.read_text())["findings"][0]  # view never rewrites the report

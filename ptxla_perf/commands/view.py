@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from ..cli import UsageError
@@ -34,6 +33,9 @@ def run(args) -> int:
         raise UsageError(f"{args.report} is not valid JSON (line {exc.lineno}): a broken or truncated report") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"{exc}; found schema {_found_schema(args.report)!r}") from None
+    if isinstance(rep.get("findings"), list):  # a report from before findings[].source: read the lines if here
+        from ..sources import attach
+        attach([f for f in rep["findings"] if isinstance(f, dict)])
     out = args.out or H.html_path(args.report)
     try:
         path = H.write(rep, out)
@@ -44,7 +46,8 @@ def run(args) -> int:
     print(f"html: {path}", file=sys.stderr)
     if args.open:
         import webbrowser
-        if not webbrowser.open("file://" + os.path.abspath(path)):
+        from pathlib import Path
+        if not webbrowser.open(Path(path).resolve().as_uri()):
             print("ptxla_perf: no web browser found; open the file above", file=sys.stderr)
     return 0
 
