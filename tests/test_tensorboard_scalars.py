@@ -132,3 +132,27 @@ def test_flushes_and_finish_write_each_step_once(tmp_path):
     assert [e.step for e in ea.Tensors("ptxla_perf/eval_step_time_ms")] == [6]
     walls = [e.wall_time for e in ea.Tensors("ptxla_perf/compiles")]
     assert walls == sorted(walls) and walls[-1] - walls[0] == pytest.approx(sum(s["wall_time_s"] for s in steps[1:]))
+
+
+def test_session_flushing_every_step_writes_each_step_once(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    code = f"""
+import torch, torch_xla
+from ptxla_perf.session import Session
+dev = torch_xla.device()
+w = torch.randn(8, 8, device=dev)
+with Session(report_path={str(tmp_path / 'r.json')!r}, port=None, flush_every_s=1e-9,
+             tensorboard_dir={str(tmp_path / 'tb')!r}, console=False):
+    for _ in range(6):
+        w = (w @ w).tanh()
+        torch_xla.sync()
+"""
+    proc = subprocess.run([sys.executable, "-c", code], env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rep = load_report(tmp_path / "r.json")
+    ea = EventAccumulator(str(tmp_path / "tb"))
+    ea.Reload()
+    assert len(list((tmp_path / "tb").glob("events.out.tfevents.*"))) == 1
+    for tag in TAGS[2:]:
+        assert [e.step for e in ea.Tensors(tag)] == [s["index"] for s in rep["steps"]], tag
