@@ -264,3 +264,12 @@ def test_view_open_and_sources_for_an_older_report(tmp_path):
     assert re.search(r'<span class="l hit"><span class="n">3</span>loss.item\(\)', page)
     assert (tmp_path / "opened.txt").read_text() == (tmp_path / "old.html").as_uri()
     assert "source" not in json.loads(src.read_text())["findings"][0]  # view never rewrites the report
+
+
+def test_report_text_is_escaped():
+    rep = _synthetic(3)
+    rep["findings"] = [dict(_finding("x</b><script>alert(1)</script>", "warning"),
+                            message="<img src=x onerror=alert(1)>", evidence={"<k>": "<v>"})]
+    page = H.render(rep)
+    assert "<script>alert(1)" not in page and "<img src=x" not in page and "<k>" not in page
+    assert page.count("<script>") == 1  # the page's own

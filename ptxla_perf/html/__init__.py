@@ -35,9 +35,13 @@ def write(report: dict[str, Any], path: str) -> str:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     page = render(report)
     tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(page)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return path
 
 
@@ -210,7 +214,7 @@ def _card(f: dict[str, Any], k: int) -> str:
     loc = f.get("location") or None
     where = ""
     if loc:
-        where = (f"<span class=\"where\">{escape(os.path.basename(str(loc.get('file'))))}:{loc.get('line')} "
+        where = (f"<span class=\"where\">{escape(os.path.basename(str(loc.get('file'))))}:{escape(str(loc.get('line')))} "
                  f"({escape(str(loc.get('function') or '?'))})</span>")
     ev = f.get("evidence") or {}
     cost = [f"<b>{fmt.num(f.get('count'))}</b> times"]
@@ -228,14 +232,14 @@ def _card(f: dict[str, Any], k: int) -> str:
     return (f"<article class=\"card {escape(sev)}\" id=\"finding-{k}\" data-kind=\"{escape(str(f.get('kind')))}\">"
             f"<h3><span class=\"sev\">{_SEV_LABEL.get(sev, escape(sev))}</span>{escape(str(f.get('kind')))}{where}</h3>"
             f"<div class=\"cost\">{' · '.join(cost)}</div>{_source(f)}"
-            f"<p class=\"msg\">{escape(str(f.get('message') or ''))}</p>{_evidence(ev, loc)}</article>")
+            f"<p class=\"msg\">{escape(str(f.get('message') or ''))}</p>{_evidence(ev)}</article>")
 
 
 def _source(f: dict[str, Any]) -> str:
     src, loc = f.get("source"), f.get("location") or {}
     if not isinstance(src, dict) or not src.get("lines"):
         if loc:
-            return (f"<p class=\"sub\">{escape(str(loc.get('file')))}:{loc.get('line')} "
+            return (f"<p class=\"sub\">{escape(str(loc.get('file')))}:{escape(str(loc.get('line')))} "
                     "(source not stored in the report)</p>")
         return ""
     first = int(src.get("first_line") or 1)
@@ -258,7 +262,7 @@ def _value(v: Any) -> str:
     return f"<code>{escape(text[:400] + ('…' if len(text) > 400 else ''))}</code>"
 
 
-def _evidence(ev: dict[str, Any], loc: dict | None) -> str:
+def _evidence(ev: dict[str, Any]) -> str:
     if not ev:
         return ""
     rows = "".join(f"<tr><th>{escape(str(k))}</th><td>{_value(v)}</td></tr>" for k, v in ev.items())
@@ -285,7 +289,7 @@ def _trace(report: dict[str, Any]) -> str:
         for g in gaps:
             acts = "<br>".join(f"{escape(str(a.get('thread')))}: <code>{escape(str(a.get('path')))}</code>"
                                for a in (g.get("host_activity") or [])[:4])
-            rows.append(f"<tr><td class=\"r\">{g.get('duration_ms')} ms</td><td class=\"r\">{escape(str(g.get('step')))}"
+            rows.append(f"<tr><td class=\"r\">{escape(str(g.get('duration_ms')))} ms</td><td class=\"r\">{escape(str(g.get('step')))}"
                         f"</td><td>{acts or '-'}</td></tr>")
         out.append("<h3 style=\"margin-top:12px\">Largest idle gaps</h3><table><tr><th class=\"r\">gap</th>"
                    f"<th class=\"r\">step</th><th>what the host was doing</th></tr>{''.join(rows)}</table>")
@@ -293,7 +297,7 @@ def _trace(report: dict[str, Any]) -> str:
     if ops:
         rows = "".join(f"<tr><td><code>{escape(str(o.get('name')))}</code></td><td>{escape(str(o.get('category')))}"
                        f"</td><td class=\"r\">{fmt.pct(o.get('share'), 1)}</td><td class=\"r\">"
-                       f"{o.get('self_time_ms_per_device')}</td><td class=\"r\">{o.get('occurrences')}</td></tr>"
+                       f"{escape(str(o.get('self_time_ms_per_device')))}</td><td class=\"r\">{escape(str(o.get('occurrences')))}</td></tr>"
                        for o in ops[:15])
         out.append("<h3 style=\"margin-top:12px\">Top ops</h3><table><tr><th>op</th><th>category</th>"
                    "<th class=\"r\">share</th><th class=\"r\">self ms/device</th><th class=\"r\">count</th></tr>"
