@@ -273,3 +273,11 @@ def test_report_text_is_escaped():
     page = H.render(rep)
     assert "<script>alert(1)" not in page and "<img src=x" not in page and "<k>" not in page
     assert page.count("<script>") == 1  # the page's own
+
+
+def test_headline_shows_mfu_only_when_known():
+    rep = _synthetic(3)
+    assert 'data-k="mfu"' not in H.render(rep)
+    rep["roofline"] = {"mfu": 0.4217}
+    page = H.render(rep)
+    assert re.search(r'data-k="mfu"><div class="k">MFU</div><div class="v">42.2%</div>', page)
