@@ -1,12 +1,15 @@
 """Per-step records as TensorBoard scalars, in the run's TensorBoard log directory (the one captures go to), so
-`tensorboard --logdir DIR` shows Scalars and Profile of the same run side by side (docs/html.md#tensorboard).
+`tensorboard --logdir DIR` shows Scalars and Profile of the same run side by side (docs/html.md#tensorboard-scalars).
 
-Nothing is written per step: the session already keeps every record, and this writes the iterations not yet
-written when the periodic report flush runs and when the run finishes. The writer is TensorBoard's own
-(`tensorboard.summary.Writer`: framework-neutral, no torch or TensorFlow import), not a hand-made encoder."""
+Nothing is written per step: the session already keeps every record. At the periodic report flush and at the end
+it hands the iterations not written yet to a background thread, which encodes them with TensorBoard's own writer
+(`tensorboard.summary.Writer`: framework-neutral, no torch or TensorFlow import; not a hand-made encoder).
+Encoding costs ~50-90 µs a scalar, so a flush of a few thousand steps would otherwise stall the training loop."""
 from __future__ import annotations
 
 import datetime as _dt
+import queue
+import threading
 from typing import Any, Callable
 
 PREFIX = "ptxla_perf/"
@@ -28,35 +31,66 @@ class ScalarLog:
 
     def __init__(self, logdir: str, started_at: str | None = None):
         self.logdir = logdir
-        self.written = 0  # iterations already written
-        self._writer = None
-        self._t0 = _epoch(started_at)
+        self.written = 0  # iterations handed to the writer so far
+        self._clock = _epoch(started_at)  # wall time at the end of the last iteration handed over
+        self._queue: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
 
     def write(self, steps: list[dict[str, Any]], final: bool) -> int:
-        """Write the iterations not written yet; before the end, the last one is held back (more boundaries
-        may still join it). Returns how many were written now."""
+        """Hand over the iterations not written yet; before the end, the last one is held back (more boundaries
+        may still join it). `final` waits until everything is on disk and closes the file. Returns how many
+        iterations were handed over now."""
+        self._raise()
         upto = len(steps) if final else len(steps) - 1
         todo = steps[self.written:upto]
         if todo:
-            if self._writer is None:
-                from tensorboard.summary import Writer
-                self._writer = Writer(self.logdir)
-            clock = self._t0 + sum(s["wall_time_s"] for s in steps[:self.written])
-            for s in todo:
-                clock += s["wall_time_s"]  # the step's end as wall time: TensorBoard's "relative" axis is run time
-                for name, get in SCALARS.items():
-                    v = get(s)
-                    if v is not None:
-                        self._writer.add_scalar(PREFIX + name, float(v), int(s["index"]), wall_time=clock)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ptxla_perf-scalars", daemon=True)
+                self._thread.start()
+            self._queue.put((todo, self._clock))
+            self._clock += sum(s["wall_time_s"] for s in todo)
             self.written = upto
-            self._writer.flush()
-        if final and self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        if final and self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+            self._raise()
         return len(todo)
 
     def to_json(self) -> dict[str, Any]:
         return {"logdir": self.logdir, "tags": TAGS}
+
+    def _run(self) -> None:
+        writer = None
+        try:
+            while (item := self._queue.get()) is not None:
+                todo, clock = item
+                if writer is None:
+                    from tensorboard.summary import Writer
+                    writer = Writer(self.logdir)
+                for s in todo:
+                    clock += s["wall_time_s"]  # the step's end as wall time: "relative" in TensorBoard is run time
+                    for name, get in SCALARS.items():
+                        v = get(s)
+                        if v is not None:
+                            writer.add_scalar(PREFIX + name, float(v), int(s["index"]), wall_time=clock)
+                writer.flush()
+        except BaseException as exc:  # noqa: BLE001 - said by the session at the next write
+            self._error = exc
+            while self._queue.get() is not None:  # drain, so that the final write's join returns
+                pass
+        finally:
+            if writer is not None:
+                try:
+                    writer.close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            exc, self._error = self._error, None
+            raise RuntimeError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def _epoch(iso: str | None) -> float:

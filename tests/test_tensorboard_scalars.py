@@ -156,3 +156,14 @@ with Session(report_path={str(tmp_path / 'r.json')!r}, port=None, flush_every_s=
     assert len(list((tmp_path / "tb").glob("events.out.tfevents.*"))) == 1
     for tag in TAGS[2:]:
         assert [e.step for e in ea.Tensors(tag)] == [s["index"] for s in rep["steps"]], tag
+
+
+def test_unwritable_logdir_is_a_note_not_a_failure(tmp_path):
+    blocker = tmp_path / "tb"
+    blocker.write_text("a file where the log directory should go")
+    report = tmp_path / "report.json"
+    proc = run_cli("profile", "--port", "none", "--report", str(report), "--tensorboard", str(blocker),
+                   str(SCRIPTS / "clean_loop.py"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"ptxla_perf: note: no TensorBoard scalars in {blocker}" in proc.stderr
+    assert load_report(report)["run"]["status"] == "completed"
