@@ -34,6 +34,7 @@ class CaptureConfig:
 @dataclass
 class ProfilerConfig:
     port: Optional[int] = _f(9012, "profiler server port (TensorBoard > Capture Profile); null disables it")
+    scalars: bool = _f(True, "per-step scalars as TensorBoard event files in <run dir>/tensorboard (docs/html.md)")
     capture: CaptureConfig = _f(CaptureConfig, "in-process capture of a step window", factory=True)
 
 

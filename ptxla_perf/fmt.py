@@ -1,25 +1,45 @@
-"""One place for how numbers read, in every renderer (console summary, sweep table, trace tables, diff): "-" for a
-missing value, ms/us/s for seconds, KiB/MiB for bytes, percentages."""
+"""One place for how numbers read, in every renderer (console summary, sweep table, trace tables, diff, HTML):
+"-" for a missing value, ms/us/s for seconds, KiB/MiB for bytes, percentages, so a table never prints "None" and
+every page says a number the same way."""
 from __future__ import annotations
 
 import math
 
+MISSING = "-"
+
 
 def ms(seconds: float | None, digits: int = 1, unit: bool = True) -> str:
-    """Seconds as milliseconds: '2.4 ms' (unit=False: '2.4', for a column whose header says ms)."""
+    """Seconds as milliseconds: 0.0012 -> "1.2 ms"; sub-0.1 ms values keep two significant digits (unit=False:
+    "1.2", for a column whose header says ms)."""
     if seconds is None:
-        return "-"
-    return f"{seconds * 1e3:.{digits}f}" + (" ms" if unit else "")
+        return MISSING
+    v = seconds * 1e3
+    text = f"{v:.2g}" if 0 < abs(v) < 0.1 else f"{v:.{digits}f}"
+    return text + (" ms" if unit else "")
+
+
+def seconds(value: float | None, digits: int = 2) -> str:
+    return MISSING if value is None else f"{value:.{digits}f} s"
 
 
 def pct(share: float | None, digits: int = 0) -> str:
-    """A share (0..1) as a percentage: '42%'."""
-    return "-" if share is None else f"{share:.{digits}%}"
+    """A share (0.29) as a percentage ("29%")."""
+    return MISSING if share is None else f"{share * 100:.{digits}f}%"
 
 
-def num(v: float | None, digits: int = 2) -> str:
-    """A plain number with fixed decimals."""
-    return "-" if v is None else f"{v:.{digits}f}"
+def num(value: float | None, digits: int = 2, keep_int: bool = True) -> str:
+    """A count or rate: integers stay integers (3), others get `digits` decimals (1.88); keep_int=False always
+    shows the decimals (a per-step rate in a fixed-width line)."""
+    if value is None:
+        return MISSING
+    if keep_int and (isinstance(value, int) or float(value).is_integer()):
+        return str(int(value))
+    return f"{value:.{digits}f}"
+
+
+def nbytes(n: float | None) -> str:
+    """Bytes in binary units: 1536 -> "1.5 KiB"."""
+    return value(n, "B") if n is not None else MISSING
 
 
 def value(v: float | None, unit: str | None, signed: bool = False) -> str:

@@ -8,7 +8,13 @@ _SEV = {"error": "ERROR", "warning": "WARN ", "info": "info "}
 
 
 from .findings import short_path as _rel
-from .fmt import ms as _ms, num as _num
+from .fmt import ms as _ms
+from .fmt import num as _fixed
+from .html import html_path
+
+
+def _num(v) -> str:
+    return _fixed(v, 2, keep_int=False)
 
 
 def summary_lines(report: dict[str, Any], report_path: str | None = None, max_findings: int = 8) -> list[str]:
@@ -54,6 +60,9 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
         lines.append(f"  ... {len(shown) - max_findings} more finding(s) in the report")
     if report_path:
         lines.append(f"  report: {_rel(report_path)}")
+        page = html_path(report_path)  # report.write puts the page beside it (docs/html.md)
+        if os.path.exists(page):
+            lines.append(f"  html:   {_rel(page)}")
     return lines
 
 

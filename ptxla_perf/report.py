@@ -134,6 +134,8 @@ def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], analysis: A
     }
     if extra:
         report["extra"] = extra
+    from .sources import attach  # issue 12: the culprit lines travel with the report (findings[].source)
+    attach(report["findings"])
     return report
 
 
@@ -147,8 +149,9 @@ def merge_trace(report: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]
     return report
 
 
-def write(report: dict[str, Any], path: str) -> str:
-    """Atomic write: a reader (or a crash mid-write) never sees half a report."""
+def write(report: dict[str, Any], path: str, html: bool = True) -> str:
+    """Atomic write: a reader (or a crash mid-write) never sees half a report. With `html`, the page of the
+    report goes beside it (report.html, docs/html.md); a page that cannot be written never fails the run."""
     path = os.path.abspath(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".ptxla_perf.", dir=os.path.dirname(path))
@@ -156,7 +159,20 @@ def write(report: dict[str, Any], path: str) -> str:
         json.dump(report, f, indent=1, default=_json_default)
         f.write("\n")
     os.replace(tmp, path)
+    if html:
+        write_html(report, path)
     return path
+
+
+def write_html(report: dict[str, Any], path: str) -> str | None:
+    """report.html beside the report at `path`; None (and a one-line note) when it could not be written."""
+    from . import html as H
+    try:
+        return H.write(report, H.html_path(path))
+    except Exception as exc:  # noqa: BLE001 - the JSON report is what counts; the page is a view of it
+        print(f"ptxla_perf: note: could not write {H.html_path(path)}: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return None
 
 
 def _json_default(o: Any):

@@ -81,7 +81,8 @@ class Session:
     def __init__(self, backend: str = "torch_xla", *, report_path: str | None = "ptxla_perf_report.json",
                  port: int | None = 9012, run: dict[str, Any] | None = None, attribution: dict | None = None,
                  max_warmup: int = 5, guard: dict | None | str = "default", progress_every_s: float | None = 10.0,
-                 flush_every_s: float | None = 30.0, console: bool = True, handle_signals: bool = True):
+                 flush_every_s: float | None = 30.0, console: bool = True, handle_signals: bool = True,
+                 tensorboard_dir: str | None = None):
         self.backend = backend
         self.report_path = report_path
         self.port = port
@@ -115,6 +116,8 @@ class Session:
         self._window_analyze = True
         self._window_done = False
         self._window_trace: dict[str, Any] | None = None
+        self.tensorboard_dir = tensorboard_dir  # per-step scalars go here (tb_scalars.py); None: not written
+        self._scalars = None
 
     # --- public API -------------------------------------------------------------------------------
     def start(self) -> "Session":
@@ -135,6 +138,11 @@ class Session:
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+        if self.tensorboard_dir:
+            from .tb_scalars import ScalarLog
+            logdir = os.path.join(self.tensorboard_dir, f"rank{self.rank}") if self.rank else self.tensorboard_dir
+            self._scalars = ScalarLog(logdir, self._started_at)
+            self.profiler["scalars"] = self._scalars.to_json()
         self.adapter.start(self._on_boundary)
         return self
 
@@ -235,6 +243,7 @@ class Session:
         self._old_handlers.clear()
         report = self._build(status, exit_code, stop_reason)
         self._finished = report
+        self._write_scalars(report, final=True)
         if self.report_path:
             path = report_mod.write(report, self._path())
             if self.console:
@@ -304,12 +313,24 @@ class Session:
         if self.flush_every_s and self.report_path and now - self._last_flush >= self.flush_every_s:
             self._last_flush = now
             try:  # a hard kill (SIGKILL, OOM) still leaves the report of the steps so far
-                report_mod.write(self._build("running", None, None), self._path())
+                report = self._build("running", None, None)
+                report_mod.write(report, self._path())
+                self._write_scalars(report, final=False)
             except Exception:
                 pass
         if self._stop is not None:
             stop, self._stop = self._stop, None
             raise stop
+
+    def _write_scalars(self, report: dict[str, Any], final: bool) -> None:
+        """TensorBoard scalars of the iterations so far (never per step: at a flush and at the end)."""
+        if self._scalars is None:
+            return
+        try:
+            self._scalars.write(report["steps"], final)
+        except Exception as exc:  # noqa: BLE001 - scalars are a view; the run and its report go on
+            self.say(f"ptxla_perf: note: no TensorBoard scalars in {self._scalars.logdir}: {exc}")
+            self._scalars = None
 
     def _check_guard(self, rec: StepRecord) -> None:
         decision = self.guard.check(rec)

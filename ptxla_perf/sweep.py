@@ -74,6 +74,21 @@ def table(reports: list[Path]) -> list[str]:
     return [fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in rows]
 
 
+def write_html(reports: list[Path], root: str | Path, out: str | Path | None = None) -> str | None:
+    """The sweep's page (html/sweep_page.py): `<root>/sweep.html` unless `out`; None when no report could be read."""
+    runs = []
+    for p in reports:
+        try:
+            runs.append((p, json.loads(p.read_text())))
+        except (OSError, ValueError):
+            continue
+    if not runs:
+        return None
+    runs.sort(key=lambda pr: _sort_key(" ".join(pr[1].get("run", {}).get("overrides", []))[:40]))
+    from .html import sweep_page
+    return sweep_page.write(runs, root, out)
+
+
 def _sort_key(overrides: str):
     import re
     nums = [float(x) for x in re.findall(r"=(\d+(?:\.\d+)?)", overrides)]
@@ -84,12 +99,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ptxla_perf.sweep", description=__doc__.splitlines()[0])
     ap.add_argument("root", help="a multirun folder (or any folder holding report.json files)")
     ap.add_argument("--report-name", default="report.json")
+    ap.add_argument("--html", default=None, metavar="OUT.html", help="also write the sweep's page (docs/html.md)")
     args = ap.parse_args(argv)
     reports = find_reports(args.root, args.report_name)
     if not reports:
         print(f"ptxla_perf: no {args.report_name} under {args.root}", file=sys.stderr)
         return 2
     print("\n".join(table(reports)))
+    if args.html:
+        try:
+            path = write_html(reports, args.root, args.html)
+        except OSError as exc:
+            print(f"ptxla_perf: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(f"html: {path}", file=sys.stderr)
     return 0
 
 
@@ -111,6 +134,12 @@ class SweepTable(_Callback):
                       flush=True)
         except Exception as exc:  # never fail a finished sweep over its summary
             print(f"ptxla_perf: sweep table failed: {exc}", file=sys.stderr)
+            return
+        try:
+            if reports:
+                print(f"html: {write_html(reports, root)}", flush=True)
+        except Exception as exc:  # noqa: BLE001 - the page is a view of the table above
+            print(f"ptxla_perf: note: no sweep page: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--guard", choices=["on", "off"], default="on",
                    help="stop runaway compilation before it exhausts memory (docs/guard.md; default: on)")
     p.add_argument("--max-warmup", type=int, default=5, help="most steps counted as warm-up (default: 5)")
+    p.add_argument("--tensorboard", default=None, metavar="DIR",
+                   help="write per-step scalars (step time, compiles, transfers) as TensorBoard event files into "
+                        "DIR, e.g. the logdir your captures go to (default: none)")
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     return p
@@ -65,7 +68,7 @@ def run(args) -> int:
                           run={"kind": "script", "script": os.path.abspath(script), "argv": [script] + args.args,
                                "backend_choice": args.backend},
                           attribution={"mode": args.attribution}, max_warmup=args.max_warmup,
-                          guard=None if args.guard == "off" else "default")
+                          guard=None if args.guard == "off" else "default", tensorboard_dir=args.tensorboard)
         session.start()
     except SessionError as exc:
         raise UsageError(str(exc)) from None
