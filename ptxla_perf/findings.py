@@ -91,8 +91,8 @@ def _ms(seconds: float) -> str:
 
 
 CAUSES = {  # cause (from a compile's own evidence) -> what it means and what to do
-    "input_shapes": "input shapes changed (pad or bucket them to a fixed set of sizes; for a smaller last batch, "
-                    "drop_last=True or pad it)",
+    "input_shapes": "input shapes changed (pad or bucket them to a fixed set of sizes; a smaller last batch: drop "
+                    "it or pad it)",
     "input_dtypes": "input dtypes changed (cast inputs to one dtype before the step)",
     "constant": "a value is baked into the graph as a constant (e.g. indexing a device tensor with a changing "
                 "Python int; use a tensor index or torch.index_select)",
