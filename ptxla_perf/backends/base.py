@@ -36,3 +36,8 @@ class Adapter(Protocol):
 
     def runaway(self, rec: StepRecord, cfg: Mapping[str, Any]) -> str | None:
         """What makes this boundary runaway compilation (guard.py), in words; None when it is not."""
+
+    def graph_costs(self) -> dict[str, Any]:
+        """The cost of each distinct step graph seen (report: roofline.graphs) and how it was obtained: `source`
+        ("xla_cost_analysis" | "hlo_text" | "unavailable"), `method` (in words), `graphs`, `notes`. The per-step
+        sums are on the records (`StepRecord.flops`, `bytes_accessed`, `transcendentals`)."""
