@@ -340,6 +340,8 @@ class TorchXlaAdapter:
         try:
             env["device_kind"] = xr.device_type()
             env["device"] = str(torch_xla.device())
+            import torch_xla.core.xla_model as xm
+            env["device_model"] = xm.xla_device_kind()  # PJRT's device kind ("TPU v5 lite"): picks the peak
             env["process_count"] = int(xr.process_count())
             env["process_index"] = int(xr.process_index())
         except Exception as exc:  # runtime not initialisable: still report what we know
