@@ -63,7 +63,8 @@ def run_recipe(cfg: DictConfig) -> int:
                  "overrides": list(HydraConfig.get().overrides.task), "output_dir": out_dir},
             attribution=OmegaConf.to_container(cfg.attribution), max_warmup=cfg.max_warmup,
             guard=None if cfg.get("guard") is None else OmegaConf.to_container(cfg.guard),
-            progress_every_s=cfg.progress_every_s)
+            progress_every_s=cfg.progress_every_s,
+            roofline=OmegaConf.to_container(cfg.roofline) if cfg.get("roofline") is not None else None)
         session.start()
     except SessionError as exc:
         print(f"ptxla_perf: error: {exc}", file=sys.stderr)

@@ -21,6 +21,8 @@ COLUMNS = [  # header, getter
     ("steps", lambda r, p: r["summary"]["steps"]),
     ("step p50 ms", lambda r, p: _ms((r["summary"].get("step_time_s") or {}).get("p50"))),
     ("us/sample", lambda r, p: _f((r["summary"].get("throughput") or {}).get("us_per_sample"), 1)),
+    ("TFLOP/s", lambda r, p: _f(r["summary"].get("achieved_tflops_per_s"), 3)),
+    ("MFU", lambda r, p: _pct1(r["summary"].get("mfu"))),
     ("compiles", lambda r, p: r["summary"]["compiles"]),
     ("h2d/step", lambda r, p: _f(r["summary"].get("host_to_device_per_step"), 2)),
     ("d2h/step", lambda r, p: _f(r["summary"].get("device_to_host_per_step"), 2)),
@@ -62,6 +64,10 @@ def _f(v, nd):
 
 def _pct(v):
     return "-" if v is None else f"{v:.0%}"
+
+
+def _pct1(v):
+    return "-" if v is None else f"{v:.1%}"
 
 
 def find_reports(root: str | Path, name: str = "report.json") -> list[Path]:
