@@ -180,3 +180,21 @@ def _timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
     return max(time.perf_counter() - t0, 1e-9)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m ptxla_perf.peaks [--recalibrate]`: the CPU calibration of this machine (measured again on
+    request, e.g. after the first one ran under load), and the table."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m ptxla_perf.peaks", description=main.__doc__.splitlines()[0])
+    ap.add_argument("--recalibrate", action="store_true", help="measure again and replace the cached figures")
+    args = ap.parse_args(argv)
+    p = calibrated(refresh=args.recalibrate)
+    print(f"cpu (calibrated): {p.flops_per_s / 1e9:.1f} GFLOP/s {p.dtype}, {p.bytes_per_s / 1e9:.1f} GB/s - {p.source}")
+    for _, name, tflops, gbps, source in TABLE:
+        print(f"{name}: {tflops:g} TFLOP/s bf16 dense, {gbps:g} GB/s - {source}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -78,9 +78,10 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
     bound = "compute" if (compute or 0.0) >= (memory or 0.0) else "memory"
     if ratio < UNDER_RATIO:
         out["explanation"] = (f"the observed step ({_ms(observed)}) is {ratio:.2f}x the prediction ({_ms(predicted)}): "
-                              "the step's wall time does not cover the device's work (asynchronous dispatch with "
-                              "no sync per step, e.g. a JAX loop that never reads a value) or the peak is set too "
-                              "low; MFU is not meaningful here")
+                              "the step's wall time does not cover the device's work (torch_xla's sync and JAX's "
+                              "dispatch return before the device finishes: a loop whose steps neither depend on each "
+                              "other nor read a value measures dispatch) or the peak is set too low; MFU is not "
+                              "meaningful here")
     elif ratio > OVERHEAD_RATIO:
         out["verdict"] = "overhead-bound"
         where = (f"see the findings: {', '.join(out['related_findings'])}" if sinks else

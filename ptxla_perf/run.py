@@ -20,7 +20,21 @@ _HERE = Path(__file__).resolve().parent
 CONFIG_DIR = str(_HERE / "configs" if (_HERE / "configs" / "config.yaml").is_file() else _HERE.parent / "configs")
 
 
+def _recipes_of_this_tree() -> None:
+    """In a source checkout the recipes come from the same tree as the configs (CONFIG_DIR): an editable install
+    of another checkout maps ptxla_perf.recipes to its own folder."""
+    tree = _HERE.parent / "recipes"
+    if not (_HERE / "configs").is_dir() and (tree / "__init__.py").is_file():
+        try:
+            import ptxla_perf.recipes as pkg
+        except ImportError:
+            return
+        if str(tree) not in list(pkg.__path__):
+            pkg.__path__.insert(0, str(tree))
+
+
 def load_recipe(name: str):
+    _recipes_of_this_tree()
     try:
         return importlib.import_module(f"ptxla_perf.recipes.{name}")
     except ModuleNotFoundError as exc:
