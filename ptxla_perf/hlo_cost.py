@@ -104,15 +104,21 @@ def _nbytes(arrays: list[tuple[str, tuple[int, ...]]]) -> float:
 
 
 def _operands(rest: str) -> list[str]:
-    """The operand names of an instruction (up to the closing parenthesis of its operand list)."""
-    depth, end = 1, len(rest)
+    """The operand names of an instruction: `f32[4,8]{1,0} %a, %b` (torch_xla) or `a, b` (JAX) up to the
+    parenthesis that closes the operand list."""
+    names, depth, start = [], 0, 0
     for i, ch in enumerate(rest):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0:
-            end = i
-            break
-    return re.findall(r"%([\w.\-]+)", rest[:end])
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:  # the operand list's own closing parenthesis
+                names.append(rest[start:i])
+                break
+            depth -= 1
+        elif ch == "," and depth == 0:
+            names.append(rest[start:i])
+            start = i + 1
+    return [part.split()[-1].lstrip("%") for part in names if part.strip()]
 
 
 def _attr(rest: str, key: str) -> str | None:

@@ -157,7 +157,7 @@ def calibrated(refresh: bool = False, measure_if_missing: bool = True) -> Peak |
     return peak
 
 
-def measure(n: int = 768, copy_mb: int = 32, repeats: int = 3) -> dict[str, Any]:
+def measure(n: int = 1024, copy_mb: int = 32, repeats: int = 4) -> dict[str, Any]:
     """Best of `repeats`: 2n^3 FLOPs of a float32 matmul, and a copy (bytes read + written) of `copy_mb` MB.
     About 0.1-0.3 s on 2 cores."""
     import numpy as np

@@ -60,6 +60,11 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
         out["achieved_bytes_per_s"] = nbytes / time_s
     if peak.flops_per_s and out["achieved_flops_per_s"] is not None:
         out["mfu"] = out["achieved_flops_per_s"] / peak.flops_per_s
+    if out["mfu"] is not None and out["mfu"] > 1.0:
+        out["notes"].append("achieved FLOP/s above the peak: " + (
+            "the CPU calibration ran under load or below what XLA's kernels reach; measure again with "
+            "`python -m ptxla_perf.peaks --recalibrate`" if peak.name.startswith("cpu") else
+            "the peak is set too low, or the step time does not cover the device's work"))
     if peak.bytes_per_s and out["achieved_bytes_per_s"] is not None:
         out["bandwidth_utilization"] = out["achieved_bytes_per_s"] / peak.bytes_per_s
     compute = flops / n / peak.flops_per_s if peak.flops_per_s else None

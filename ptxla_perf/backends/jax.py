@@ -615,16 +615,21 @@ class JaxAdapter:
         sig = fn._sig
         if sig is None or sig in fn._costs:
             return
-        if self._cost_note or os.environ.get(hlo_cost.DISABLE_ENV):
-            cost = hlo_cost.unavailable(self._cost_note or f"{hlo_cost.DISABLE_ENV} is set")
+        if self._cost_note:
+            cost = hlo_cost.unavailable(self._cost_note)
         else:
             self._costing = True
             self._depth += 1
             try:
-                compiled = fn._jit.lower(*args, **kwargs).compile()
-                cost = hlo_cost.from_properties(compiled.cost_analysis())
-            except Exception as exc:  # private or changed API: never break the user's call for a diagnostic
-                cost = self._cost_from_text(fn, args, kwargs, exc)
+                lowered = fn._jit.lower(*args, **kwargs)
+                try:
+                    if os.environ.get(hlo_cost.DISABLE_ENV):
+                        raise ImportError(f"{hlo_cost.DISABLE_ENV} is set")
+                    cost = hlo_cost.from_properties(lowered.compile().cost_analysis())
+                except Exception as exc:  # private or changed API: the HLO text instead
+                    cost = self._cost_from_text(lowered, exc)
+            except Exception as exc:  # never break the user's call for a diagnostic
+                cost = hlo_cost.unavailable(f"lowering for cost analysis failed: {str(exc).splitlines()[0][:120]}")
             finally:
                 self._depth -= 1
                 self._costing = False
@@ -635,10 +640,11 @@ class JaxAdapter:
         entry = self._costed_fns.setdefault(fn._name, {"id": fn._name, "signatures": 0, **cost.to_json()})
         entry["signatures"] += 1
 
-    def _cost_from_text(self, fn: _Jitted, args: tuple, kwargs: dict, exc: Exception) -> hlo_cost.GraphCost:
+    @staticmethod
+    def _cost_from_text(lowered, exc: Exception) -> hlo_cost.GraphCost:
         why = f"XLA cost analysis unavailable ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
         try:
-            text = fn._jit.lower(*args, **kwargs).as_text(dialect="hlo")
+            text = lowered.as_text(dialect="hlo")
             cost = hlo_cost.text_cost(text)
             cost.note = f"{why}; {cost.note}"
             return cost
