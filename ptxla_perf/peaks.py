@@ -70,9 +70,12 @@ def is_cpu(device: str) -> bool:
     return device.lower().strip() in ("cpu", "host") or device.lower().startswith("cpu")
 
 
-def select(devices: list[str | None], override: dict[str, Any] | None = None, calibrate_cpu: bool = True) -> Peak:
+def select(devices: list[str | None], override: dict[str, Any] | None = None, calibrate_cpu: bool = True,
+           cpu_devices: int = 1) -> Peak:
     """The peak for a run: the user's figures win (a missing half is filled from the table or calibration);
-    else the first device description that names a known chip; else, on a CPU, the calibrated figures."""
+    else the first device description that names a known chip; else, on a CPU, the calibrated figures - shared
+    by the `cpu_devices` host-platform devices of the process (`--xla_force_host_platform_device_count`: N
+    devices on the same cores), since costs are per device."""
     override = override or {}
     tflops, gbps = _positive(override.get("peak_tflops")), _positive(override.get("peak_gbps"))
     found: Peak | None = None
@@ -83,6 +86,10 @@ def select(devices: list[str | None], override: dict[str, Any] | None = None, ca
             break
     if found is None and any(is_cpu(d) for d in names) and not (tflops and gbps):
         found = calibrated(measure_if_missing=calibrate_cpu)
+        if found is not None and cpu_devices > 1:
+            found = Peak(found.flops_per_s / cpu_devices, found.bytes_per_s / cpu_devices, found.dtype,
+                         f"{found.name} / {cpu_devices} devices",
+                         f"{found.source}; divided by the {cpu_devices} host-platform devices sharing the cores")
     if tflops or gbps:
         base = found or Peak(None, None, "unknown", "user", "")
         return Peak(tflops * 1e12 if tflops else base.flops_per_s, gbps * 1e9 if gbps else base.bytes_per_s,

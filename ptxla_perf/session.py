@@ -251,7 +251,7 @@ class Session:
         the CPU peak (it uses the cached one, if any). Never fails the report."""
         try:
             peak = peaks.select([env.get("device_model"), env.get("device_kind")], self.roofline_cfg,
-                                calibrate_cpu=measure_cpu)
+                                calibrate_cpu=measure_cpu, cpu_devices=int(env.get("local_devices") or 1))
             sec = roofline.section(analysis.steady, self.adapter.graph_costs(), peak, report.get("findings"))
         except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
             sec = roofline.section([], {"source": "unavailable", "notes": [f"roofline failed: {exc}"]},

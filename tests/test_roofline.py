@@ -309,3 +309,10 @@ def test_sweep_table_has_mfu(tmp_path):
     head, _, row = table([p])
     assert "MFU" in head and "TFLOP/s" in head
     assert "45.7%" in row and "0.046" in row
+
+
+def test_cpu_peak_is_shared_by_host_platform_devices(monkeypatch):
+    monkeypatch.setattr(peaks, "_MEMO", [peaks.Peak(8e10, 4e10, "float32", "cpu (calibrated)", "test")])
+    p = peaks.select(["cpu"], cpu_devices=8)
+    assert (p.flops_per_s, p.bytes_per_s) == (1e10, 5e9) and "8 devices" in p.name
+    assert peaks.select(["TPU v4"], cpu_devices=8).flops_per_s == 275e12  # chips are per device already

@@ -340,6 +340,7 @@ class JaxAdapter:
             env["device_kind"] = devs[0].platform
             env["device"] = f"{devs[0].device_kind} x{len(devs)}"
             env["device_model"] = devs[0].device_kind  # picks the peak (peaks.py)
+            env["local_devices"] = len(jax.local_devices())  # CPU: host-platform devices share the calibrated peak
             env["process_count"] = int(jax.process_count())
             env["process_index"] = int(jax.process_index())
         except Exception as exc:
