@@ -122,58 +122,113 @@ def _operands(rest: str) -> list[str]:
 
 
 def _attr(rest: str, key: str) -> str | None:
-    m = re.search(rf"\b{key}=(\{{[^}}]*\}}|[\w\->]+)", rest)
+    m = re.search(rf"\b{key}=(\{{[^}}]*\}}|[%\w.\->]+)", rest)
     return m.group(1) if m else None
 
 
-def text_cost(text: str) -> GraphCost:
-    """Count `dot` and `convolution` FLOPs (2 per multiply-add, padding included) and transcendental elements from
-    HLO text; bytes = the entry computation's parameters + its root output (each read/written once: a lower
-    bound). Elementwise FLOPs are left out, which is what the note says."""
+def _dot_conv_flops(op: str, arrays, rest: str, shapes: dict) -> float:
+    """2 x multiply-adds of a `dot` (output elements x contracted size) or a `convolution` (output elements x
+    kernel elements per output feature, padding included); 0 for anything else."""
+    out = math.prod(arrays[0][1]) if arrays else 0
+    if op == "dot":
+        ops = _operands(rest)
+        lhs = shapes.get(ops[0]) if ops else None
+        if lhs is None:  # torch_xla prints operand shapes inline: `dot(f32[4,8]{1,0} %a, ...)`
+            inline = _arrays(rest.split("%", 1)[0])
+            lhs = inline[0] if inline else None
+        dims = [int(d) for d in re.findall(r"\d+", _attr(rest, "lhs_contracting_dims") or "")]
+        return 2.0 * out * math.prod(lhs[1][d] for d in dims if d < len(lhs[1])) if lhs else 0.0
+    if op == "convolution":
+        ops = _operands(rest)
+        kernel = shapes.get(ops[1]) if len(ops) > 1 else None
+        if kernel is None:
+            inline = _arrays(rest)
+            kernel = inline[1] if len(inline) > 1 else None
+        labels = _attr(rest, "dim_labels") or ""
+        k_labels = labels.split("_")[1].split("->")[0] if "_" in labels else ""
+        if kernel is not None and "o" in k_labels and len(k_labels) == len(kernel[1]):
+            return 2.0 * out * math.prod(kernel[1]) // max(kernel[1][k_labels.index("o")], 1)
+    return 0.0
+
+
+_COMPUTATION = re.compile(r"^(?P<entry>ENTRY\s+)?%?(?P<name>[\w.\-]+)\s*\(.*\{\s*$")
+
+
+def _parse(text: str):
+    """HLO text -> (instructions as (computation, name, op, arrays, rest, is_root), name -> single array shape,
+    entry computation name)."""
     shapes: dict[str, tuple[str, tuple[int, ...]]] = {}
     instrs = []
-    entry = False
-    entry_params = entry_root = 0.0
+    comp, entry = None, None
     for line in text.splitlines():
-        if line.startswith("ENTRY"):
-            entry = True
+        c = _COMPUTATION.match(line)
+        if c and "=" not in line.split("(", 1)[0]:
+            comp = c["name"]
+            if c["entry"]:
+                entry = comp
+            continue
         m = _INSTR.match(line)
         if not m:
             continue
         arrays = _arrays(m["shape"])
         if len(arrays) == 1 and not m["shape"].lstrip().startswith("("):
             shapes[m["name"]] = arrays[0]
-        instrs.append((m["op"], arrays, m["rest"]))
-        if entry and m["op"] == "parameter":
-            entry_params += _nbytes(arrays)
-        if entry and m["root"]:
-            entry_root = _nbytes(arrays)
+        instrs.append((comp, m["name"], m["op"], arrays, m["rest"], bool(m["root"])))
+    return instrs, shapes, entry
+
+
+def text_cost(text: str) -> GraphCost:
+    """Count `dot` and `convolution` FLOPs (2 per multiply-add, padding included) and transcendental elements from
+    HLO text; bytes = the entry computation's parameters + its root output (each read/written once: a lower
+    bound). Elementwise FLOPs are left out, which is what the note says."""
+    instrs, shapes, entry = _parse(text)
     if not instrs:
         raise ValueError("no HLO instructions found")
-    flops = trans = 0.0
-    for op, arrays, rest in instrs:
-        out = math.prod(arrays[0][1]) if arrays else 0
-        if op == "dot":
-            ops = _operands(rest)
-            lhs = shapes.get(ops[0]) if ops else None
-            dims = [int(d) for d in re.findall(r"\d+", _attr(rest, "lhs_contracting_dims") or "")]
-            if lhs is None:  # torch_xla prints operand shapes inline: `dot(f32[4,8]{1,0} %a, ...)`
-                inline = _arrays(rest.split("%", 1)[0])
-                lhs = inline[0] if inline else None
-            if lhs is not None:
-                flops += 2.0 * out * math.prod(lhs[1][d] for d in dims if d < len(lhs[1]))
-        elif op == "convolution":
-            ops = _operands(rest)
-            kernel = shapes.get(ops[1]) if len(ops) > 1 else None
-            labels = _attr(rest, "dim_labels") or ""
-            if kernel is None:
-                inline = _arrays(rest)
-                kernel = inline[1] if len(inline) > 1 else None
-            k_labels = labels.split("_")[1].split("->")[0] if "_" in labels else ""
-            if kernel is not None and "o" in k_labels and len(k_labels) == len(kernel[1]):
-                per_out = math.prod(kernel[1]) // max(kernel[1][k_labels.index("o")], 1)
-                flops += 2.0 * out * per_out
-        elif op in _TRANSCENDENTAL:
-            trans += out
-    return GraphCost(flops, entry_params + entry_root, trans, TEXT,
+    flops = trans = nbytes = 0.0
+    for comp, _name, op, arrays, rest, root in instrs:
+        flops += _dot_conv_flops(op, arrays, rest, shapes)
+        if op in _TRANSCENDENTAL:
+            trans += math.prod(arrays[0][1]) if arrays else 0
+        if comp == entry and (op == "parameter" or root):
+            nbytes += _nbytes(arrays)
+    return GraphCost(flops, nbytes, trans, TEXT,
                      "from the HLO text: dot/convolution FLOPs only; bytes = graph inputs + outputs (a lower bound)")
+
+
+def instruction_costs(text: str) -> dict[str, dict[str, float]]:
+    """Per instruction of the entry computation of an optimized module (what a trace names its op events after:
+    `fusion.253`, `dot.12`, `all-reduce.40`): `flops` (dot/convolution, inside the fused computation for a
+    fusion), `bytes` (operands + result, each once: what a fusion reads and writes), `transcendentals`."""
+    instrs, shapes, entry = _parse(text)
+    by_comp: dict[str, list] = {}
+    for ins in instrs:
+        by_comp.setdefault(ins[0], []).append(ins)
+    memo: dict[str, tuple[float, float]] = {}
+
+    def comp_cost(name: str, depth: int = 0) -> tuple[float, float]:
+        if name in memo or depth > 16:
+            return memo.get(name, (0.0, 0.0))
+        f = t = 0.0
+        for _c, _n, op, arrays, rest, _r in by_comp.get(name, []):
+            f += _dot_conv_flops(op, arrays, rest, shapes)
+            t += math.prod(arrays[0][1]) if op in _TRANSCENDENTAL and arrays else 0
+            called = _attr(rest, "calls") if op in ("fusion", "call") else None
+            if called:
+                cf, ct = comp_cost(called.lstrip("%"), depth + 1)
+                f, t = f + cf, t + ct
+        memo[name] = (f, t)
+        return memo[name]
+
+    out: dict[str, dict[str, float]] = {}
+    for _c, name, op, arrays, rest, _r in by_comp.get(entry, []):
+        if op in ("parameter", "constant", "tuple", "get-tuple-element", "bitcast"):
+            continue
+        f = _dot_conv_flops(op, arrays, rest, shapes)
+        t = math.prod(arrays[0][1]) if op in _TRANSCENDENTAL and arrays else 0.0
+        called = _attr(rest, "calls") if op in ("fusion", "call") else None
+        if called:
+            cf, ct = comp_cost(called.lstrip("%"))
+            f, t = f + cf, t + ct
+        operand_bytes = sum(_nbytes([shapes[o]]) for o in _operands(rest) if o in shapes)
+        out[name] = {"flops": f, "bytes": operand_bytes + _nbytes(arrays), "transcendentals": float(t)}
+    return out

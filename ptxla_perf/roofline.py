@@ -105,6 +105,42 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
     return out
 
 
+def top_ops(ops: list[dict], modules: dict[str, str], peak: Peak, limit: int = 10) -> list[dict[str, Any]]:
+    """A capture's top ops (trace.top_ops: name, module, self time, occurrences) joined with the cost of the same
+    instruction in the optimized HLO of its module (hlo_cost.instruction_costs): FLOPs, bytes, time per
+    execution, achieved rate, and whether it is compute- or memory-bound on this device. Ops whose module's HLO is
+    not known are left out."""
+    from .hlo_cost import instruction_costs
+    costs: dict[str, dict] = {}
+    for name, text in modules.items():
+        try:
+            costs[name] = instruction_costs(text)
+        except Exception:  # an HLO text we cannot read: those ops stay out
+            continue
+    rows = []
+    for op in ops:
+        c = costs.get(op.get("module") or "", {}).get(op.get("name"))
+        if c is None:
+            continue
+        per_device = max(op.get("occurrences", 1) / max(op.get("devices", 1), 1), 1.0)
+        t = (op.get("self_time_ms_per_device") or 0.0) / 1e3 / per_device
+        compute = c["flops"] / peak.flops_per_s if peak.flops_per_s else None
+        memory = c["bytes"] / peak.bytes_per_s if peak.bytes_per_s else None
+        predicted = max(x for x in (compute, memory) if x is not None) if (compute or memory) else None
+        bound = ("collective" if op.get("category") == "collective" else
+                 "compute" if (compute or 0.0) >= (memory or 0.0) and c["flops"] else "memory")
+        rows.append({"name": op["name"], "module": op.get("module"), "category": op.get("category"),
+                     "share": op.get("share"), "flops": c["flops"], "bytes": c["bytes"],
+                     "arithmetic_intensity": c["flops"] / c["bytes"] if c["bytes"] else None,
+                     "time_s": t, "achieved_flops_per_s": c["flops"] / t if t else None,
+                     "achieved_bytes_per_s": c["bytes"] / t if t else None,
+                     "predicted_s": predicted, "observed_over_predicted": t / predicted if t and predicted else None,
+                     "bound": bound})
+        if len(rows) >= limit:
+            break
+    return rows
+
+
 def summary_fields(sec: dict[str, Any]) -> dict[str, Any]:
     """The few roofline figures the summary carries (console, `diff`, the sweep table)."""
     achieved = sec.get("achieved_flops_per_s")

@@ -253,6 +253,9 @@ class Session:
             peak = peaks.select([env.get("device_model"), env.get("device_kind")], self.roofline_cfg,
                                 calibrate_cpu=measure_cpu, cpu_devices=int(env.get("local_devices") or 1))
             sec = roofline.section(analysis.steady, self.adapter.graph_costs(), peak, report.get("findings"))
+            ops = (report.get("trace") or {}).get("top_ops")
+            if ops and sec["source"] != "unavailable":  # a capture's top ops, with their instructions' costs
+                sec["top_ops"] = roofline.top_ops(ops, self.adapter.hlo_modules(), peak)
         except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
             sec = roofline.section([], {"source": "unavailable", "notes": [f"roofline failed: {exc}"]},
                                    peaks.Peak(None, None, "unknown", "unknown", "roofline failed"))

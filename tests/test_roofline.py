@@ -316,3 +316,59 @@ def test_cpu_peak_is_shared_by_host_platform_devices(monkeypatch):
     p = peaks.select(["cpu"], cpu_devices=8)
     assert (p.flops_per_s, p.bytes_per_s) == (1e10, 5e9) and "8 devices" in p.name
     assert peaks.select(["TPU v4"], cpu_devices=8).flops_per_s == 275e12  # chips are per device already
+
+
+# --- per op: a capture's op events joined with the instructions' costs ---------------------------------------
+_OPTIMIZED = """HloModule jit_step, is_scheduled=true
+
+%fused_computation (param_0.3: f32[64,128], param_1.18: f32[128,256]) -> f32[64,256] {
+  %param_0.3 = f32[64,128]{1,0} parameter(0)
+  %param_1.18 = f32[128,256]{1,0} parameter(1)
+  %dot_general.0 = f32[64,256]{1,0} dot(%param_0.3, %param_1.18), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %tanh.0 = f32[64,256]{1,0} tanh(%dot_general.0)
+}
+
+ENTRY %main.2 (x.1: f32[64,128], w.1: f32[128,256]) -> f32[64,256] {
+  %x.1 = f32[64,128]{1,0} parameter(0)
+  %w.1 = f32[128,256]{1,0} parameter(1)
+  %ynn_fusion = f32[64,256]{1,0} fusion(%x.1, %w.1), kind=kCustom, calls=%fused_computation
+  ROOT %copy.1 = f32[64,256]{1,0} copy(%ynn_fusion)
+}
+"""
+
+
+def test_instruction_costs_of_an_optimized_module():
+    costs = hlo_cost.instruction_costs(_OPTIMIZED)
+    assert costs["ynn_fusion"] == {"flops": 2 * 64 * 128 * 256, "bytes": 4 * (64 * 128 + 128 * 256 + 64 * 256),
+                                   "transcendentals": 64 * 256}
+    assert costs["copy.1"]["flops"] == 0 and costs["copy.1"]["bytes"] == 2 * 4 * 64 * 256
+
+
+def test_top_ops_join_time_with_cost():
+    ops = [{"name": "ynn_fusion", "module": "jit_step", "category": "fusion", "occurrences": 4, "devices": 2,
+            "self_time_ms_per_device": 2.0, "share": 0.6},
+           {"name": "copy.1", "module": "jit_step", "category": "fusion", "occurrences": 2, "devices": 1,
+            "self_time_ms_per_device": 1.0, "share": 0.3},
+           {"name": "fusion.9", "module": "other_module", "occurrences": 1, "devices": 1,
+            "self_time_ms_per_device": 1.0}]
+    rows = roofline.top_ops(ops, {"jit_step": _OPTIMIZED}, PEAK)
+    assert [r["name"] for r in rows] == ["ynn_fusion", "copy.1"]  # an op of an unknown module is left out
+    fusion, copy = rows
+    assert fusion["time_s"] == pytest.approx(1e-3)  # 2 ms per device over 2 executions per device
+    assert fusion["achieved_flops_per_s"] == pytest.approx(2 * 64 * 128 * 256 / 1e-3)
+    assert fusion["bound"] == "compute" and copy["bound"] == "memory"
+
+
+def test_capture_gives_per_op_costs(tmp_path):
+    pytest.importorskip("jax")
+    proc = run_cli_module("ptxla_perf.run", "+recipe=matmul", "recipe.backend=jax", "recipe.mode=ffw",
+                          "recipe.steps=6", "recipe.batch=2", "recipe.seq=32", "recipe.d_model=64",
+                          "recipe.d_ff=128", "profiler.port=null", "profiler.capture.start_step=2",
+                          "profiler.capture.num_steps=2", f"hydra.run.dir={tmp_path}", cwd=tmp_path, **JAX_ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = load_report(tmp_path / "report.json")
+    ops = report["roofline"].get("top_ops")
+    assert ops, report.get("trace", {}).get("top_ops")
+    one = 2 * 2 * 32 * 64 * 128  # one projection: 2*B*T*D*F
+    assert any(op["flops"] == one for op in ops), [(o["name"], o["flops"]) for o in ops]
+    assert all(op["bound"] in ("compute", "memory", "collective") for op in ops)

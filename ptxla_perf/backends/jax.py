@@ -196,6 +196,7 @@ class JaxAdapter:
         self._costing = False  # inside our own lower().compile() for a cost: its monitoring events are not the user's
         self._cost_note: str | None = None
         self._costed_fns: dict[str, dict] = {}  # function name -> its signatures' costs (report: roofline.graphs)
+        self._compiled: dict[int, Any] = {}  # the Compiled objects costed (their HLO text only read on demand)
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[[StepRecord], None]) -> None:
@@ -626,7 +627,10 @@ class JaxAdapter:
                 try:
                     if os.environ.get(hlo_cost.DISABLE_ENV):
                         raise ImportError(f"{hlo_cost.DISABLE_ENV} is set")
-                    cost = hlo_cost.from_properties(lowered.compile().cost_analysis())
+                    compiled = lowered.compile()
+                    cost = hlo_cost.from_properties(compiled.cost_analysis())
+                    if len(self._compiled) < 8:
+                        self._compiled[id(compiled)] = compiled
                 except Exception as exc:  # private or changed API: the HLO text instead
                     cost = self._cost_from_text(lowered, exc)
             except Exception as exc:  # never break the user's call for a diagnostic
@@ -658,6 +662,19 @@ class JaxAdapter:
             return self._signature(fn, args, kwargs)
         except Exception:
             return None
+
+    def hlo_modules(self) -> dict[str, str]:
+        """The optimized HLO of the programs costed so far, by module name (read now, not at compile time)."""
+        out: dict[str, str] = {}
+        for compiled in self._compiled.values():
+            try:
+                text = compiled.as_text()
+            except Exception:
+                continue
+            name = text[:200].split(",", 1)[0].removeprefix("HloModule").strip()
+            if name and len(text) < 50_000_000:
+                out.setdefault(name, text)
+        return out
 
     def graph_costs(self) -> dict[str, Any]:
         graphs = list(self._costed_fns.values())

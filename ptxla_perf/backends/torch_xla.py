@@ -503,6 +503,10 @@ class TorchXlaAdapter:
                 "boundaries": {k: v for k, v in self._cost_counts.items() if k != "early"},
                 "graphs": [{"id": h, **c.to_json()} for h, c in list(self._costs.items())[:20]], "notes": notes}
 
+    def hlo_modules(self) -> dict[str, str]:
+        """Empty: torch_xla gives the HLO it builds, not the optimized module whose fusions a trace names."""
+        return {}
+
     # --- graphs for recompile diffs -------------------------------------------------------------------
     def _size_evidence(self, rec: StepRecord, site: Location | None, emit: bool) -> None:
         """What is cheap at every compile: the size of the graph this sync compiled (`TensorsGraphSize`, sampled per
