@@ -67,3 +67,5 @@ else:
             return tuple(w - 0.01 * d for w, d in zip(p, g))
         for _ in range(STEPS):
             p = jax.block_until_ready(step(p, x, t))
+
+print(f"jax imported: {'jax' in sys.modules}")  # a torch_xla run's costs never start (or import) JAX
