@@ -29,9 +29,10 @@ def run_torch_xla(n: int, steps: int) -> dict:
     s = Session("torch_xla", report_path=None, port=None, console=False, handle_signals=False)
     with s:
         for _ in range(steps):
-            y = a @ b
+            y = a @ b  # held until the sync: a tensor collected before it would never be computed
             torch_xla.sync()
             xm.wait_device_ops()
+        del y
     return s.finish()
 
 
