@@ -44,9 +44,7 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
         if "mb_per_s" in tp:
             parts.append(f"{tp['mb_per_s']:.2f} MB/s host->device")
         lines.append("  throughput  " + ", ".join(parts))
-    roof = _roofline.summary_line(report.get("roofline"))  # MFU, TFLOP/s, predicted vs observed
-    if roof:
-        lines.append(roof)
+    lines += _roofline.summary_lines(report.get("roofline"))  # MFU, TFLOP/s, predicted vs observed
     if s.get("fallback_ops"):
         lines.append("  CPU fallback ops  " + ", ".join(f"{k} x{v}" for k, v in s["fallback_ops"].items()))
     findings = report.get("findings", [])

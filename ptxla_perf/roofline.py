@@ -148,22 +148,28 @@ def summary_fields(sec: dict[str, Any]) -> dict[str, Any]:
             "flops_per_step": sec.get("flops_per_step"), "roofline_verdict": sec.get("verdict")}
 
 
-def summary_line(sec: dict[str, Any] | None) -> str | None:
-    """One console line: MFU, achieved TFLOP/s, predicted vs observed step time, verdict, and the peak's origin."""
-    if not sec or sec.get("flops_per_step") is None:
-        if sec:
-            return f"  roofline    unavailable: {sec.get('explanation') or sec.get('source')}"
-        return None
+def summary_lines(sec: dict[str, Any] | None) -> list[str]:
+    """The console's roofline lines: FLOPs per step, achieved TFLOP/s and MFU against which peak; predicted vs
+    observed step time and the verdict (with the findings that explain an overhead-bound step)."""
+    if not sec:
+        return []
+    if sec.get("flops_per_step") is None:
+        return [f"  roofline    unavailable: {sec.get('explanation') or sec.get('source')}"]
     peak = sec.get("peak") or {}
-    parts = [f"{_flops(sec['flops_per_step'])}FLOP/step ({sec.get('source')})"]
+    first = f"  roofline    {_flops(sec['flops_per_step'])}FLOP/step ({sec.get('source')})"
     if sec.get("achieved_flops_per_s") is not None:
-        parts.append(f"{sec['achieved_flops_per_s'] / 1e12:.3g} TFLOP/s achieved")
+        first += f";  {sec['achieved_flops_per_s'] / 1e12:.3g} TFLOP/s achieved"
     if sec.get("mfu") is not None:
-        parts.append(f"MFU {sec['mfu']:.1%} of {peak['flops_per_s'] / 1e12:.3g} TFLOP/s ({peak.get('name')})")
+        first += (f";  MFU {sec['mfu']:.1%} of {peak['flops_per_s'] / 1e12:.3g} TFLOP/s {peak.get('dtype')} "
+                  f"({peak.get('name')})")
+    lines = [first]
     if sec.get("predicted_step_time_s") is not None:
-        parts.append(f"predicted {_ms(sec['predicted_step_time_s'])} vs observed {_ms(sec['observed_step_time_s'])}"
-                     f" ({sec['observed_over_predicted']:.2f}x): {sec['verdict']}")
-    return "  roofline    " + ";  ".join(parts)
+        why = f" (see {', '.join(sec['related_findings'])})" if sec.get("related_findings") and \
+            sec.get("verdict") == "overhead-bound" else ""
+        lines.append(f"              predicted {_ms(sec['predicted_step_time_s'])} vs observed "
+                     f"{_ms(sec['observed_step_time_s'])} ({sec['observed_over_predicted']:.2f}x): "
+                     f"{sec['verdict']}{why}")
+    return lines
 
 
 def _ms(s: float | None) -> str:

@@ -131,9 +131,11 @@ def test_matmul_recipe_prints_the_roofline(tmp_path):
     analytic = 2 * 2 * 32 * 64 * 128
     assert report["extra"]["analytic_flops_per_step"] == analytic
     assert report["roofline"]["flops_per_step"] == pytest.approx(analytic, rel=FLOPS_TOL)
-    line = next(ln for ln in proc.stderr.splitlines() if ln.strip().startswith("roofline"))
-    for text in ("FLOP/step", "TFLOP/s achieved", "MFU", "predicted", "observed"):
-        assert text in line, line
+    lines = proc.stderr.splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln.strip().startswith("roofline"))
+    text = "\n".join(lines[i:i + 2])
+    for part in ("FLOP/step", "TFLOP/s achieved", "MFU", "predicted", "observed"):
+        assert part in text, text
 
 
 def run_cli_module(module: str, *args: str, cwd=None, **env: str):
