@@ -256,6 +256,9 @@ class Session:
             ops = (report.get("trace") or {}).get("top_ops")
             if ops and sec["source"] != "unavailable":  # a capture's top ops, with their instructions' costs
                 sec["top_ops"] = roofline.top_ops(ops, self.adapter.hlo_modules(), peak)
+                if not sec["top_ops"]:
+                    sec["notes"].append("no per-op costs: the capture's ops are not in a module whose optimized "
+                                        "HLO is known (torch_xla gives only the HLO it builds, before fusion)")
         except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
             sec = roofline.section([], {"source": "unavailable", "notes": [f"roofline failed: {exc}"]},
                                    peaks.Peak(None, None, "unknown", "unknown", "roofline failed"))
