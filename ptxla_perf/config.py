@@ -48,6 +48,13 @@ class AttributionConfig:
 
 
 @dataclass
+class RooflineConfig:
+    peak_tflops: Optional[float] = _f(None, "the device's peak FLOP/s in TFLOP/s; null = from the device kind (CPU: "
+                                            "calibrated) (docs/roofline.md)")
+    peak_gbps: Optional[float] = _f(None, "its peak memory bandwidth in GB/s; null = likewise")
+
+
+@dataclass
 class GuardConfig:
     runaway_compiles: int = _f(40, "torch_xla: a step with this many compiles...")
     runaway_reads: int = _f(40, "...and this many host reads is runaway (graph after graph at host reads)")
@@ -61,6 +68,7 @@ class Config:
     profiler: ProfilerConfig = _f(ProfilerConfig, "profiler server and capture window", factory=True)
     attribution: AttributionConfig = _f(AttributionConfig, "line attribution (docs/attribution.md)", factory=True)
     max_warmup: int = _f(5, "most iterations counted as warm-up")
+    roofline: RooflineConfig = _f(RooflineConfig, "MFU and predicted step time (docs/roofline.md)", factory=True)
     guard: Optional[GuardConfig] = _f(GuardConfig, "runaway-compilation guard (docs/guard.md); null turns it off",
                                       factory=True)
     progress_every_s: float = _f(10.0, "a one-line progress note on stderr every this many seconds (process 0)")
@@ -189,7 +197,23 @@ class VitMeshRecipe(RecipeConfig):
     capture_num_steps: int = 3
 
 
-RECIPES = {"mlp": MlpRecipe, "mmf": MmfRecipe, "rnn_jax": RnnJaxRecipe, "vit_mesh": VitMeshRecipe}
+@dataclass
+class MatmulRecipe(RecipeConfig):
+    name: str = "matmul"
+    mode: str = _f("matmul", "matmul (one big matmul per step, forward) | ffw (a mock transformer FFW block, "
+                             "trained)")
+    steps: int = 12
+    batch: int = _f(4, "B")
+    seq: int = _f(128, "T")
+    d_model: int = _f(512, "D")
+    d_ff: int = _f(2048, "F")
+    dtype: str = _f("float32", "float32 | bfloat16")
+    wait_each_step: bool = _f(True, "wait for the device after each step: both backends return before the device "
+                                    "finishes, so independent steps would time only dispatch")
+
+
+RECIPES = {"mlp": MlpRecipe, "mmf": MmfRecipe, "rnn_jax": RnnJaxRecipe, "vit_mesh": VitMeshRecipe,
+           "matmul": MatmulRecipe}
 
 
 def register(cs: ConfigStore | None = None) -> None:

@@ -110,7 +110,15 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
         early_executions=sum(p.early_executions for p in parts),
         device_to_host_time_s=sum(d2h_time) if d2h_time else None,
         closure_reads=sum(p.closure_reads for p in parts),
-        boundaries=[boundary_json(p) for p in parts])
+        boundaries=[boundary_json(p) for p in parts],
+        flops=_cost_sum(parts, "flops"), bytes_accessed=_cost_sum(parts, "bytes_accessed"),
+        transcendentals=_cost_sum(parts, "transcendentals"))
+
+
+def _cost_sum(parts: list[StepRecord], key: str) -> float | None:
+    """An iteration's cost is the sum over its boundaries; unknown (None) when any launching boundary's is."""
+    values = [getattr(p, key) for p in parts if launched(p) or getattr(p, key)]
+    return None if any(v is None for v in values) else float(sum(values))
 
 
 def boundary_json(b: StepRecord) -> dict[str, Any]:

@@ -66,6 +66,10 @@ class StepRecord:
     device_to_host_time_s: float | None = None  # time spent in device-to-host reads (incl. waiting for the device)
     closure_reads: int = 0  # reads inside xm.add_step_closure closures (the recommended pattern), not in device_to_host
     boundaries: list[dict[str, Any]] = field(default_factory=list)  # iterations: the boundaries they grouped
+    # --- cost of the graphs the step ran (roofline.py); None where no cost is known (docs/roofline.md) ---
+    flops: float | None = None
+    bytes_accessed: float | None = None
+    transcendentals: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

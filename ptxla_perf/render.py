@@ -4,13 +4,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-_SEV = {"error": "ERROR", "warning": "WARN ", "info": "info "}
-
-
+from . import roofline as _roofline
 from .findings import short_path as _rel
 from .fmt import ms as _ms
 from .fmt import num as _fixed
 from .html import html_path
+
+_SEV = {"error": "ERROR", "warning": "WARN ", "info": "info "}
 
 
 def _num(v) -> str:
@@ -46,6 +46,7 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
         if "mb_per_s" in tp:
             parts.append(f"{tp['mb_per_s']:.2f} MB/s host->device")
         lines.append("  throughput  " + ", ".join(parts))
+    lines += _roofline.summary_lines(report.get("roofline"))  # MFU, TFLOP/s, predicted vs observed
     if s.get("fallback_ops"):
         lines.append("  CPU fallback ops  " + ", ".join(f"{k} x{v}" for k, v in s["fallback_ops"].items()))
     findings = report.get("findings", [])

@@ -78,7 +78,8 @@ def run_recipe(cfg: DictConfig) -> int:
             attribution=OmegaConf.to_container(cfg.attribution), max_warmup=cfg.max_warmup,
             guard=None if cfg.get("guard") is None else OmegaConf.to_container(cfg.guard),
             progress_every_s=cfg.progress_every_s,
-            tensorboard_dir=os.path.join(out_dir, "tensorboard") if cfg.profiler.get("scalars", True) else None)
+            tensorboard_dir=os.path.join(out_dir, "tensorboard") if cfg.profiler.get("scalars", True) else None,
+            roofline=OmegaConf.to_container(cfg.roofline) if cfg.get("roofline") is not None else None)
         session.start()
     except SessionError as exc:
         print(f"ptxla_perf: error: {exc}", file=sys.stderr)

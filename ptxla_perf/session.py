@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import render, report as report_mod
+from . import peaks, render, report as report_mod, roofline
 from .backends.base import Adapter
 from .findings import Analysis, Finding, analyze
 from .guard import Guard
@@ -64,6 +64,23 @@ def check_port(port: int) -> None:
                                "the profiler server)") from None
 
 
+def _roofline_cfg(cfg: dict | None) -> dict[str, Any]:
+    """`peak_tflops` / `peak_gbps` overrides (null = from the device): positive numbers, or a SessionError."""
+    cfg = dict(cfg or {})
+    for key in ("peak_tflops", "peak_gbps"):
+        v = cfg.get(key)
+        if v is None:
+            continue
+        try:
+            ok = float(v) > 0 and not isinstance(v, bool)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise SessionError(f"roofline {key} must be a positive number (or null), not {v!r}")
+        cfg[key] = float(v)
+    return cfg
+
+
 def make_adapter(backend: str, attribution: dict | None) -> Adapter:
     if backend == "torch_xla":
         from .backends.torch_xla import TorchXlaAdapter
@@ -82,7 +99,7 @@ class Session:
                  port: int | None = 9012, run: dict[str, Any] | None = None, attribution: dict | None = None,
                  max_warmup: int = 5, guard: dict | None | str = "default", progress_every_s: float | None = 10.0,
                  flush_every_s: float | None = 30.0, console: bool = True, handle_signals: bool = True,
-                 tensorboard_dir: str | None = None):
+                 tensorboard_dir: str | None = None, roofline: dict | None = None):
         self.backend = backend
         self.report_path = report_path
         self.port = port
@@ -94,6 +111,7 @@ class Session:
         self.console = console and self.rank == 0
         self.handle_signals = handle_signals
         self.adapter = make_adapter(backend, attribution)
+        self.roofline_cfg = _roofline_cfg(roofline)  # peak overrides (peaks.py); checked here, used at the end
         # guard=None turns it off; "default" (or a dict of overrides) keeps it on (guard.py)
         self.guard = Guard(None if guard is None else ({} if guard == "default" else dict(guard)),
                            self.adapter.runaway)
@@ -290,12 +308,33 @@ class Session:
         if status in ("stopped",) and stop_reason:
             extra_findings.append(Finding("run_stopped", "error", stop_reason, 1,
                                           self.steps[-1].site if self.steps else None, {}))
-        report = report_mod.build(backend=self.backend, run=run, env=env, analysis=self.analysis(status),
+        analysis = self.analysis(status)
+        report = report_mod.build(backend=self.backend, run=run, env=env, analysis=analysis,
                                   profiler=self.profiler, extra=self.extra or None, totals=self.adapter.totals(),
                                   extra_findings=extra_findings)
         if self.trace:
             report_mod.merge_trace(report, self.trace)
+        self._add_roofline(report, analysis, env, measure_cpu=status != "running")
         return report
+
+    def _add_roofline(self, report: dict[str, Any], analysis: Analysis, env: dict[str, Any], measure_cpu: bool) -> None:
+        """The roofline section (roofline.py) and its summary figures. A report flushed mid-run never calibrates
+        the CPU peak (it uses the cached one, if any). Never fails the report."""
+        try:
+            peak = peaks.select([env.get("device_model"), env.get("device_kind")], self.roofline_cfg,
+                                calibrate_cpu=measure_cpu, cpu_devices=int(env.get("local_devices") or 1))
+            sec = roofline.section(analysis.steady, self.adapter.graph_costs(), peak, report.get("findings"))
+            ops = (report.get("trace") or {}).get("top_ops")
+            if ops and sec["source"] != "unavailable":  # a capture's top ops, with their instructions' costs
+                sec["top_ops"] = roofline.top_ops(ops, self.adapter.hlo_modules(), peak)
+                if not sec["top_ops"]:
+                    sec["notes"].append("no per-op costs: the capture's ops are not in a module whose optimized "
+                                        "HLO is known (torch_xla gives only the HLO it builds, before fusion)")
+        except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
+            sec = roofline.section([], {"source": "unavailable", "notes": [f"roofline failed: {exc}"]},
+                                   peaks.Peak(None, None, "unknown", "unknown", "roofline failed"))
+        report["roofline"] = sec
+        report["summary"].update(roofline.summary_fields(sec))
 
     def _on_boundary(self, rec: StepRecord) -> None:
         rec.index = len(self.steps)

@@ -23,6 +23,8 @@ COLUMNS = [  # header, getter
     ("steps", lambda r, p: r["summary"]["steps"]),
     ("step p50 ms", lambda r, p: fmt.ms((r["summary"].get("step_time_s") or {}).get("p50"), 2, unit=False)),
     ("us/sample", lambda r, p: fmt.num((r["summary"].get("throughput") or {}).get("us_per_sample"), 1)),
+    ("TFLOP/s", lambda r, p: fmt.num(r["summary"].get("achieved_tflops_per_s"), 3, keep_int=False)),
+    ("MFU", lambda r, p: fmt.pct(r["summary"].get("mfu"), 1)),
     ("compiles", lambda r, p: r["summary"]["compiles"]),
     ("h2d/step", lambda r, p: fmt.num(r["summary"].get("host_to_device_per_step"), 2)),
     ("d2h/step", lambda r, p: fmt.num(r["summary"].get("device_to_host_per_step"), 2)),

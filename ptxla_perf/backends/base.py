@@ -36,3 +36,12 @@ class Adapter(Protocol):
 
     def runaway(self, rec: StepRecord, cfg: Mapping[str, Any]) -> str | None:
         """What makes this boundary runaway compilation (guard.py), in words; None when it is not."""
+
+    def graph_costs(self) -> dict[str, Any]:
+        """The cost of each distinct step graph seen (report: roofline.graphs) and how it was obtained: `source`
+        ("xla_cost_analysis" | "hlo_text" | "unavailable"), `method` (in words), `graphs`, `notes`. The per-step
+        sums are on the records (`StepRecord.flops`, `bytes_accessed`, `transcendentals`)."""
+
+    def hlo_modules(self) -> dict[str, str]:
+        """Optimized HLO text by module name (`jit_train_step`), for joining a capture's op events with
+        per-instruction costs (roofline.top_ops); empty where the executed module's HLO is not known."""

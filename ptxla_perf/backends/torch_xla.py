@@ -26,7 +26,7 @@ from torch.overrides import TorchFunctionMode
 import torch_xla
 import torch_xla.debug.profiler as xp
 
-from .. import hlo_diff
+from .. import hlo_cost, hlo_diff
 from ..attribution_plan import CALLS, GRAPHS, AttributionPlan
 from ..frames import is_user_file, user_frame
 from ..records import Event, Location, StepRecord, Transfers
@@ -283,6 +283,9 @@ class TorchXlaAdapter:
         self._ir_debug0 = False
         self.training = _TrainingCalls()
         self._last: StepRecord | None = None  # the latest boundary's record (its closures run after it)
+        self._costs: dict[str, hlo_cost.GraphCost] = {}  # graph hash -> its cost, computed once (roofline)
+        self._site_cost: dict[tuple, tuple[str, hlo_cost.GraphCost]] = {}  # site -> its last captured graph's cost
+        self._cost_counts = Counter()  # how each launching boundary got its cost: captured | carried | unknown
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[..., None]) -> None:
@@ -337,6 +340,8 @@ class TorchXlaAdapter:
         try:
             env["device_kind"] = xr.device_type()
             env["device"] = str(torch_xla.device())
+            import torch_xla.core.xla_model as xm
+            env["device_model"] = xm.xla_device_kind()  # PJRT's device kind ("TPU v5 lite"): picks the peak
             env["process_count"] = int(xr.process_count())
             env["process_index"] = int(xr.process_index())
         except Exception as exc:  # runtime not initialisable: still report what we know
@@ -386,6 +391,7 @@ class TorchXlaAdapter:
             if pending is not None:
                 rec.graph_hashes = [pending[0]]
                 self._remember_graph(rec, site, pending)
+            self._step_cost(rec, site, pending)
             if rec.compiles and not rec.early_executions:
                 self._size_evidence(rec, site, emit=pending is None)
             self._after_step(rec, kind)
@@ -451,6 +457,56 @@ class TorchXlaAdapter:
             keys.append(_anomaly_key("compile", rec))
         return [k for k in keys if k not in self._explained]
 
+    # --- roofline: the cost of the graph each boundary ran ---------------------------------------------
+    def _step_cost(self, rec: StepRecord, site: Location | None, pending: tuple[str, str] | None) -> None:
+        """A captured boundary costs its graph's cost (computed once per hash); any other boundary at a site carries
+        the cost of the last graph captured there, unless it compiled (a new graph whose cost nobody saw: unknown,
+        and the site's cost is forgotten until the next capture). Launching nothing costs nothing. Graphs a host
+        read ran early are not captured: their FLOPs are missing (docs/roofline.md)."""
+        if not rec.executions:
+            rec.flops = rec.bytes_accessed = rec.transcendentals = 0.0
+            return
+        key = _site_key(site)
+        if pending is not None and pending[0] in self._costs:
+            found = self._site_cost[key] = (pending[0], self._costs[pending[0]])
+            how = "captured"
+        elif rec.compiles:
+            self._site_cost.pop(key, None)
+            found = None
+            how = "unknown"
+        else:
+            found = self._site_cost.get(key)
+            how = "carried" if found else "unknown"
+        cost = found[1] if found else None
+        if cost is None or cost.flops is None:
+            how = "unknown"
+        else:
+            rec.flops, rec.bytes_accessed, rec.transcendentals = cost.flops, cost.bytes_accessed, cost.transcendentals
+        self._cost_counts[how] += 1
+        if rec.early_executions:
+            self._cost_counts["early"] += 1
+
+    def graph_costs(self) -> dict[str, Any]:
+        sources = {c.source for c in self._costs.values()}
+        source = next((s for s in (hlo_cost.XLA, hlo_cost.TEXT) if s in sources), hlo_cost.UNAVAILABLE)
+        notes = sorted({c.note for c in self._costs.values() if c.note})[:3]
+        if not self._costs:
+            notes.append("no step graph was captured: costs come from graph-capture attribution steps "
+                         "(attribution.mode=off or hlo=false turns them off)")
+        if self._cost_counts["early"]:
+            notes.append(f"{self._cost_counts['early']} boundaries also ran graphs early (a host read): those "
+                         "graphs are not captured, so their FLOPs are missing")
+        return {"source": source, "scope": "per device (the graph torch_xla runs on one device)",
+                "method": "XLA HloCostAnalysis of the pending graph's HLO, captured at graph-capture steps, once per "
+                          "graph hash (unoptimized HLO: bytes are counted before fusion, an upper bound); other "
+                          "steps carry the cost of their site's last captured graph",
+                "boundaries": {k: v for k, v in self._cost_counts.items() if k != "early"},
+                "graphs": [{"id": h, **c.to_json()} for h, c in list(self._costs.items())[:20]], "notes": notes}
+
+    def hlo_modules(self) -> dict[str, str]:
+        """Empty: torch_xla gives the HLO it builds, not the optimized module whose fusions a trace names."""
+        return {}
+
     # --- graphs for recompile diffs -------------------------------------------------------------------
     def _size_evidence(self, rec: StepRecord, site: Location | None, emit: bool) -> None:
         """What is cheap at every compile: the size of the graph this sync compiled (`TensorsGraphSize`, sampled per
@@ -500,7 +556,10 @@ class TorchXlaAdapter:
                 return None
             digest = X._get_graph_hash(live)
             digest = digest.hex() if isinstance(digest, (bytes, bytearray)) else str(digest)
-            return digest, X._get_xla_tensors_hlo(live)
+            text = X._get_xla_tensors_hlo(live)
+            if digest not in self._costs:  # once per graph: XLA's cost analysis of the same live tensors' HLO
+                self._costs[digest] = hlo_cost.cost(lambda: X._get_xla_tensors_hlo_proto(live), text)
+            return digest, text
         except Exception as exc:  # never break the user's step for a diagnostic
             self.notes.append(f"graph capture failed: {str(exc).splitlines()[0]}")
             return None

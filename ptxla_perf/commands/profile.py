@@ -26,6 +26,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--tensorboard", default=None, metavar="DIR",
                    help="write per-step scalars (step time, compiles, transfers) as TensorBoard event files into "
                         "DIR, e.g. the logdir your captures go to (default: none)")
+    p.add_argument("--peak-tflops", type=float, default=None, metavar="X",
+                   help="the device's peak FLOP/s in TFLOP/s for MFU (default: from the device kind; "
+                        "calibrated on a CPU; docs/roofline.md)")
+    p.add_argument("--peak-gbps", type=float, default=None, metavar="Y",
+                   help="the device's peak memory bandwidth in GB/s (default: as --peak-tflops)")
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     return p
@@ -68,7 +73,8 @@ def run(args) -> int:
                           run={"kind": "script", "script": os.path.abspath(script), "argv": [script] + args.args,
                                "backend_choice": args.backend},
                           attribution={"mode": args.attribution}, max_warmup=args.max_warmup,
-                          guard=None if args.guard == "off" else "default", tensorboard_dir=args.tensorboard)
+                          guard=None if args.guard == "off" else "default", tensorboard_dir=args.tensorboard,
+                          roofline={"peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps})
         session.start()
     except SessionError as exc:
         raise UsageError(str(exc)) from None

@@ -25,6 +25,7 @@ Mapping of canonical rows (docs/diff.md has the table):
     fallback_ops      sum of aten::* counters but aten::_local_scalar_dense (an .item()-style read, not an
                       un-lowered op)              sum of summary.fallback_ops (same exclusion)
     X_per_step        X / steps                   summary.X_per_step where the report has it, else X / steps
+    mfu, achieved_tflops_per_s, flops_per_step   (not in metrics text)   summary.* (roofline, docs/roofline.md)
 """
 from __future__ import annotations
 

@@ -49,6 +49,9 @@ CANONICAL: list[tuple[str, str | None, bool]] = [
     ("distinct_graphs", None, False),
     ("fallback_ops", None, True),
     ("fallback_ops_per_step", None, False),
+    ("mfu", None, False),  # roofline (docs/roofline.md): achieved / peak FLOP/s over steady steps, a fraction
+    ("achieved_tflops_per_s", None, False),
+    ("flops_per_step", None, False),
 ]
 _CANON = {name: (unit, additive) for name, unit, additive in CANONICAL}
 _PER_STEP_BASES = ["compiles", "executions", "device_to_host", "device_to_host_bytes", "host_to_device",
@@ -254,6 +257,9 @@ def from_report(report: dict, label: str = "") -> Source:
         for k in ("p50", "p90", "mean", "min", "max"):
             if _num(stats.get(k)) is not None:
                 values[f"step_time_{k}"] = (_num(stats[k]), "s")
+    for k in ("mfu", "achieved_tflops_per_s", "flops_per_step"):  # roofline figures (absent: unknown)
+        if _num(summary.get(k)) is not None:
+            values[k] = (_num(summary[k]), None)
     for k in ("wall_time_s", "warmup_steps", "distinct_graphs"):
         if _num(summary.get(k)) is not None:
             values[k] = (_num(summary[k]), "s" if k.endswith("_s") else None)
