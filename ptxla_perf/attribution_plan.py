@@ -23,6 +23,7 @@ class AttributionPlan:
         self._queue: list[str] = []
         self._booked: dict[int, str] = {}  # boundary index -> kind booked for it
         self._seen_at: dict[tuple, list[int]] = {}  # anomaly -> boundaries it happened at
+        self._last: str | None = None  # the kind given to the previous boundary
         if self.mode != "off":
             self._queue = [GRAPHS] * int(cfg["initial_steps"])
             if self.mode == "auto":
@@ -30,6 +31,12 @@ class AttributionPlan:
 
     def next_kind(self, step: int) -> str | None:
         """The kind of attribution for boundary `step` (the next one), or None."""
+        if self.mode == "always" and self._last == GRAPHS and self._queue[:1] == [GRAPHS]:
+            # graphs re-armed by every recompile would take every step: leave every other one to calls, which see
+            # the Python values (ints indexing a device tensor) that a graph diff cannot put a line to
+            self._last = CALLS
+            self.spent += 1
+            return CALLS
         kind = self._queue.pop(0) if self._queue else None
         booked = self._booked.pop(step, None)
         if booked and kind is None and (self.mode != "auto" or self.spent < self.max_steps):
@@ -40,6 +47,7 @@ class AttributionPlan:
             kind = CALLS
         if kind is not None:
             self.spent += 1
+        self._last = kind
         return kind
 
     def saw(self, step: int, unexplained: Iterable[tuple]) -> None:

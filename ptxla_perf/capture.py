@@ -403,7 +403,13 @@ class StepWindowCapture:
         self.close()
         return False
 
+    @property
+    def first_step(self) -> int:
+        """The first step (boundary index) whose work the trace holds whole."""
+        return getattr(self, "_late_start", self.start_step)
+
     def to_json(self) -> dict:
         return {"kind": "step_window", "start_step": self.start_step, "num_steps": self.num_steps,
+                "first_step": self.first_step,
                 "steps_captured": self.steps_captured, "path": str(self.path) if self.path else None,
                 "run": self.path.parent.name if self.path else None, "error": self.error}

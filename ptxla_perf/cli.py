@@ -8,7 +8,7 @@ import sys
 
 from . import __version__
 
-COMMANDS = ["profile", "capture", "analyze", "diff", "merge"]
+COMMANDS = ["profile", "capture", "analyze", "diff", "view", "merge"]
 
 
 class UsageError(Exception):

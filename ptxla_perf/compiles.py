@@ -39,6 +39,21 @@ def site_key(site: Location | None) -> str:
     return f"site:{site.file}:{site.line}" if site else "site:?"
 
 
+def _slots(boundaries: list[dict]) -> list[tuple[dict, int]]:
+    """Each launching boundary with its slot: the how-many-th launch at its site within the iteration. One site
+    can run different graphs in one iteration (gradient accumulation: the micro-batch graph, then the update
+    graph at the same sync); the slot keeps them apart so the second is not taken for a recompile of the first."""
+    seen: Counter = Counter()
+    out = []
+    for b in boundaries:
+        if not b.get("launched", True):
+            continue
+        site = (b["site"]["file"], b["site"]["line"]) if b.get("site") else None
+        out.append((b, seen[site]))
+        seen[site] += 1
+    return out
+
+
 def units(iterations: list[StepRecord]) -> list[CompileUnit]:
     """Compile units in iteration order. Adapters that know each compile's identity (JAX) emit `compile` events
     with detail unit=True; compiles not covered by such events are keyed by the boundary's site."""
@@ -58,13 +73,15 @@ def units(iterations: list[StepRecord]) -> list[CompileUnit]:
         rest = it.compiles - covered
         if rest <= 0:
             continue
-        parts = [b for b in it.boundaries if b.get("compiles")] or [
-            {"site": it.site and {"file": it.site.file, "line": it.site.line, "function": it.site.function},
-             "compiles": rest, "compile_time_s": it.compile_time_s}]
-        for b in parts:
+        parts = [(b, slot) for b, slot in _slots(it.boundaries) if b.get("compiles")] or [
+            ({"site": it.site and {"file": it.site.file, "line": it.site.line, "function": it.site.function},
+              "compiles": rest, "compile_time_s": it.compile_time_s}, 0)]
+        for b, slot in parts:
             site = Location(b["site"]["file"], b["site"]["line"], b["site"].get("function", "?")) if b["site"] else None
-            key = site_key(site)
-            ev = [e for e in compile_events if not e.detail.get("unit") and e.detail.get("key", key) == key]
+            key = site_key(site) + (f"#{slot}" if slot else "")
+            ev = [e for e in compile_events if not e.detail.get("unit") and (
+                e.detail["boundary"] == b["index"] if "boundary" in e.detail and "index" in b
+                else e.detail.get("key", key) == site_key(site))]
             loc = next((e.location for e in ev if e.location), None) or site
             out.append(CompileUnit(key, j, pos, it.phase or "train", int(b["compiles"]),
                                    float(b.get("compile_time_s", 0.0)), loc, ev))

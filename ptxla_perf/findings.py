@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from . import compiles as C
@@ -30,6 +30,7 @@ GENERIC_ADVICE = {
     "op_fallback": "Replace it with an op the device supports (e.g. masks instead of nonzero/boolean indexing) "
                    "or move it out of the step.",
     "closure_read": "",
+    "input_pipeline": "",
     "no_steps": "",
     "eager_compile": "Move the ops into a jitted function if they run every step.",
 }
@@ -90,7 +91,8 @@ def _ms(seconds: float) -> str:
 
 
 CAUSES = {  # cause (from a compile's own evidence) -> what it means and what to do
-    "input_shapes": "input shapes changed (pad or bucket them to a fixed set of sizes)",
+    "input_shapes": "input shapes changed (pad or bucket them to a fixed set of sizes; a smaller last batch: drop "
+                    "it or pad it)",
     "input_dtypes": "input dtypes changed (cast inputs to one dtype before the step)",
     "constant": "a value is baked into the graph as a constant (e.g. indexing a device tensor with a changing "
                 "Python int; use a tensor index or torch.index_select)",
@@ -140,10 +142,12 @@ def compile_findings(it: list[StepRecord], by_key: dict[str, list[C.CompileUnit]
         if warm:
             out.append(_warmup_finding(first, warm))
         if not (first.phase == I.TRAIN and first.position < max(1, warmup)):
-            what = "the first evaluation step" if first.phase == I.EVAL else "a graph not seen before"
+            what = {I.EVAL: "the first evaluation step", I.AFTER: "work after the last step, e.g. a final "
+                    "evaluation"}.get(first.phase, "a graph not seen before")
+            when = "after the last step" if first.phase == I.AFTER else f"at {first.phase} iteration {first.position}"
             out.append(Finding(
                 "new_graph", "info",
-                f"A new graph compiled at {first.phase} iteration {first.position}{_where(first.location)} "
+                f"A new graph compiled {when}{_where(first.location)} "
                 f"({first.count} compile(s), {first.seconds:.2f} s): its first compile ({what}); expected once.",
                 first.count, first.location, {"key": key, "compile_time_s": round(first.seconds, 4),
                                               "phase": first.phase}, None, [it[first.iteration].index]))
@@ -183,6 +187,8 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
         why = CAUSES["special_scalar"] + (f". {advice['special_scalars']}" if advice.get("special_scalars") else "")
     elif events:
         why = CAUSES.get(evidence["cause"], evidence["cause"])
+        if evidence["differences"]:
+            why += f"; {evidence['differences'][0]}"
         if len(re_) > explained:
             why += f" (seen on {explained} of {len(re_)} recompiling iterations; the others were not captured)"
     else:
@@ -454,25 +460,30 @@ def op_fallback(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding
 
 
 def host_to_device_transfer(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
+    """Implicit copies of host data into a compiled call. A warning only when the copy is avoidable and recurs:
+    the same host buffer copied again and again (parameters left on the host), Python lists, arrays resharded on
+    every call (adapter: detail.avoidable). A fresh batch per call is the input pipeline: info."""
     events = [(s.index, e) for s in it for e in s.events if e.kind == "host_to_device_transfer"]
-    if not events:
-        return []
-    hit = sorted({j for j, _ in events})
     out = []
     for _, evs in _by_location(events).items():
         loc = evs[0][1].location
         steps_hit = sorted({j for j, _ in evs})
-        recurring = _recurs(len(steps_hit), len(it))
+        avoidable = [e for _, e in evs if e.detail.get("avoidable", True)]
+        recurring = _recurs(len({j for j, e in evs if e.detail.get("avoidable", True)}), len(it))
         n = len(evs)  # calls that transferred; the arrays they moved are in the evidence
-        detail = _merge_details([e for _, e in evs])
+        detail = _merge_details([e for _, e in (evs if not avoidable else [(0, e) for e in avoidable])])
         detail["arrays"] = sum(int(e.detail.get("transfers", 1)) for _, e in evs)
-        out.append(Finding(
-            "host_to_device_transfer", "warning" if recurring else "info",
-            f"Host data passed into a compiled call{_where(loc)} is copied to the device implicitly in "
-            f"{len(steps_hit)} of {len(it)} iterations. "
-            f"{advice.get('host_to_device_transfer', GENERIC_ADVICE['host_to_device_transfer'])}",
-            n, loc, detail, n / max(1, len(it)), steps_hit))
-    del hit
+        detail["avoidable_calls"] = len(avoidable)
+        if recurring:
+            msg = (f"Host data passed into a compiled call{_where(loc)} is copied to the device implicitly in "
+                   f"{len(steps_hit)} of {len(it)} iterations, the same data again and again. "
+                   f"{advice.get('host_to_device_transfer', GENERIC_ADVICE['host_to_device_transfer'])}")
+        else:
+            msg = (f"Host data passed into a compiled call{_where(loc)} is copied to the device in {len(steps_hit)} "
+                   f"of {len(it)} iterations: {'a fresh input batch each time (the input pipeline), expected' if not avoidable else 'infrequent'}. "
+                   f"{advice.get('input_pipeline', '')}").strip()
+        out.append(Finding("host_to_device_transfer", "warning" if recurring else "info", msg, n, loc, detail,
+                           n / max(1, len(it)), steps_hit))
     return out
 
 
@@ -502,15 +513,18 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = None, max_warmup: int = 5,
-            expect_steps: bool = True) -> Analysis:
-    """The one analysis pass: iterations, compile classes, warm-up, steady steps, findings (worst first)."""
+            expect_steps: bool = True, tail: StepRecord | None = None) -> Analysis:
+    """The one analysis pass: iterations, compile classes, warm-up, steady steps, findings (worst first).
+    `tail`: work after the last step boundary (a final evaluation). It is no step; its compiles are only explained
+    (first uses, a function's first compile), never counted as per-step costs."""
     advice = {**GENERIC_ADVICE, **(advice or {})}
     it = I.group(boundaries)
     train = [s for s in it if s.phase != I.EVAL]
-    all_units = C.units(it)
-    by_key = C.classify(all_units, dict(Counter(s.phase or I.TRAIN for s in it)), max_warmup)
+    with_tail = it + ([replace(tail, index=len(boundaries), phase=I.AFTER, boundaries=[])] if tail else [])
+    all_units = C.units(with_tail)
+    by_key = C.classify(all_units, dict(Counter(s.phase or I.TRAIN for s in with_tail)), max_warmup)
     warmup = _warmup(train, all_units, max_warmup)
-    findings = (compile_findings(it, by_key, warmup, advice) + device_to_host_sync(it, advice)
+    findings = (compile_findings(with_tail, by_key, warmup, advice) + device_to_host_sync(it, advice)
                 + op_fallback(it, advice) + graph_break(it, advice) + host_to_device_transfer(it, advice)
                 + compile_time(it, warmup) + (no_steps(boundaries, advice) if expect_steps else []))
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], -f.count))

@@ -53,7 +53,8 @@ def classify(filename: str) -> int:
                 kind = USER
             elif path.startswith(_TOOL_DIRS):
                 kind = TOOL
-            elif path.startswith(_LIB_DIRS):
+            elif path.startswith(_LIB_DIRS) or f"{os.sep}site-packages{os.sep}" in path \
+                    or f"{os.sep}dist-packages{os.sep}" in path:  # installed anywhere (user site, PYTHONPATH)
                 kind = LIBRARY
             else:
                 kind = USER
@@ -100,3 +101,18 @@ def caller_location(depth: int = 1) -> Location | None:
 
 def is_user_file(filename: str) -> bool:
     return classify(filename) == USER
+
+
+def print_user_traceback(exc: BaseException, file=None) -> None:
+    """Print a crash of the user's script as Python itself would: the frames of ptxla_perf and of runpy that ran
+    the script are dropped from the top of the traceback (the script's own frames, and libraries below them,
+    stay)."""
+    import runpy
+    import traceback
+
+    ours = (os.path.join(_HERE, ""), os.path.realpath(runpy.__file__), "<frozen runpy>")
+    tb = exc.__traceback__
+    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith("<frozen runpy")
+                              or os.path.realpath(tb.tb_frame.f_code.co_filename).startswith(ours)):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb, file=file or sys.stderr)

@@ -57,6 +57,11 @@ class GraphDiff:
             return "constant"  # same ops, same shapes, other literals: a Python value baked into the graph
         return "attributes"
 
+    @property
+    def distance(self) -> int:
+        """How far apart the two graphs are (0 = identical): to pick the closest earlier graph."""
+        return len(self.input_shapes) + len(self.changed) + len(self.added) + len(self.removed)
+
     def first_changed_sources(self) -> list[Instr]:
         """Instructions that introduce the difference, in graph order (new side)."""
         out = [b for a, b in self.changed if b.op != "parameter"]

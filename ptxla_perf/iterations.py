@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .records import StepRecord, Transfers
+from .records import Event, StepRecord, Transfers
 
 TRAIN, EVAL = "train", "eval"
+AFTER = "after"  # work after the last step boundary (never a step; only its compiles are explained)
 
 
 def launched(b: StepRecord) -> bool:
@@ -100,7 +101,9 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
                                  None if None in h2d_bytes else sum(h2d_bytes)),
         fallback_ops=fallback, graph_hashes=[h for p in parts for h in p.graph_hashes],
         attributed=any(p.attributed for p in parts), phase=phase,
-        samples=close.samples, tokens=close.tokens, events=[e for p in parts for e in p.events],
+        samples=close.samples, tokens=close.tokens,
+        # each event keeps the boundary it came from: compiles are judged per boundary slot (compiles.py)
+        events=[Event(e.kind, e.location, {**e.detail, "boundary": p.index}) for p in parts for e in p.events],
         own_time_us=sum(p.own_time_us for p in parts) if all(p.own_time_us is not None for p in parts) else None,
         optimizer_steps=sum(p.optimizer_steps for p in parts), backward_calls=sum(p.backward_calls for p in parts),
         grad_enabled=any(grads) if grads else None,
@@ -108,7 +111,15 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
         device_to_host_time_s=sum(d2h_time) if d2h_time else None,
         closure_reads=sum(p.closure_reads for p in parts),
         data_wait_s=None if all(p.data_wait_s is None for p in parts) else sum(p.data_wait_s or 0.0 for p in parts),
-        boundaries=[boundary_json(p) for p in parts])
+        boundaries=[boundary_json(p) for p in parts],
+        flops=_cost_sum(parts, "flops"), bytes_accessed=_cost_sum(parts, "bytes_accessed"),
+        transcendentals=_cost_sum(parts, "transcendentals"))
+
+
+def _cost_sum(parts: list[StepRecord], key: str) -> float | None:
+    """An iteration's cost is the sum over its boundaries; unknown (None) when any launching boundary's is."""
+    values = [getattr(p, key) for p in parts if launched(p) or getattr(p, key)]
+    return None if any(v is None for v in values) else float(sum(values))
 
 
 def boundary_json(b: StepRecord) -> dict[str, Any]:

@@ -67,6 +67,10 @@ class StepRecord:
     closure_reads: int = 0  # reads inside xm.add_step_closure closures (the recommended pattern), not in device_to_host
     data_wait_s: float | None = None  # time the host waited for input data in this step (session.data_wait())
     boundaries: list[dict[str, Any]] = field(default_factory=list)  # iterations: the boundaries they grouped
+    # --- cost of the graphs the step ran (roofline.py); None where no cost is known (docs/roofline.md) ---
+    flops: float | None = None
+    bytes_accessed: float | None = None
+    transcendentals: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -4,14 +4,17 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from . import roofline as _roofline
+from .findings import short_path as _rel
+from .fmt import ms as _ms
+from .fmt import num as _fixed
+from .html import html_path
+
 _SEV = {"error": "ERROR", "warning": "WARN ", "info": "info "}
 
 
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v * 1e3:.1f} ms"
-
-
-from .findings import short_path as _rel
+def _num(v) -> str:
+    return _fixed(v, 2, keep_int=False)
 
 
 def summary_lines(report: dict[str, Any], report_path: str | None = None, max_findings: int = 8) -> list[str]:
@@ -21,6 +24,12 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
     st = s.get("step_time_s") or {}
     lines = [f"ptxla_perf [{report['backend']}] {what}: {s['steps']} steps ({s['warmup_steps']} warm-up), "
              f"status {run.get('status')}"]
+    if run.get("status") == "crashed" and not s["steps"]:
+        # the crash is the story: nothing per step to say
+        lines[0] += f" before its first step ({run.get('stop_reason') or 'exit code ' + str(run.get('exit_code'))})"
+        if report_path:
+            lines.append(f"  report: {_rel(report_path)}")
+        return lines
     lines.append(f"  step time   p50 {_ms(st.get('p50'))}  p90 {_ms(st.get('p90'))}  mean {_ms(st.get('mean'))}"
                  f"  (over {st.get('n', 0)} steady steps)")
     lines.append(f"  compiles    {s['compiles']} ({s['compile_time_s']:.2f} s), {s['recompiles_after_warmup']} after "
@@ -38,6 +47,7 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
             parts.append(f"{tp['mb_per_s']:.2f} MB/s host->device")
         lines.append("  throughput  " + ", ".join(parts))
     lines += _processes_lines(report)
+    lines += _roofline.summary_lines(report.get("roofline"))  # MFU, TFLOP/s, predicted vs observed
     if s.get("fallback_ops"):
         lines.append("  CPU fallback ops  " + ", ".join(f"{k} x{v}" for k, v in s["fallback_ops"].items()))
     findings = report.get("findings", [])
@@ -53,6 +63,9 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
         lines.append(f"  ... {len(shown) - max_findings} more finding(s) in the report")
     if report_path:
         lines.append(f"  report: {_rel(report_path)}")
+        page = html_path(report_path)  # report.write puts the page beside it (docs/html.md)
+        if os.path.exists(page):
+            lines.append(f"  html:   {_rel(page)}")
     return lines
 
 
@@ -80,10 +93,6 @@ def _processes_lines(report: dict[str, Any]) -> list[str]:
     if parts:
         lines.append("  aggregate   " + ", ".join(parts) + " (all ranks, at the slowest rank's pace)")
     return lines
-
-
-def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -56,6 +56,12 @@ def summarize(a: Analysis, findings: list[Finding], totals: dict[str, Any] | Non
         "cached_compiles": sum(s.cached_compiles for s in a.iterations),
         "recompiles_after_warmup": a.recompiles,
         "distinct_graphs": len({h for s in a.iterations for h in s.graph_hashes}) or None,
+        # totals over the training steps: what the per-step figures divide, and what `diff` compares
+        "executions": sum(s.executions for s in steps),
+        "device_to_host": sum(s.device_to_host.count for s in steps),
+        "host_to_device": sum(s.host_to_device.count for s in steps),
+        "device_to_host_bytes": sum(s.device_to_host.bytes or 0 for s in steps),
+        "host_to_device_bytes": None,
         "executions_per_step": per(sum(s.executions for s in steps)),
         "device_to_host_per_step": per(sum(s.device_to_host.count for s in steps)),
         "host_to_device_per_step": per(sum(s.host_to_device.count for s in steps)),
@@ -67,6 +73,7 @@ def summarize(a: Analysis, findings: list[Finding], totals: dict[str, Any] | Non
         "findings_by_severity": severity_counts(findings),
     }
     if totals and n and totals.get("host_to_device_bytes") is not None:
+        summary["host_to_device_bytes"] = int(totals["host_to_device_bytes"])
         summary["host_to_device_bytes_per_step"] = totals["host_to_device_bytes"] / n
     return summary
 
@@ -127,6 +134,8 @@ def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], analysis: A
     }
     if extra:
         report["extra"] = extra
+    from .sources import attach  # issue 12: the culprit lines travel with the report (findings[].source)
+    attach(report["findings"])
     return report
 
 
@@ -140,8 +149,9 @@ def merge_trace(report: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]
     return report
 
 
-def write(report: dict[str, Any], path: str) -> str:
-    """Atomic write: a reader (or a crash mid-write) never sees half a report."""
+def write(report: dict[str, Any], path: str, html: bool = True) -> str:
+    """Atomic write: a reader (or a crash mid-write) never sees half a report. With `html`, the page of the
+    report goes beside it (report.html, docs/html.md); a page that cannot be written never fails the run."""
     path = os.path.abspath(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".ptxla_perf.", dir=os.path.dirname(path))
@@ -149,7 +159,20 @@ def write(report: dict[str, Any], path: str) -> str:
         json.dump(report, f, indent=1, default=_json_default)
         f.write("\n")
     os.replace(tmp, path)
+    if html:
+        write_html(report, path)
     return path
+
+
+def write_html(report: dict[str, Any], path: str) -> str | None:
+    """report.html beside the report at `path`; None (and a one-line note) when it could not be written."""
+    from . import html as H
+    try:
+        return H.write(report, H.html_path(path))
+    except Exception as exc:  # noqa: BLE001 - the JSON report is what counts; the page is a view of it
+        print(f"ptxla_perf: note: could not write {H.html_path(path)}: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return None
 
 
 def _json_default(o: Any):

@@ -5,27 +5,42 @@ The report and logs go to Hydra's run directory; `-m` sweeps give one report per
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import re
 import sys
 from pathlib import Path
+from typing import Callable
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from .config import register
+
 DEFAULT_RECIPE = "mmf"
 _HERE = Path(__file__).resolve().parent
 CONFIG_DIR = str(_HERE / "configs" if (_HERE / "configs" / "config.yaml").is_file() else _HERE.parent / "configs")
+register()  # the structured configs the YAML files extend (ptxla_perf/config.py)
 
 
-def load_recipe(name: str):
+def load_recipe(recipe) -> Callable:
+    """The function that runs a recipe: `recipe.entry` ("module:function"), by default
+    ptxla_perf.recipes.<name>:run. A config chooses the implementation; a user's own module works the same way."""
+    entry = recipe.get("entry") or f"ptxla_perf.recipes.{recipe.name}:run"
+    module_name, _, fn_name = entry.partition(":")
     try:
-        return importlib.import_module(f"ptxla_perf.recipes.{name}")
+        module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name not in (f"ptxla_perf.recipes.{name}", "ptxla_perf.recipes"):
+        if exc.name is None or not module_name.startswith(exc.name):
             raise
-    raise SystemExit(f"ptxla_perf: error: unknown recipe {name!r} (configs/recipe/{name}.yaml has no module)")
+        raise SystemExit(f"ptxla_perf: error: recipe {recipe.name!r}: no module {module_name!r} "
+                         f"(recipe.entry={entry!r})") from None
+    fn = getattr(module, fn_name or "run", None)
+    if not callable(fn):
+        raise SystemExit(f"ptxla_perf: error: recipe {recipe.name!r}: {module_name} has no function "
+                         f"{fn_name or 'run'!r} (recipe.entry={entry!r})")
+    return fn
 
 
 def _cpu_devices(n: int | None) -> None:
@@ -36,12 +51,24 @@ def _cpu_devices(n: int | None) -> None:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={int(n)}".strip()
 
 
+def _quiet_library_info() -> None:
+    """Hydra sets the root logger to INFO, so JAX's start-up INFO lines ("Unable to initialize backend 'tpu'") print
+    in Hydra's format and look like failures. Library loggers the user left unset stay at WARNING, as in a plain
+    Python run."""
+    for name in ("jax", "absl"):
+        lg = logging.getLogger(name)
+        if lg.level == logging.NOTSET:
+            lg.setLevel(logging.WARNING)
+
+
 def run_recipe(cfg: DictConfig) -> int:
+    from .outcome import outcome
     from .session import RunStopped, Session, SessionError
     recipe = cfg.recipe
+    _quiet_library_info()
     out_dir = HydraConfig.get().runtime.output_dir
     _cpu_devices(recipe.get("cpu_devices"))
-    module = load_recipe(recipe.name)
+    run_fn = load_recipe(recipe)
     try:
         session = Session(
             recipe.get("backend", "torch_xla"), report_path=os.path.join(out_dir, cfg.report),
@@ -50,51 +77,30 @@ def run_recipe(cfg: DictConfig) -> int:
                  "overrides": list(HydraConfig.get().overrides.task), "output_dir": out_dir},
             attribution=OmegaConf.to_container(cfg.attribution), max_warmup=cfg.max_warmup,
             guard=None if cfg.get("guard") is None else OmegaConf.to_container(cfg.guard),
-            progress_every_s=cfg.progress_every_s)
+            progress_every_s=cfg.progress_every_s,
+            tensorboard_dir=os.path.join(out_dir, "tensorboard") if cfg.profiler.get("scalars", True) else None,
+            roofline=OmegaConf.to_container(cfg.roofline) if cfg.get("roofline") is not None else None)
         session.start()
     except SessionError as exc:
         print(f"ptxla_perf: error: {exc}", file=sys.stderr)
         return 2
     capture = cfg.profiler.get("capture")
-    if capture and capture.get("start_step") is not None:
-        _add_capture(session, capture, out_dir)
+    if capture and capture.get("start_step") is not None:  # the session owns the window and its analysis
+        session.open_capture(os.path.join(out_dir, "tensorboard"), capture.start_step, capture.num_steps,
+                             analyze=capture.get("analyze", True))
     try:
-        extra = module.run(recipe, session) or {}
+        extra = run_fn(recipe, session) or {}
         session.extra.update(extra)
-        session.finish("completed", 0)
-        return 0
-    except RunStopped as stop:
-        stop = session.pending_stop() or stop  # a child's stop coming back: the parent's own signal
-        session.finish("interrupted" if stop.signum else "stopped", stop.exit_code, stop.reason)
-        return stop.exit_code
-    except KeyboardInterrupt:
-        session.finish("interrupted", 130, "KeyboardInterrupt")
-        return 130
     except BaseException as exc:
-        session.finish("crashed", 1, f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, RunStopped):
+            exc = session.pending_stop() or exc  # a child's stop coming back: the parent's own signal
+        end = outcome(exc)
+        session.finish(end.status, end.exit_code, end.reason)
+        if isinstance(exc, (RunStopped, KeyboardInterrupt, SystemExit)):
+            return end.exit_code
         raise
-
-
-def _add_capture(session, capture, out_dir: str) -> None:
-    """profiler.capture.*: trace a window of steps into <run dir>/tensorboard, then analyze it into the report."""
-    from .capture import StepWindowCapture
-    window = StepWindowCapture(os.path.join(out_dir, "tensorboard"), int(capture.start_step),
-                               int(capture.num_steps), session.backend, tail_steps=1)
-    session.capture_window = window
-
-    def close_and_analyze() -> None:
-        path = window.close()
-        session.profiler.setdefault("captures", []).append(window.to_json())
-        if path is None:
-            session.say(f"ptxla_perf: no capture: {window.error or 'the run ended before the capture window'}")
-        elif capture.get("analyze", True) and session.trace is None:  # a recipe may have analyzed it already
-            from .trace import analyze_trace
-            try:
-                session.trace = analyze_trace(path)
-            except Exception as exc:  # the report still goes out without its trace section
-                session.say(f"ptxla_perf: could not analyze {path}: {exc}")
-
-    session.add_step_callback(lambda rec: window.on_step_end(rec.index), close=close_and_analyze)
+    session.finish("completed", 0)
+    return 0
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")
@@ -104,9 +110,34 @@ def _main(cfg: DictConfig) -> None:
         sys.exit(code)
 
 
+def check_overrides(argv: list[str]) -> str | None:
+    """Compose the config with these overrides before anything runs: a value of the wrong type or an unknown key
+    -> one line naming the key. Sweeps (-m) and anything this check cannot judge are left to Hydra."""
+    if any(a in ("-m", "--multirun") or a.startswith("--") for a in argv) or any("," in a for a in argv):
+        return None
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import ConfigCompositionException
+    from omegaconf.errors import OmegaConfBaseException
+    try:
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            compose("config", overrides=[a for a in argv if not a.startswith("hydra.")])
+    except (ConfigCompositionException, OmegaConfBaseException) as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else exc
+        key = getattr(cause, "full_key", None)
+        msg = str(cause).splitlines()[0].strip()
+        return f"{key}: {msg}" if key and key not in msg else msg
+    except Exception:  # not a config error this check understands: Hydra reports it its own way
+        return None
+    return None
+
+
 def main() -> None:
     if not any(re.match(r"^\+{0,2}recipe=", a) for a in sys.argv[1:]):
         sys.argv.append(f"+recipe={DEFAULT_RECIPE}")
+    problem = check_overrides(sys.argv[1:])
+    if problem:
+        print(f"ptxla_perf: error: invalid configuration: {problem}", file=sys.stderr)
+        sys.exit(2)
     _main()
 
 

@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import render, report as report_mod
+from . import peaks, render, report as report_mod, roofline
 from .backends.base import Adapter
 from .findings import Analysis, Finding, analyze
 from .guard import Guard
@@ -63,20 +63,6 @@ def process_index() -> int:
     return 0
 
 
-def outcome(exc: BaseException | None) -> tuple[str, int | None, str | None]:
-    """How a run ended -> (status, exit code, stop reason), for a report."""
-    if exc is None:
-        return "completed", 0, None
-    if isinstance(exc, RunStopped):
-        return ("interrupted" if exc.signum else "stopped"), exc.exit_code, exc.reason
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted", 130, "KeyboardInterrupt"
-    if isinstance(exc, SystemExit):
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        return ("completed" if code == 0 else "crashed"), code, None
-    return "crashed", 1, f"{type(exc).__name__}: {exc}"
-
-
 def check_port(port: int) -> None:
     if not 0 < port < 65536:
         raise SessionError(f"profiler port {port} is out of range (1-65535)")
@@ -86,6 +72,23 @@ def check_port(port: int) -> None:
         except OSError:
             raise SessionError(f"profiler port {port} is already in use; pass another port (or null to disable "
                                "the profiler server)") from None
+
+
+def _roofline_cfg(cfg: dict | None) -> dict[str, Any]:
+    """`peak_tflops` / `peak_gbps` overrides (null = from the device): positive numbers, or a SessionError."""
+    cfg = dict(cfg or {})
+    for key in ("peak_tflops", "peak_gbps"):
+        v = cfg.get(key)
+        if v is None:
+            continue
+        try:
+            ok = float(v) > 0 and not isinstance(v, bool)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise SessionError(f"roofline {key} must be a positive number (or null), not {v!r}")
+        cfg[key] = float(v)
+    return cfg
 
 
 def make_adapter(backend: str, attribution: dict | None) -> Adapter:
@@ -106,7 +109,8 @@ class Session:
                  port: int | None = 9012, run: dict[str, Any] | None = None, attribution: dict | None = None,
                  max_warmup: int = 5, guard: dict | None | str = "default", progress_every_s: float | None = 10.0,
                  flush_every_s: float | None = 30.0, console: bool = True, handle_signals: bool = True,
-                 rank: int | None = None, rank_suffix: bool = False, summary: bool = True):
+                 rank: int | None = None, rank_suffix: bool = False, summary: bool = True,
+                 tensorboard_dir: str | None = None, roofline: dict | None = None):
         self.backend = backend
         self.report_path = report_path
         self.port = port
@@ -123,6 +127,7 @@ class Session:
         self.handle_signals = handle_signals
         self.adapter = make_adapter(backend, attribution)
         self.guard_cfg = guard  # as given: children spawned by the script get the same
+        self.roofline_cfg = _roofline_cfg(roofline)  # peak overrides (peaks.py); checked here, used at the end
         # guard=None turns it off; "default" (or a dict of overrides) keeps it on (guard.py)
         self.guard = Guard(None if guard is None else ({} if guard == "default" else dict(guard)),
                            self.adapter.runaway)
@@ -150,7 +155,12 @@ class Session:
         self._finished: dict[str, Any] | None = None
         self.tail: StepRecord | None = None
         self.trace: dict[str, Any] | None = None  # a capture's analysis (ptxla_perf.trace), merged into the report
-        self.capture_window = None
+        self._window = None  # the step-window capture this session owns (open_capture), closed in finish
+        self._window_analyze = True
+        self._window_done = False
+        self._window_trace: dict[str, Any] | None = None
+        self.tensorboard_dir = tensorboard_dir  # per-step scalars go here (tb_scalars.py); None: not written
+        self._scalars = None
 
     # --- public API -------------------------------------------------------------------------------
     def start(self) -> "Session":
@@ -167,6 +177,11 @@ class Session:
                 self._old_handlers[sig] = signal.signal(sig, self._on_signal)
         from . import spawn
         spawn.follow(self)  # children the script spawns get sessions of their own
+        if self.tensorboard_dir:
+            from .tb_scalars import ScalarLog
+            logdir = os.path.join(self.tensorboard_dir, f"rank{self.rank}") if self.rank else self.tensorboard_dir
+            self._scalars = ScalarLog(logdir, self._started_at)
+            self.profiler["scalars"] = self._scalars.to_json()
         self.adapter.start(self._on_boundary)
         return self
 
@@ -223,6 +238,59 @@ class Session:
         step boundary to raise it at."""
         return self._stop
 
+    def open_capture(self, logdir: str, start_step: int, num_steps: int, *, analyze: bool = True) -> None:
+        """Trace the steps [start_step, start_step + num_steps) into `logdir` (profiler.capture.*). The session owns
+        the window: it follows the steps, is closed in `finish` (also on Ctrl-C or a crash), and, with `analyze`,
+        its analysis becomes the report's `trace` section (`analyze=False`: only `capture_analysis()` analyzes it,
+        for the caller alone). One window per session."""
+        if self._window is not None:
+            raise SessionError("a capture window is already open for this session")
+        from .capture import StepWindowCapture
+        self._window = StepWindowCapture(logdir, int(start_step), int(num_steps), self.backend, tail_steps=1)
+        self._window_analyze = analyze
+        self.add_step_callback(lambda rec: self._window.on_step_end(rec.index))
+
+    @property
+    def has_capture(self) -> bool:
+        return self._window is not None
+
+    def capture_analysis(self) -> dict[str, Any] | None:
+        """Close the capture window (idempotent) and analyze it, once: recipes that read the trace and the report's
+        `trace` section share one analysis. None when there was no capture (the reason is in `profiler.captures`)."""
+        if self._window is None or self._window_done:
+            return self._window_trace
+        self._window_done = True
+        path = self._window.close()
+        self.profiler.setdefault("captures", []).append(self._window.to_json())
+        if path is None:
+            self.say(f"ptxla_perf: no capture: {self._window.error or 'the run ended before the capture window'}")
+            return None
+        from .trace import analyze_trace
+        try:
+            trace = analyze_trace(path)
+        except Exception as exc:  # the report still goes out without its trace section
+            self.say(f"ptxla_perf: could not analyze {path}: {exc}")
+            return None
+        self._relate(trace)
+        if self._window_analyze:  # the report's `trace` section (and its verdicts) come from this analysis
+            self.trace = trace
+        self._window_trace = trace
+        return trace
+
+    def _relate(self, trace: dict[str, Any]) -> None:
+        """Number the window's steps as the report does, keep phases apart, and compare traced with untraced step
+        time (trace/relate.py)."""
+        from .trace.relate import boundary_owners, relate
+        a = self.analysis()
+        first = self._window.first_step
+        owners = boundary_owners(a.iterations)
+        traced = set(owners[first:first + len(trace.get("steps") or [])])
+        untraced = sorted(s.wall_time_s for s in a.steady if s.index not in traced)
+        try:
+            relate(trace, a.iterations, first, untraced[len(untraced) // 2] if untraced else None)
+        except Exception as exc:  # a diagnostic of a diagnostic: never lose the report for it
+            self.adapter.notes.append(f"could not relate the capture to the steps: {exc}")
+
     def add_finding(self, finding: Finding) -> None:
         self.extra_findings.append(finding)
 
@@ -239,6 +307,13 @@ class Session:
                 close()
             except Exception as exc:
                 self.say(f"ptxla_perf: could not close a step callback: {exc}")
+        if self._window is not None and not self._window_done:
+            if self._window_analyze:
+                self.capture_analysis()
+            else:
+                self._window_done = True
+                self._window.close()
+                self.profiler.setdefault("captures", []).append(self._window.to_json())
         self.tail = self.adapter.stop()
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)
@@ -249,6 +324,7 @@ class Session:
         if not self.steps and spawn.child_reports(self):  # a parent that only spawned: the merged report
             report = spawn.merged(self, report)
         self._finished = report
+        self._write_scalars(report, final=True)
         if self.report_path:
             path = report_mod.write(report, self._path())
             if self.console and self.print_summary:
@@ -261,28 +337,20 @@ class Session:
         if self.report_path:
             report_mod.write(self._build(status, exit_code, reason), self._path())
 
-    def analysis(self) -> Analysis:
-        """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says."""
+    def analysis(self, status: str | None = None) -> Analysis:
+        """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says.
+        A run that crashed before its first step gets no `no_steps` finding: the crash is the story."""
         return analyze(self.steps, advice=self.adapter.advice, max_warmup=self.max_warmup,
-                       expect_steps=self.run_info.get("kind") != "trace")
+                       expect_steps=self.run_info.get("kind") != "trace" and status != "crashed", tail=self.tail)
 
     def __enter__(self) -> "Session":
         return self.start()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc is None:
-            self.finish()
-        elif isinstance(exc, RunStopped):
-            self.finish("interrupted" if exc.signum else "stopped", exc.exit_code, exc.reason)
-            return exc.signum is None  # a guard stop is handled; a signal goes on to the caller
-        elif isinstance(exc, KeyboardInterrupt):
-            self.finish("interrupted", 130, "KeyboardInterrupt")
-        elif isinstance(exc, SystemExit):
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            self.finish("completed" if code == 0 else "crashed", code)
-        else:
-            self.finish("crashed", 1, f"{type(exc).__name__}: {exc}")
-        return False
+        from .outcome import outcome
+        end = outcome(exc)
+        self.finish(end.status, end.exit_code, end.reason)
+        return isinstance(exc, RunStopped) and exc.signum is None  # a guard stop is handled; the rest goes on
 
     # --- internals --------------------------------------------------------------------------------
     def _path(self) -> str:
@@ -305,17 +373,38 @@ class Session:
             run["after_last_step"] = {"device_to_host": self.tail.device_to_host.count,
                                       "compiles": self.tail.compiles, "executions": self.tail.executions,
                                       "note": "work after the last step boundary (e.g. a final .item()) is not a "
-                                              "step and is never flagged"}
+                                              "step: never a per-step cost, its compiles only explained (info)"}
         extra_findings = list(self.extra_findings)
         if status in ("stopped",) and stop_reason:
             extra_findings.append(Finding("run_stopped", "error", stop_reason, 1,
                                           self.steps[-1].site if self.steps else None, {}))
-        report = report_mod.build(backend=self.backend, run=run, env=env, analysis=self.analysis(),
+        analysis = self.analysis(status)
+        report = report_mod.build(backend=self.backend, run=run, env=env, analysis=analysis,
                                   profiler=self.profiler, extra=self.extra or None, totals=self.adapter.totals(),
                                   extra_findings=extra_findings)
         if self.trace:
             report_mod.merge_trace(report, self.trace)
+        self._add_roofline(report, analysis, env, measure_cpu=status != "running")
         return report
+
+    def _add_roofline(self, report: dict[str, Any], analysis: Analysis, env: dict[str, Any], measure_cpu: bool) -> None:
+        """The roofline section (roofline.py) and its summary figures. A report flushed mid-run never calibrates
+        the CPU peak (it uses the cached one, if any). Never fails the report."""
+        try:
+            peak = peaks.select([env.get("device_model"), env.get("device_kind")], self.roofline_cfg,
+                                calibrate_cpu=measure_cpu, cpu_devices=int(env.get("local_devices") or 1))
+            sec = roofline.section(analysis.steady, self.adapter.graph_costs(), peak, report.get("findings"))
+            ops = (report.get("trace") or {}).get("top_ops")
+            if ops and sec["source"] != "unavailable":  # a capture's top ops, with their instructions' costs
+                sec["top_ops"] = roofline.top_ops(ops, self.adapter.hlo_modules(), peak)
+                if not sec["top_ops"]:
+                    sec["notes"].append("no per-op costs: the capture's ops are not in a module whose optimized "
+                                        "HLO is known (torch_xla gives only the HLO it builds, before fusion)")
+        except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
+            sec = roofline.section([], {"source": "unavailable", "notes": [f"roofline failed: {exc}"]},
+                                   peaks.Peak(None, None, "unknown", "unknown", "roofline failed"))
+        report["roofline"] = sec
+        report["summary"].update(roofline.summary_fields(sec))
 
     def _on_boundary(self, rec: StepRecord) -> None:
         if not self._up:
@@ -337,12 +426,24 @@ class Session:
         if self.flush_every_s and self.report_path and now - self._last_flush >= self.flush_every_s:
             self._last_flush = now
             try:  # a hard kill (SIGKILL, OOM) still leaves the report of the steps so far
-                report_mod.write(self._build("running", None, None), self._path())
+                report = self._build("running", None, None)
+                report_mod.write(report, self._path())
+                self._write_scalars(report, final=False)
             except Exception:
                 pass
         if self._stop is not None:
             stop, self._stop = self._stop, None
             raise stop
+
+    def _write_scalars(self, report: dict[str, Any], final: bool) -> None:
+        """TensorBoard scalars of the iterations so far (never per step: at a flush and at the end)."""
+        if self._scalars is None:
+            return
+        try:
+            self._scalars.write(report["steps"], final)
+        except Exception as exc:  # noqa: BLE001 - scalars are a view; the run and its report go on
+            self.say(f"ptxla_perf: note: no TensorBoard scalars in {self._scalars.logdir}: {exc}")
+            self._scalars = None
 
     def _check_guard(self, rec: StepRecord) -> None:
         decision = self.guard.check(rec)

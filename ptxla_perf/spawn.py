@@ -266,12 +266,13 @@ class ChildTarget:
         self.__wrapped__ = fn
 
     def __call__(self, index, *args, **kwargs):
-        from .session import outcome
+        from .outcome import outcome
         child_session(self.plan, rank=index)
         try:
             result = self.fn(index, *args, **kwargs)
         except BaseException as exc:
-            child_done(*outcome(exc))
+            end = outcome(exc)
+            child_done(end.status, end.exit_code, end.reason)
             raise
         child_done("completed", 0)
         return result

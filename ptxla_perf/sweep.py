@@ -14,18 +14,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import fmt
+
 COLUMNS = [  # header, getter
     ("job", lambda r, p: p.parent.name),
-    ("overrides", lambda r, p: " ".join(r.get("run", {}).get("overrides", []))[:40]),
+    ("overrides", lambda r, p: _overrides(r.get("run", {}).get("overrides", []))),
     ("batch", lambda r, p: _extra(r, "batch_size") or "-"),
     ("steps", lambda r, p: r["summary"]["steps"]),
-    ("step p50 ms", lambda r, p: _ms((r["summary"].get("step_time_s") or {}).get("p50"))),
-    ("us/sample", lambda r, p: _f((r["summary"].get("throughput") or {}).get("us_per_sample"), 1)),
+    ("step p50 ms", lambda r, p: fmt.ms((r["summary"].get("step_time_s") or {}).get("p50"), 2, unit=False)),
+    ("us/sample", lambda r, p: fmt.num((r["summary"].get("throughput") or {}).get("us_per_sample"), 1)),
+    ("TFLOP/s", lambda r, p: fmt.num(r["summary"].get("achieved_tflops_per_s"), 3, keep_int=False)),
+    ("MFU", lambda r, p: fmt.pct(r["summary"].get("mfu"), 1)),
     ("compiles", lambda r, p: r["summary"]["compiles"]),
-    ("h2d/step", lambda r, p: _f(r["summary"].get("host_to_device_per_step"), 2)),
-    ("d2h/step", lambda r, p: _f(r["summary"].get("device_to_host_per_step"), 2)),
-    ("all-reduce share", lambda r, p: _pct(_extra(r, "all_reduce_share"))),
-    ("fusion share", lambda r, p: _pct((_extra(r, "op_categories") or {}).get("fusion"))),
+    ("h2d/step", lambda r, p: fmt.num(r["summary"].get("host_to_device_per_step"), 2)),
+    ("d2h/step", lambda r, p: fmt.num(r["summary"].get("device_to_host_per_step"), 2)),
+    ("all-reduce share", lambda r, p: fmt.pct(_extra(r, "all_reduce_share"))),
+    ("fusion share", lambda r, p: fmt.pct((_extra(r, "op_categories") or {}).get("fusion"))),
     ("warnings", lambda r, p: (r["summary"].get("findings_by_severity") or {}).get("warning", 0)),
 ]
 
@@ -40,16 +44,16 @@ def _extra(r: dict, key: str) -> Any:
     return None
 
 
-def _ms(v):
-    return "-" if v is None else f"{v * 1e3:.2f}"
-
-
-def _f(v, nd):
-    return "-" if v is None else f"{v:.{nd}f}"
-
-
-def _pct(v):
-    return "-" if v is None else f"{v:.0%}"
+def _overrides(items: list[str], width: int = 40) -> str:
+    """The overrides that fit in the column, whole (never cut mid-word), then how many more there are."""
+    out: list[str] = []
+    for i, item in enumerate(items):
+        more = len(items) - i - 1
+        text = " ".join(out + [item])
+        if len(text) + (len(f" +{more}") if more else 0) > width and out:
+            return " ".join(out) + f" +{len(items) - i}"
+        out.append(item)
+    return " ".join(out)
 
 
 def find_reports(root: str | Path, name: str = "report.json") -> list[Path]:
@@ -72,6 +76,21 @@ def table(reports: list[Path]) -> list[str]:
     return [fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in rows]
 
 
+def write_html(reports: list[Path], root: str | Path, out: str | Path | None = None) -> str | None:
+    """The sweep's page (html/sweep_page.py): `<root>/sweep.html` unless `out`; None when no report could be read."""
+    runs = []
+    for p in reports:
+        try:
+            runs.append((p, json.loads(p.read_text())))
+        except (OSError, ValueError):
+            continue
+    if not runs:
+        return None
+    runs.sort(key=lambda pr: _sort_key(" ".join(pr[1].get("run", {}).get("overrides", []))[:40]))
+    from .html import sweep_page
+    return sweep_page.write(runs, root, out)
+
+
 def _sort_key(overrides: str):
     import re
     nums = [float(x) for x in re.findall(r"=(\d+(?:\.\d+)?)", overrides)]
@@ -82,12 +101,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ptxla_perf.sweep", description=__doc__.splitlines()[0])
     ap.add_argument("root", help="a multirun folder (or any folder holding report.json files)")
     ap.add_argument("--report-name", default="report.json")
+    ap.add_argument("--html", default=None, metavar="OUT.html", help="also write the sweep's page (docs/html.md)")
     args = ap.parse_args(argv)
     reports = find_reports(args.root, args.report_name)
     if not reports:
         print(f"ptxla_perf: no {args.report_name} under {args.root}", file=sys.stderr)
         return 2
     print("\n".join(table(reports)))
+    if args.html:
+        try:
+            path = write_html(reports, args.root, args.html)
+        except OSError as exc:
+            print(f"ptxla_perf: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        print(f"html: {path}", file=sys.stderr)
     return 0
 
 
@@ -109,6 +136,12 @@ class SweepTable(_Callback):
                       flush=True)
         except Exception as exc:  # never fail a finished sweep over its summary
             print(f"ptxla_perf: sweep table failed: {exc}", file=sys.stderr)
+            return
+        try:
+            if reports:
+                print(f"html: {write_html(reports, root)}", flush=True)
+        except Exception as exc:  # noqa: BLE001 - the page is a view of the table above
+            print(f"ptxla_perf: note: no sweep page: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -230,3 +230,16 @@ def test_attribution_plan_off_and_always():
     assert off.next_kind(1) is None
     always = AttributionPlan({"mode": "always", "initial_steps": 0, "rearm_steps": 2, "max_steps": 1, "hlo": False})
     assert all(always.next_kind(i) == CALLS for i in range(30))
+
+
+def test_always_mode_leaves_every_other_step_to_calls_when_graphs_keep_rearming():
+    """`always`: a site that recompiles every step re-arms graph capture each time; calls steps must still come
+    (they see the Python ints that index a device tensor, which a graph diff cannot put a line to)."""
+    from ptxla_perf.attribution_plan import CALLS, GRAPHS, AttributionPlan
+    plan = AttributionPlan({"mode": "always", "max_steps": 20, "rearm_steps": 2, "hlo": True, "initial_steps": 3})
+    kinds = []
+    for step in range(10):
+        kinds.append(plan.next_kind(step))
+        plan.saw(step, [("compile", ("train.py", 11))])
+    assert CALLS in kinds[3:] and GRAPHS in kinds[3:]
+    assert all(not (a == b == GRAPHS) for a, b in zip(kinds[3:], kinds[4:]))

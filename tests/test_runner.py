@@ -71,9 +71,15 @@ def test_capture_window_by_config_writes_xplane_and_trace_section(tmp_path):
     assert cap["start_step"] == 3 and cap["steps_captured"] == 2 and cap["path"] == str(xplanes[0])
     assert report["trace"]["step_summary"]["steps"] >= 2
     assert report["trace"]["top_ops"]
+    # the traced steps carry the report's own step numbers (StepTrace counts per annotation name), from step 3
+    assert report["trace"]["session"]["numbered_as"] == "session"
+    assert [s["step"] for s in report["trace"]["steps"]][:2] == [3, 4]
+    assert report["trace"]["session"]["slowdown"] > 0
 
 
 def test_bad_port_override_is_one_line(tmp_path):
     proc = run_app("+recipe=mlp", "profiler.port=abc", "hydra.run.dir=out", cwd=tmp_path)
     assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr and "profiler port must be a number" in proc.stderr
+    # the typed config rejects it before anything runs, naming the key (ptxla_perf/config.py)
+    assert "Traceback" not in proc.stderr and "profiler.port" in proc.stderr
+    assert len([line for line in proc.stderr.splitlines() if line.strip()]) == 1, proc.stderr

@@ -43,3 +43,12 @@ class Adapter(Protocol):
     def follow_spawn(self, wrap: Callable[[Callable], Any]) -> Callable[[], None] | None:
         """Make processes spawned through this backend's launcher run `wrap(fn)` in place of `fn` (spawn.py);
         return the undo, or None when the backend has no launcher."""
+
+    def graph_costs(self) -> dict[str, Any]:
+        """The cost of each distinct step graph seen (report: roofline.graphs) and how it was obtained: `source`
+        ("xla_cost_analysis" | "hlo_text" | "unavailable"), `method` (in words), `graphs`, `notes`. The per-step
+        sums are on the records (`StepRecord.flops`, `bytes_accessed`, `transcendentals`)."""
+
+    def hlo_modules(self) -> dict[str, str]:
+        """Optimized HLO text by module name (`jit_train_step`), for joining a capture's op events with
+        per-instruction costs (roofline.top_ops); empty where the executed module's HLO is not known."""

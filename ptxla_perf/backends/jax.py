@@ -24,6 +24,7 @@ import os
 import sys
 import time
 import types
+import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -34,6 +35,7 @@ from jax._src import config as _jcfg
 from jax._src.array import ArrayImpl
 from jax._src.lib import guard_lib as _guard
 
+from .. import hlo_cost
 from ..frames import USER, classify, user_frame
 from ..records import Event, Location, StepRecord, Transfers
 
@@ -44,6 +46,8 @@ _CACHE_HIT = "/jax/compilation_cache/cache_hits"
 _GUARD_TRIP = ("Disallowed host-to-device transfer", "Disallowed device-to-device transfer")
 _SCALARS = (int, float, bool, complex)
 _MAX_EVENTS_PER_STEP = 16
+_REPEAT_WINDOW = 4  # steps: a host buffer copied again within this many steps is the same data copied again
+_SNAP = 14  # length of a counter snapshot (_snapshot)
 _DISALLOW = _guard.TransferGuardLevel.DISALLOW
 _GLOBAL_GUARD = _guard.global_state()
 
@@ -81,7 +85,7 @@ class _Jitted:
     """Stands in for the object `jax.jit` returns: same call, attributes forwarded (lower, trace, ...)."""
 
     __slots__ = ("_jit", "_adapter", "_name", "_static", "_code", "_sig", "_mode", "_no_host_trips", "_d2d",
-                 "_varnames",
+                 "_varnames", "_cost", "_costs",
                  "__weakref__")
 
     def __init__(self, jitted, adapter: "JaxAdapter", fun, kwargs: dict):
@@ -102,6 +106,8 @@ class _Jitted:
         self._mode = "guard"  # guard | flatten (after the guard tripped once)
         self._no_host_trips = 0
         self._d2d = False  # its guard tripped on a device-to-device move (uncommitted arrays to a mesh)
+        self._costs: dict[tuple, hlo_cost.GraphCost] = {}  # signature -> cost of its compiled program (roofline)
+        self._cost: hlo_cost.GraphCost | None = None  # the cost while only one signature has compiled
 
     def __call__(self, *args, **kwargs):
         return self._adapter._call(self, args, kwargs)
@@ -138,6 +144,7 @@ class JaxAdapter:
         "host_to_device_transfer": "Put parameters and state on the device once (jax.device_put) and keep them "
                                    "there.",
         "eager_compile": "Move the ops into a jitted function if they run every step.",
+        "input_pipeline": "Prefetching batches to the device (jax.device_put ahead of the step) overlaps the copy.",
         "graph_break": "Call the step function once per step.",
         "no_steps": "No StepTraceAnnotation and no jitted function called twice from the same line.",
     }
@@ -181,7 +188,15 @@ class JaxAdapter:
         self._in_other = False  # between steps, other jitted functions ran (evaluation): an eval interval is open
         self._ann_depth = 0
         self._step_open = False  # a step began (its function was called) and its record is not emitted yet
+        self._buffers: dict[int, tuple] = {}  # id(array) -> (weakref, step it was last copied into a call)
         self._last_call_end: tuple | None = None  # (snapshot, events so far) when the step function last returned
+        # roofline: cost of the compiled programs the top-level jitted calls ran, summed per call
+        self._flops = self._bytes = self._trans = 0.0
+        self._uncosted = 0  # calls whose program's cost is unknown
+        self._costing = False  # inside our own lower().compile() for a cost: its monitoring events are not the user's
+        self._cost_note: str | None = None
+        self._costed_fns: dict[str, dict] = {}  # function name -> its signatures' costs (report: roofline.graphs)
+        self._compiled: dict[int, Any] = {}  # the Compiled objects costed (their HLO text only read on demand)
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[[StepRecord], None]) -> None:
@@ -336,6 +351,8 @@ class JaxAdapter:
             devs = jax.devices()
             env["device_kind"] = devs[0].platform
             env["device"] = f"{devs[0].device_kind} x{len(devs)}"
+            env["device_model"] = devs[0].device_kind  # picks the peak (peaks.py)
+            env["local_devices"] = len(jax.local_devices())  # CPU: host-platform devices share the calibrated peak
             env["process_count"] = int(jax.process_count())
             env["process_index"] = int(jax.process_index())
         except Exception as exc:
@@ -346,7 +363,8 @@ class JaxAdapter:
     # --- counters ---------------------------------------------------------------------------------------
     def _snapshot(self) -> tuple:
         return (self._compiles, self._compile_time, self._cached, self._execs, self._d2h, self._d2h_bytes,
-                self._h2d, self._h2d_bytes, time.perf_counter(), self._d2h_time)
+                self._h2d, self._h2d_bytes, time.perf_counter(), self._d2h_time,
+                self._flops, self._bytes, self._trans, self._uncosted)
 
     def _record(self, site: Location | None, phase: str | None = None, now: tuple | None = None) -> StepRecord:
         prev, now = self._mark, now or self._snapshot()
@@ -359,6 +377,8 @@ class JaxAdapter:
                          device_to_host=Transfers(now[4] - prev[4], now[5] - prev[5]),
                          host_to_device=Transfers(now[6] - prev[6], now[7] - prev[7]),
                          events=self._events, phase=phase, device_to_host_time_s=max(now[9] - prev[9], 0.0))
+        if not execs or now[13] == prev[13]:  # every call's program cost known (or no call): the step's sum
+            rec.flops, rec.bytes_accessed, rec.transcendentals = now[10] - prev[10], now[11] - prev[11], now[12] - prev[12]
         self._events = []
         return rec
 
@@ -442,10 +462,10 @@ class JaxAdapter:
         self.step_detection = (f"inferred: the jitted function called repeatedly, {fn._name}, at "
                                f"{site.short() if site else '?'}; each call starts a step")
         self._candidates.clear()
-        self._mark = first[:10]
+        self._mark = first[:_SNAP]
         self._first_mark = self._mark
-        self._mark_site = first[10]
-        self._events = self._events[first[11]:]
+        self._mark_site = first[_SNAP]
+        self._events = self._events[first[_SNAP + 1]:]
         self._emit(site)
 
     # --- jitted calls ------------------------------------------------------------------------------------
@@ -493,6 +513,14 @@ class JaxAdapter:
             self._depth -= 1
         if self._compiles != compiles:
             self._explain_compile(fn, args, kwargs, frame, self._compiles - compiles, self._compile_time - compile_time)
+            self._cost_compiled(fn, args, kwargs)
+        cost = fn._cost if len(fn._costs) < 2 else fn._costs.get(self._cost_signature(fn, args, kwargs))
+        if cost is not None and cost.flops is not None:
+            self._flops += cost.flops
+            self._bytes += cost.bytes_accessed or 0.0
+            self._trans += cost.transcendentals or 0.0
+        else:
+            self._uncosted += 1
         if fn is self._step_fn and not self._in_other:
             self._last_call_end = (self._snapshot(), len(self._events))
         return out
@@ -502,7 +530,7 @@ class JaxAdapter:
         nums, names = fn._static
         shapes: list[list[int]] = []
         nbytes = 0
-        n = 0
+        n = repeated = 0
         kinds = set()
         dyn = [a for i, a in enumerate(args) if i not in nums] + \
               [v for k, v in kwargs.items() if k not in names]
@@ -527,6 +555,8 @@ class JaxAdapter:
                 shapes.append(list(np.shape(x)))
                 nbytes += int(x.nbytes)
                 n += 1
+                if isinstance(x, np.ndarray) and self._seen_buffer(x):
+                    repeated += 1
         if not n:
             return False
         self._h2d += n
@@ -535,11 +565,34 @@ class JaxAdapter:
         shapes.sort(key=lambda s: -int(np.prod(s)) if s else 0)
         self._event("host_to_device_transfer", loc,
                     {"call": fn._name, "shapes": shapes[:6], "bytes": nbytes, "transfers": n,
-                     "arrays": n, "source": sorted(kinds)})
+                     "arrays": n, "source": sorted(kinds), "repeated_buffers": repeated,
+                     # what is wasted: the same host buffer copied again within a few steps (parameters left in
+                     # NumPy), Python lists (one transfer per element), arrays resharded on every call. A fresh
+                     # NumPy batch per call is the input pipeline.
+                     "avoidable": bool(repeated or kinds & {"python list", "uncommitted jax.Array"})})
         return True
+
+    def _seen_buffer(self, x: np.ndarray) -> bool:
+        """True when this very array object (alive since) was copied into a call within the last few steps. Held
+        by weak reference: a fresh batch often lands at the address of the one just freed, so an address alone
+        would call every new batch 'the same data'."""
+        try:
+            ref = weakref.ref(x)
+        except TypeError:
+            return False
+        seen = self._buffers.get(id(x))
+        self._buffers[id(x)] = (ref, self._nsteps)
+        if len(self._buffers) > 4096:
+            self._buffers = {k: v for k, v in self._buffers.items()
+                             if v[0]() is not None and self._nsteps - v[1] <= _REPEAT_WINDOW}
+        return seen is not None and seen[0]() is x and self._nsteps - seen[1] <= _REPEAT_WINDOW
 
     # --- compiles --------------------------------------------------------------------------------------
     def _on_duration(self, event: str, duration: float, **kwargs) -> None:
+        if self._costing:  # our own lower().compile() for a cost (a cache hit: it should not compile at all)
+            if event == _BACKEND_COMPILE:
+                self._cost_note = "jax compiled again for cost analysis: cost analysis turned off for this run"
+            return
         if event == _BACKEND_COMPILE:
             self._compiles += 1
             self._compile_time += duration
@@ -562,8 +615,90 @@ class JaxAdapter:
             self._compile_time += duration
 
     def _on_event(self, event: str, **kwargs) -> None:
+        if self._costing:
+            return
         if event == _CACHE_HIT:
             self._cached += 1
+
+    # --- roofline: the cost of each compiled program --------------------------------------------------------
+    def _cost_compiled(self, fn: _Jitted, args: tuple, kwargs: dict) -> None:
+        """Once per function and signature, right after the call that compiled it: `lower(...).compile()` is then
+        a cache hit of the executable just built (no trace, no compile), and its `cost_analysis()` is XLA's
+        HloCostAnalysis of the optimized (fused, partitioned: per device) program."""
+        sig = fn._sig
+        if sig is None or sig in fn._costs:
+            return
+        if self._cost_note:
+            cost = hlo_cost.unavailable(self._cost_note)
+        else:
+            self._costing = True
+            self._depth += 1
+            try:
+                lowered = fn._jit.lower(*args, **kwargs)
+                try:
+                    if os.environ.get(hlo_cost.DISABLE_ENV):
+                        raise ImportError(f"{hlo_cost.DISABLE_ENV} is set")
+                    compiled = lowered.compile()
+                    cost = hlo_cost.from_properties(compiled.cost_analysis())
+                    if len(self._compiled) < 8:
+                        self._compiled[id(compiled)] = compiled
+                except Exception as exc:  # private or changed API: the HLO text instead
+                    cost = self._cost_from_text(lowered, exc)
+            except Exception as exc:  # never break the user's call for a diagnostic
+                cost = hlo_cost.unavailable(f"lowering for cost analysis failed: {str(exc).splitlines()[0][:120]}")
+            finally:
+                self._depth -= 1
+                self._costing = False
+            if self._cost_note:
+                cost = hlo_cost.unavailable(self._cost_note)
+        fn._costs[sig] = cost
+        fn._cost = cost if len(fn._costs) == 1 else None
+        entry = self._costed_fns.setdefault(fn._name, {"id": fn._name, "signatures": 0, **cost.to_json()})
+        entry["signatures"] += 1
+
+    @staticmethod
+    def _cost_from_text(lowered, exc: Exception) -> hlo_cost.GraphCost:
+        why = f"XLA cost analysis unavailable ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
+        try:
+            text = lowered.as_text(dialect="hlo")
+            cost = hlo_cost.text_cost(text)
+            cost.note = f"{why}; {cost.note}"
+            return cost
+        except Exception:
+            return hlo_cost.unavailable(why)
+
+    def _cost_signature(self, fn: _Jitted, args: tuple, kwargs: dict) -> tuple | None:
+        """Which of a function's compiled signatures this call ran (only for functions with several)."""
+        try:
+            return self._signature(fn, args, kwargs)
+        except Exception:
+            return None
+
+    def hlo_modules(self) -> dict[str, str]:
+        """The optimized HLO of the programs costed so far, by module name (read now, not at compile time)."""
+        out: dict[str, str] = {}
+        for compiled in self._compiled.values():
+            try:
+                text = compiled.as_text()
+            except Exception:
+                continue
+            name = text[:200].split(",", 1)[0].removeprefix("HloModule").strip()
+            if name and len(text) < 50_000_000:
+                out.setdefault(name, text)
+        return out
+
+    def graph_costs(self) -> dict[str, Any]:
+        graphs = list(self._costed_fns.values())
+        sources = {g["source"] for g in graphs}
+        source = next((s for s in (hlo_cost.XLA, hlo_cost.TEXT) if s in sources), hlo_cost.UNAVAILABLE)
+        notes = sorted({g["note"] for g in graphs if g.get("note")})[:3]
+        if not graphs:
+            notes.append("no jitted function compiled during the session")
+        return {"source": source, "scope": "per device (the compiled, partitioned program each device runs)",
+                "method": "compiled.cost_analysis() (XLA HloCostAnalysis of the optimized program), once per jitted "
+                          "function and signature, right after the call that compiled it (a cache hit); summed "
+                          "over the top-level jitted calls of each step",
+                "graphs": graphs[:20], "notes": notes}
 
     def _signature(self, fn: _Jitted, args: tuple, kwargs: dict) -> tuple:
         nums, names = fn._static

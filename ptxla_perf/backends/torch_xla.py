@@ -17,7 +17,7 @@ import os
 import sys
 import time
 import warnings
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any, Callable
 
 import torch
@@ -26,7 +26,7 @@ from torch.overrides import TorchFunctionMode
 import torch_xla
 import torch_xla.debug.profiler as xp
 
-from .. import hlo_diff
+from .. import hlo_cost, hlo_diff
 from ..attribution_plan import CALLS, GRAPHS, AttributionPlan
 from ..frames import is_user_file, user_frame
 from ..records import Event, Location, StepRecord, Transfers
@@ -89,6 +89,7 @@ class _TrainingCalls:
         self.optimizer_steps = 0
         self.closure_reads = 0
         self.in_closure = False
+        self.batch_shapes: tuple | None = None  # shapes of the batch an MpDeviceLoader yielded last
         self._saved: dict[str, Any] = {}
         self._handle = None
 
@@ -123,6 +124,15 @@ class _TrainingCalls:
             f.__doc__ = real.__doc__
         torch.autograd.backward, torch.autograd.grad = backward, grad
         xm._run_step_closures = run_step_closures
+        import torch_xla.distributed.parallel_loader as pl
+        real_next = self._saved["loader_next"] = pl.PerDeviceLoader.next
+
+        def loader_next(loader, *args, **kwargs):  # the batch's shapes: cheap evidence for an input-shape recompile
+            item = real_next(loader, *args, **kwargs)
+            calls.batch_shapes = _shapes(item)
+            return item
+        loader_next.__wrapped__ = real_next
+        pl.PerDeviceLoader.next = loader_next
         from torch.optim.optimizer import register_optimizer_step_post_hook
         self._handle = register_optimizer_step_post_hook(self._on_optimizer_step)
 
@@ -136,9 +146,26 @@ class _TrainingCalls:
         import torch_xla.core.xla_model as xm
         torch.autograd.backward, torch.autograd.grad = self._saved["backward"], self._saved["grad"]
         xm._run_step_closures = self._saved["closures"]
+        import torch_xla.distributed.parallel_loader as pl
+        pl.PerDeviceLoader.next = self._saved["loader_next"]
         if self._handle is not None:
             self._handle.remove()
         self._saved = {}
+
+
+def _shapes(item, limit: int = 8) -> tuple:
+    """The shapes of the tensors in a batch (a tensor, or a dict/list/tuple of them), in order, at most `limit`."""
+    out: list = []
+    stack = [item]
+    while stack and len(out) < limit:
+        x = stack.pop(0)
+        if isinstance(x, torch.Tensor):
+            out.append(tuple(x.shape))
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+    return tuple(out)
 
 
 def _call_signal() -> tuple[int, int, int]:
@@ -248,7 +275,7 @@ class TorchXlaAdapter:
         self._in_marker = False
         self._hlo_by_site: dict[tuple, OrderedDict[str, str]] = {}
         self._sites_compiled: set[tuple] = set()
-        self._graph_sizes: dict[tuple, int] = {}  # site -> IR nodes of its last compiled graph
+        self._graph_sizes: dict[tuple, list] = {}  # site -> (IR nodes, bytes copied in) of its last compiles
         self._explained: set[tuple] = set()
         self._unresolved: list[Event] = []
         self._steps = 0  # boundaries so far
@@ -256,6 +283,9 @@ class TorchXlaAdapter:
         self._ir_debug0 = False
         self.training = _TrainingCalls()
         self._last: StepRecord | None = None  # the latest boundary's record (its closures run after it)
+        self._costs: dict[str, hlo_cost.GraphCost] = {}  # graph hash -> its cost, computed once (roofline)
+        self._site_cost: dict[tuple, tuple[str, hlo_cost.GraphCost]] = {}  # site -> its last captured graph's cost
+        self._cost_counts = Counter()  # how each launching boundary got its cost: captured | carried | unknown
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[..., None]) -> None:
@@ -326,6 +356,8 @@ class TorchXlaAdapter:
         try:
             env["device_kind"] = xr.device_type()
             env["device"] = str(torch_xla.device())
+            import torch_xla.core.xla_model as xm
+            env["device_model"] = xm.xla_device_kind()  # PJRT's device kind ("TPU v5 lite"): picks the peak
             env["process_count"] = int(xr.process_count())
             env["process_index"] = int(xr.process_index())
         except Exception as exc:  # runtime not initialisable: still report what we know
@@ -375,6 +407,7 @@ class TorchXlaAdapter:
             if pending is not None:
                 rec.graph_hashes = [pending[0]]
                 self._remember_graph(rec, site, pending)
+            self._step_cost(rec, site, pending)
             if rec.compiles and not rec.early_executions:
                 self._size_evidence(rec, site, emit=pending is None)
             self._after_step(rec, kind)
@@ -440,27 +473,93 @@ class TorchXlaAdapter:
             keys.append(_anomaly_key("compile", rec))
         return [k for k in keys if k not in self._explained]
 
+    # --- roofline: the cost of the graph each boundary ran ---------------------------------------------
+    def _step_cost(self, rec: StepRecord, site: Location | None, pending: tuple[str, str] | None) -> None:
+        """A captured boundary costs its graph's cost (computed once per hash); any other boundary at a site carries
+        the cost of the last graph captured there, unless it compiled (a new graph whose cost nobody saw: unknown,
+        and the site's cost is forgotten until the next capture). Launching nothing costs nothing. Graphs a host
+        read ran early are not captured: their FLOPs are missing (docs/roofline.md)."""
+        if not rec.executions:
+            rec.flops = rec.bytes_accessed = rec.transcendentals = 0.0
+            return
+        key = _site_key(site)
+        if pending is not None and pending[0] in self._costs:
+            found = self._site_cost[key] = (pending[0], self._costs[pending[0]])
+            how = "captured"
+        elif rec.compiles:
+            self._site_cost.pop(key, None)
+            found = None
+            how = "unknown"
+        else:
+            found = self._site_cost.get(key)
+            how = "carried" if found else "unknown"
+        cost = found[1] if found else None
+        if cost is None or cost.flops is None:
+            how = "unknown"
+        else:
+            rec.flops, rec.bytes_accessed, rec.transcendentals = cost.flops, cost.bytes_accessed, cost.transcendentals
+        self._cost_counts[how] += 1
+        if rec.early_executions:
+            self._cost_counts["early"] += 1
+
+    def graph_costs(self) -> dict[str, Any]:
+        sources = {c.source for c in self._costs.values()}
+        source = next((s for s in (hlo_cost.XLA, hlo_cost.TEXT) if s in sources), hlo_cost.UNAVAILABLE)
+        notes = sorted({c.note for c in self._costs.values() if c.note})[:3]
+        if not self._costs:
+            notes.append("no step graph was captured: costs come from graph-capture attribution steps "
+                         "(attribution.mode=off or hlo=false turns them off)")
+        if self._cost_counts["early"]:
+            notes.append(f"{self._cost_counts['early']} boundaries also ran graphs early (a host read): those "
+                         "graphs are not captured, so their FLOPs are missing")
+        return {"source": source, "scope": "per device (the graph torch_xla runs on one device)",
+                "method": "XLA HloCostAnalysis of the pending graph's HLO, captured at graph-capture steps, once per "
+                          "graph hash (unoptimized HLO: bytes are counted before fusion, an upper bound); other "
+                          "steps carry the cost of their site's last captured graph",
+                "boundaries": {k: v for k, v in self._cost_counts.items() if k != "early"},
+                "graphs": [{"id": h, **c.to_json()} for h, c in list(self._costs.items())[:20]], "notes": notes}
+
+    def hlo_modules(self) -> dict[str, str]:
+        """Empty: torch_xla gives the HLO it builds, not the optimized module whose fusions a trace names."""
+        return {}
+
     # --- graphs for recompile diffs -------------------------------------------------------------------
     def _size_evidence(self, rec: StepRecord, site: Location | None, emit: bool) -> None:
         """What is cheap at every compile: the size of the graph this sync compiled (`TensorsGraphSize`, sampled per
-        sync; read only when the sync compiled). Against the site's previous graph it tells a change of the ops
-        from a change of shapes/constants, without saying which."""
+        sync) and the sizes of the data copied to the device since the previous boundary (`OutboundData` samples,
+        wall-clock stamped); both read only when the sync compiled. Against the closest earlier graph of the site
+        they tell a change of the ops from a change of input sizes, without the HLO."""
         data = X._xla_metric_data("TensorsGraphSize")
         if not data or not data[2]:
             return
         size = int(data[2][-1][1])
-        key = _site_key(site)
-        before = self._graph_sizes.get(key)
-        self._graph_sizes[key] = size
+        since = time.time() - rec.wall_time_s
+        out = X._xla_metric_data("OutboundData")
+        copied = sorted(int(v) for t, v in (out[2] if out else ()) if t >= since)
+        batch = self.training.batch_shapes
+        seen = self._graph_sizes.setdefault(_site_key(site), [])
+        before = next((c for c in reversed(seen) if c[0] == size), seen[-1] if seen else None)
+        seen.append((size, copied, batch))
+        del seen[:-4]
         if before is None or not emit:
             return
-        if before != size:
-            detail = {"cause": "graph_structure", "differences": [f"graph size {before} -> {size} IR nodes"]}
+        if before[0] != size:
+            detail = {"cause": "graph_structure", "differences": [f"graph size {before[0]} -> {size} IR nodes"]}
+        elif batch and before[2] and len(batch) == len(before[2]) and batch != before[2]:
+            # the same ops on a batch of other shapes (the loader's last batch of a pass, variable lengths)
+            detail = {"cause": "input_shapes", "differences": [
+                f"same graph size ({size} IR nodes); the loader's batch changed shape: "
+                f"{', '.join(map(_dims_text, before[2]))} -> {', '.join(map(_dims_text, batch))}"]}
+        elif copied and before[1] and len(copied) == len(before[1]) and copied != before[1]:
+            # the same ops on differently sized data: the batch (or another input) changed shape
+            detail = {"cause": "input_shapes", "differences": [
+                f"same graph size ({size} IR nodes); the data copied to the device for this step changed size: "
+                f"{_sizes(before[1])} -> {_sizes(copied)}"]}
         else:
             detail = {"cause": None, "differences": [
                 f"same graph size ({size} IR nodes): an input shape, dtype or baked-in constant changed, not the "
                 "ops (which one was not captured)"]}
-        rec.events.append(Event("compile", None, {"key": _compile_key(site), "graph_size": [before, size],
+        rec.events.append(Event("compile", None, {"key": _compile_key(site), "graph_size": [before[0], size],
                                                   "evidence": "graph size", **detail}))
 
     def _pending_graph(self) -> tuple[str, str] | None:
@@ -473,7 +572,10 @@ class TorchXlaAdapter:
                 return None
             digest = X._get_graph_hash(live)
             digest = digest.hex() if isinstance(digest, (bytes, bytearray)) else str(digest)
-            return digest, X._get_xla_tensors_hlo(live)
+            text = X._get_xla_tensors_hlo(live)
+            if digest not in self._costs:  # once per graph: XLA's cost analysis of the same live tensors' HLO
+                self._costs[digest] = hlo_cost.cost(lambda: X._get_xla_tensors_hlo_proto(live), text)
+            return digest, text
         except Exception as exc:  # never break the user's step for a diagnostic
             self.notes.append(f"graph capture failed: {str(exc).splitlines()[0]}")
             return None
@@ -482,8 +584,10 @@ class TorchXlaAdapter:
         graphs = self._hlo_by_site.setdefault(_site_key(site), OrderedDict())
         digest, hlo = pending
         if rec.compiles and graphs and digest not in graphs:
-            old_digest, old_hlo = next(reversed(graphs.items()))
-            d = hlo_diff.diff_hlo(old_hlo, hlo)
+            # against the closest graph this site ran before, not merely the last: one site can run several graphs
+            # per iteration (gradient accumulation: the micro-batch graph and the update graph at one sync)
+            old_digest, d = min(((k, hlo_diff.diff_hlo(v, hlo)) for k, v in reversed(graphs.items())),
+                                key=lambda kd: kd[1].distance)
             special = hlo_diff.special_scalar_change(d)
             event = Event("compile", self._graph_location(d), {
                 "key": _compile_key(site), "cause": "special_scalar" if special else d.cause,
@@ -566,6 +670,16 @@ def _anomaly_key(kind: str, rec: StepRecord, event: Event | None = None, op: str
 def _compile_key(site: Location | None) -> str:
     from ..compiles import site_key
     return site_key(site)
+
+
+def _dims_text(shape: tuple) -> str:
+    return "[" + ",".join(map(str, shape)) + "]"
+
+
+def _sizes(values: list[int]) -> str:
+    """Transfer sizes in bytes, as a short list: '3 x 512 B, 64 B'."""
+    parts = [f"{n} x {v} B" if n > 1 else f"{v} B" for v, n in sorted(Counter(values).items(), reverse=True)]
+    return ", ".join(parts[:4]) + (", ..." if len(parts) > 4 else "")
 
 
 def _site_key(site: Location | None) -> tuple:

@@ -76,4 +76,8 @@ def run(args) -> int:
         print_table(trace)
     if args.report:
         print(f"report: {os.path.abspath(args.report)}", file=sys.stderr)
+        from ..html import html_path
+        page = html_path(os.path.abspath(args.report))  # written beside it (docs/html.md)
+        if os.path.exists(page):
+            print(f"html: {page}", file=sys.stderr)
     return 0

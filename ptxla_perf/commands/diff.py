@@ -27,6 +27,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--fail-on", action="append", default=None, metavar="RULES",
                    help="comma-separated rules, e.g. 'compiles>+0,device_to_host_per_step>0,"
                         "step_time_p50>+5%%,aten::*>0'; exit 1 when any breaks (repeatable)")
+    p.add_argument("--html", default=None, metavar="OUT.html",
+                   help="also write before/after side by side as a self-contained HTML page (docs/html.md)")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
                    help="rich colours for --format table (default: when stdout is a terminal)")
     return p
@@ -66,4 +68,30 @@ def run(args) -> int:
         sys.stdout.flush()
     except BrokenPipeError:  # `... | head`
         pass
+    if args.html:
+        _write_html(args, comparison, violations, n_rules)
     return 1 if violations else 0
+
+
+def _write_html(args, comparison, violations, n_rules) -> None:
+    import json
+    import os
+
+    from ..html import diff_page
+
+    def report_of(path: str, side) -> dict | None:
+        if side.kind != "report_json":
+            return None
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return json.load(f)  # already read and checked once by diff.load
+    page = diff_page.render(comparison.to_dict(), n_rules=n_rules,
+                            violations=None if violations is None else [v.to_dict() for v in violations],
+                            reports=(report_of(args.a, comparison.a), report_of(args.b, comparison.b)))
+    out = os.path.abspath(args.html)
+    try:
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(page)
+    except OSError as exc:
+        raise UsageError(f"--html {args.html}: {exc.strerror or exc}") from None
+    print(f"html: {out}", file=sys.stderr)

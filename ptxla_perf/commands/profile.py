@@ -7,9 +7,9 @@ import os
 import re
 import runpy
 import sys
-import traceback
 
 from ..cli import UsageError
+from ..frames import print_user_traceback
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -23,6 +23,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--guard", choices=["on", "off"], default="on",
                    help="stop runaway compilation before it exhausts memory (docs/guard.md; default: on)")
     p.add_argument("--max-warmup", type=int, default=5, help="most steps counted as warm-up (default: 5)")
+    p.add_argument("--tensorboard", default=None, metavar="DIR",
+                   help="write per-step scalars (step time, compiles, transfers) as TensorBoard event files into "
+                        "DIR, e.g. the logdir your captures go to (default: none)")
+    p.add_argument("--peak-tflops", type=float, default=None, metavar="X",
+                   help="the device's peak FLOP/s in TFLOP/s for MFU (default: from the device kind; "
+                        "calibrated on a CPU; docs/roofline.md)")
+    p.add_argument("--peak-gbps", type=float, default=None, metavar="Y",
+                   help="the device's peak memory bandwidth in GB/s (default: as --peak-tflops)")
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     return p
@@ -58,36 +66,31 @@ def run(args) -> int:
         raise UsageError(f"cannot read {script}: {exc.strerror}") from None
     port = parse_port(args.port)
     backend = detect_backend(source) if args.backend == "auto" else args.backend
+    from ..outcome import outcome
     from ..session import RunStopped, Session, SessionError
     try:
         session = Session(backend, report_path=args.report, port=port,
                           run={"kind": "script", "script": os.path.abspath(script), "argv": [script] + args.args,
                                "backend_choice": args.backend},
                           attribution={"mode": args.attribution}, max_warmup=args.max_warmup,
-                          guard=None if args.guard == "off" else "default")
+                          guard=None if args.guard == "off" else "default", tensorboard_dir=args.tensorboard,
+                          roofline={"peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps})
         session.start()
     except SessionError as exc:
         raise UsageError(str(exc)) from None
     sys.argv = [script] + list(args.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    code = 0
     try:
         runpy.run_path(script, run_name="__main__")
-        session.finish("completed", 0)
-    except RunStopped as stop:
-        stop = session.pending_stop() or stop  # a spawned child's stop coming back: the parent's own signal
-        code = stop.exit_code if stop.signum else 3
-        session.finish("interrupted" if stop.signum else "stopped", code, stop.reason)
-    except KeyboardInterrupt:
-        code = 130
-        session.finish("interrupted", code, "KeyboardInterrupt")
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if not isinstance(exc.code, int) and exc.code is not None:
-            print(exc.code, file=sys.stderr)
-        session.finish("completed" if code == 0 else "crashed", code)
-    except BaseException as exc:  # the user's own crash: show their traceback, keep the report
-        traceback.print_exc()
-        code = 1
-        session.finish("crashed", code, f"{type(exc).__name__}: {exc}")
-    return code
+        exc = None
+    except BaseException as caught:  # the script's own end, whatever it is: the report is written all the same
+        exc = caught
+    if isinstance(exc, RunStopped):
+        exc = session.pending_stop() or exc  # a spawned child's stop coming back: the parent's own signal
+    end = outcome(exc)
+    if isinstance(exc, SystemExit) and exc.code is not None and not isinstance(exc.code, int):
+        print(exc.code, file=sys.stderr)  # sys.exit("message"), as Python prints it
+    elif exc is not None and not isinstance(exc, (SystemExit, KeyboardInterrupt)):
+        print_user_traceback(exc)  # the user's own crash: their traceback, as Python would show it
+    session.finish(end.status, end.exit_code, end.reason)
+    return end.exit_code

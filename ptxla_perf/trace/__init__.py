@@ -67,6 +67,22 @@ def _ops_from_xprof(rows: list[dict], limit: int) -> tuple[list[dict], dict, dic
         {"mean": coll, "min": coll, "max": coll, "per_device": []}
 
 
+def summarize_steps(step_rows: list[dict], detection: str) -> dict:
+    """The `step_summary` of some trace step rows: steady steps (no compile, and not the first step after one: a
+    fresh executable's first run warms up), their time and mean breakdown."""
+    steady = [r for k, r in enumerate(step_rows)
+              if r["compiles"] == 0 and (k == 0 or step_rows[k - 1]["compiles"] == 0)] \
+        or [r for r in step_rows if r["compiles"] == 0] or step_rows
+    per_step = {k: round(float(np.mean([r["breakdown_ms"][k] for r in steady])), 4) if steady else 0.0
+                for k in A.CATEGORIES}
+    tot = sum(per_step.values()) or 1.0
+    return {"steps": len(step_rows), "steady_steps": len(steady) if step_rows else 0,
+            "step_time_ms": stats([r["duration_ms"] for r in steady], ndigits=4),
+            "breakdown_ms_per_step": per_step,
+            "breakdown_share": {k: round(v / tot, 4) for k, v in per_step.items()} if step_rows else {},
+            "detection": detection}
+
+
 def analyze_trace(path: str | Path, run: str | None = None, *, top_n: int = 15, gaps_n: int = 5,
                   min_gap_ms: float | None = None, use_xprof: bool | None = None) -> dict:
     """Analyze one capture (an .xplane.pb, a run folder, or a logdir: newest run or `run`). Returns the `trace`
@@ -115,18 +131,7 @@ def analyze_trace(path: str | Path, run: str | None = None, *, top_n: int = 15, 
         step_rows.append({"step": r["step"], "start_ms": A.ms(r["start"] - base),
                           "duration_ms": A.ms(r["end"] - r["start"]), "annotation_ms": A.ms(r["annotation"]),
                           "compiles": r["compiles"], "breakdown_ms": {k: A.ms(v) for k, v in r["parts"].items()}})
-    # steady steps: no compile, and not the first step after one (a fresh executable's first run warms up)
-    steady = [r for k, r in enumerate(step_rows)
-              if r["compiles"] == 0 and (k == 0 or step_rows[k - 1]["compiles"] == 0)] \
-        or [r for r in step_rows if r["compiles"] == 0] or step_rows
-    per_step = {k: round(float(np.mean([r["breakdown_ms"][k] for r in steady])), 4) if steady else 0.0
-                for k in A.CATEGORIES}
-    tot = sum(per_step.values()) or 1.0
-    step_summary = {"steps": len(step_rows), "steady_steps": len(steady) if step_rows else 0,
-                    "step_time_ms": stats([r["duration_ms"] for r in steady], ndigits=4),
-                    "breakdown_ms_per_step": per_step,
-                    "breakdown_share": {k: round(v / tot, 4) for k, v in per_step.items()} if step_rows else {},
-                    "detection": step_detection}
+    step_summary = summarize_steps(step_rows, step_detection)
     compile_rows = []
     starts = np.array([r["start"] for r in rows], dtype=np.int64)
     for c in comp:

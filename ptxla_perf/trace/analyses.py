@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from typing import TypedDict
 
 import numpy as np
 
@@ -290,7 +291,19 @@ def device_activity(cap: Capture, streams: dict, window: tuple[int, int], min_ga
 
 # --------------------------------------------------------------------------------------------- ops
 
-def top_ops(streams: dict, limit: int = 15) -> tuple[list[dict], dict, dict]:
+class TopOp(TypedDict):
+    """One row of the report's `trace.top_ops` (readers such as recipes index these keys; the type says which)."""
+
+    name: str
+    module: str | None
+    category: str
+    occurrences: int
+    devices: int
+    self_time_ms_per_device: float
+    share: float
+
+
+def top_ops(streams: dict, limit: int = 15) -> tuple[list[TopOp], dict, dict]:
     """Top HLO ops by self time. Shares are computed per device (op self time / that device's total op time)
     and then averaged over the devices, never by adding durations across threads."""
     per_dev_total = {k: sum(v[1] for v in st["ops"].values()) for k, st in streams.items()}
@@ -317,10 +330,10 @@ def top_ops(streams: dict, limit: int = 15) -> tuple[list[dict], dict, dict]:
                      "share": round(dev_cat.get("collective", 0.0) / tot, 4) if per_dev_total[k] else 0.0})
     rows = []
     for name, r in agg.items():
-        rows.append({"name": name, "module": r.get("module"), "category": op_category(name),
-                     "occurrences": r["occurrences"], "devices": r["devices"],
-                     "self_time_ms_per_device": ms(r["self_ps"] / r["devices"]),
-                     "share": round(r["share_sum"] / n_dev, 4)})
+        rows.append(TopOp(name=name, module=r.get("module"), category=op_category(name),
+                          occurrences=r["occurrences"], devices=r["devices"],
+                          self_time_ms_per_device=ms(r["self_ps"] / r["devices"]),
+                          share=round(r["share_sum"] / n_dev, 4)))
     rows.sort(key=lambda r: (-r["share"], -r["self_time_ms_per_device"], r["name"]))
     shares = [c["share"] for c in coll]
     collective = {"mean": round(float(np.mean(shares)), 4) if shares else 0.0,
@@ -338,6 +351,8 @@ def _finding(kind, severity, message, count, evidence):
 
 
 def findings(step_summary: dict, collective: dict, gaps: dict, op_source: str) -> list[dict]:
+    """Verdicts of a traced window: a cost in every traced step, so `warning` (never `error`, which the report
+    schema keeps for a run that was stopped); how strong it is shows in the share it states."""
     out = []
     share = step_summary.get("breakdown_share") or {}
     per = step_summary.get("breakdown_ms_per_step") or {}
@@ -346,7 +361,7 @@ def findings(step_summary: dict, collective: dict, gaps: dict, op_source: str) -
         data_s, idle_s, host_s, exe_s = (share.get(k, 0.0) for k in ("data", "idle", "host", "execution"))
         if data_s >= 0.15:
             out.append(_finding(
-                "input_bound", "error" if data_s >= 0.4 else "warning",
+                "input_bound", "warning",
                 f"the device waits on input: {data_s:.0%} of step time ({per['data']:.2f} ms/step) is data "
                 f"loading/transfer with no op running", n,
                 {"data_share": data_s, "data_ms_per_step": per["data"], "idle_share": idle_s, "steps": n}))
@@ -358,7 +373,7 @@ def findings(step_summary: dict, collective: dict, gaps: dict, op_source: str) -
                 n, {"idle_share": idle_s, "idle_ms_per_step": per["idle"], "steps": n}))
         if host_s >= 0.25 and per.get("host", 0) > per.get("execution", 0):
             out.append(_finding(
-                "host_bound", "error" if host_s >= 0.6 else "warning",
+                "host_bound", "warning",
                 f"host-bound: host tracing/graph building/dispatch ({per['host']:.2f} ms/step, {host_s:.0%}) takes "
                 f"longer than execution ({per['execution']:.2f} ms/step); the device idles while the host works",
                 n, {"host_ms_per_step": per["host"], "execution_ms_per_step": per["execution"], "host_share": host_s,
@@ -366,7 +381,7 @@ def findings(step_summary: dict, collective: dict, gaps: dict, op_source: str) -
     cs = collective.get("mean", 0.0)
     if cs >= 0.3:
         out.append(_finding(
-            "collective_bound", "error" if cs >= 0.6 else "warning",
+            "collective_bound", "warning",
             f"collectives take {cs:.0%} of op time per device (max {collective.get('max', 0):.0%}); on the CPU "
             f"this includes waiting at the rendezvous for the slowest device", len(collective.get("per_device", [])),
             {"collective_share_mean": cs, "collective_share_max": collective.get("max", 0.0),

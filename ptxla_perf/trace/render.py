@@ -1,12 +1,14 @@
 """Console table / markdown for a `trace` section."""
 from __future__ import annotations
 
+from .. import fmt
+
 
 from .analyses import CATEGORIES as A_CATEGORIES
 
 
 def _pct(x) -> str:
-    return f"{x * 100:.1f}%" if isinstance(x, (int, float)) else "-"
+    return fmt.pct(x if isinstance(x, (int, float)) else None, 1)
 
 
 def _rows(trace: dict) -> list[tuple[str, list[str], list[list[str]]]]:

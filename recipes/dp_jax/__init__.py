@@ -70,7 +70,7 @@ def run(cfg, session) -> dict:
 def worker(rank: int, n: int, port: int, cfg: dict, plan_json: str) -> None:
     """One rank (a spawned process): its own session, opened before JAX starts its backend."""
     from ptxla_perf import spawn
-    from ptxla_perf.session import outcome
+    from ptxla_perf.outcome import outcome
     spawn.child_main_thread()  # SIGINT/SIGTERM: stop at the next step, write the report
     os.environ.setdefault("JAX_PROCESS_ID", str(rank))  # the rank until JAX says (a crash before the first step)
     session = spawn.child_session(spawn.ChildPlan.from_json(plan_json), rank=None, local_rank=rank)
@@ -81,7 +81,8 @@ def worker(rank: int, n: int, port: int, cfg: dict, plan_json: str) -> None:
         jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=n, process_id=rank)
         session.extra.update(train(cfg, session))
     except BaseException as exc:
-        status, code, reason = outcome(exc)
+        end = outcome(exc)
+        status, code, reason = end.status, end.exit_code, end.reason
         if status == "crashed":
             import traceback
             traceback.print_exc()

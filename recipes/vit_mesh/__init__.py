@@ -16,6 +16,8 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from ptxla_perf.trace.analyses import TopOp
+
 
 class Block(nnx.Module):
     def __init__(self, dim: int, heads: int, rngs: nnx.Rngs):
@@ -88,15 +90,13 @@ def run(cfg, session) -> dict:
     batches = [(jax.device_put(rng.standard_normal(shape).astype(np.float32), data_sharding),
                 jax.device_put(rng.integers(0, cfg.classes, cfg.batch_size).astype(np.int32), data_sharding))
                for _ in range(cfg.num_batches)]
-    window = getattr(session, "capture_window", None)
-    own_window = None
-    if window is None and cfg.get("capture_start_step") is not None:  # the recipe's own window
-        from ptxla_perf.capture import StepWindowCapture
+    if not session.has_capture and cfg.get("capture_start_step") is not None:  # the recipe's own window
         logdir = os.path.join(os.path.dirname(os.path.abspath(session.report_path or "report.json")),
                               "tensorboard")
-        window = own_window = StepWindowCapture(logdir, int(cfg.capture_start_step),
-                                                int(cfg.get("capture_num_steps", 3)), "jax")
-        session.add_step_callback(lambda rec: window.on_step_end(rec.index), close=window.close)
+        # the study reads the all-reduce share from it (extra); on the CPU its collective verdict is rendezvous
+        # noise, so this window's analysis is not merged into the report as the runner's window is
+        session.open_capture(logdir, int(cfg.capture_start_step), int(cfg.get("capture_num_steps", 3)),
+                             analyze=False)
     session.set_step_info(samples=cfg.batch_size, phase="train")
     loss = None
     for step in range(cfg.steps):
@@ -108,41 +108,31 @@ def run(cfg, session) -> dict:
     extra = {"model": "vit", "parameters": int(sum(a.size for a in jax.tree.leaves(params))),
              "final_loss": final, "batch_size": cfg.batch_size, "mesh_shape": list(mesh.devices.shape),
              "mesh_axes": list(mesh.axis_names), "devices": n_dev}
-    if window is not None:
-        extra.update(trace_shares(window, session))
-    del own_window
+    if session.has_capture:
+        extra.update(trace_shares(session))
     return extra
 
 
-def trace_shares(window, session=None) -> dict:
-    """Close the capture window (idempotent) and read the all-reduce share and the largest ops from it. For the
-    runner's window (profiler.capture.*) the analysis is the one the report's `trace` section gets
-    (session.trace): it is run once, not twice."""
+def trace_shares(session) -> dict:
+    """The all-reduce share and the largest ops of the session's capture (its one analysis, which is also the
+    report's `trace` section)."""
     try:
-        path = window.close()
+        trace = session.capture_analysis()
     except Exception as exc:  # noqa: BLE001
-        return {"trace_error": f"capture failed: {exc}"[:300]}
-    if path is None:
-        return {"trace_error": getattr(window, "error", None) or "the capture window was never reached "
+        return {"trace_error": f"capture failed: {type(exc).__name__}: {exc}"[:300]}
+    if trace is None:
+        captures = session.profiler.get("captures") or [{}]
+        return {"trace_error": captures[-1].get("error") or "the capture window was never reached "
                 "(steps < start_step + num_steps?)"}
-    try:
-        from ptxla_perf.trace_analysis import analyze_trace
-        runners = session is not None and window is getattr(session, "capture_window", None)
-        trace = (session.trace if runners else None) or analyze_trace(path)
-        if runners:
-            session.trace = trace
-    except Exception as exc:  # noqa: BLE001
-        return {"trace_error": f"analyze failed: {type(exc).__name__}: {exc}"[:300], "capture": str(path)}
     coll = trace.get("collective_share") or {}
-    ops = trace.get("top_ops") or []
-    all_reduce = [o for o in ops if "all-reduce" in str(o.get("name", ""))]
-    fusions = [o for o in ops if "fusion" in str(o.get("name", "")) or o.get("category") == "fusion"]
-    cats = trace.get("op_categories") or {}
-    return {"capture": str(path),
+    ops: list[TopOp] = trace.get("top_ops") or []
+    all_reduce = [o for o in ops if "all-reduce" in o["name"]]
+    fusions = [o for o in ops if "fusion" in o["name"] or o["category"] == "fusion"]
+    return {"capture": trace.get("source") or (session.profiler.get("captures") or [{}])[-1].get("path"),
             "collective_share": coll.get("mean"),
-            "all_reduce_share": round(sum(float(o.get("share", 0) or 0) for o in all_reduce), 4) if all_reduce
-            else coll.get("mean"),
-            "op_categories": cats,
-            "largest_fusions": [{k: o.get(k) for k in ("name", "share", "total_ms", "count") if k in o}
-                                for o in fusions[:3]],
+            "all_reduce_share": round(sum(o["share"] for o in all_reduce), 4) if all_reduce else coll.get("mean"),
+            "op_categories": trace.get("op_categories") or {},
+            "largest_fusions": [{"name": o["name"], "share": o["share"],
+                                 "self_time_ms_per_device": o["self_time_ms_per_device"],
+                                 "occurrences": o["occurrences"]} for o in fusions[:3]],
             "trace_step_time_ms": (trace.get("step_summary") or {}).get("step_time_ms")}

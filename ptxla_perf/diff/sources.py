@@ -1,0 +1,303 @@
+"""Inputs of a comparison -> `Source`: metrics-report text (a snapshot of torch_xla's counters) or a report JSON
+(its `summary`, the report's contract). Canonical rows are shared by both kinds; docs/diff.md has the mapping."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import SCHEMA_ID
+from ..metrics_text import MetricsParseError, Snapshot, parse
+
+NOT_A_FALLBACK = {"aten::_local_scalar_dense"}  # counts host reads of a scalar (.item()), not an un-lowered op
+
+
+class DiffInputError(ValueError):
+    """An input that cannot be compared (missing file, not a metrics report, unknown JSON, absent step)."""
+
+
+# ------------------------------------------------------------------------------------------------ sources
+
+# canonical rows: name, unit, additive (a total that per-step normalisation divides by the step count)
+CANONICAL: list[tuple[str, str | None, bool]] = [
+    ("compiles", None, True),
+    ("compiles_per_step", None, False),
+    ("cached_compiles", None, True),
+    ("recompiles_after_warmup", None, True),
+    ("compile_time_s", "s", True),
+    ("executions", None, True),
+    ("executions_per_step", None, False),
+    ("execute_time_s", "s", True),
+    ("device_to_host", None, True),
+    ("device_to_host_per_step", None, False),
+    ("device_to_host_bytes", "B", True),
+    ("device_to_host_bytes_per_step", "B", False),
+    ("host_to_device", None, True),
+    ("host_to_device_per_step", None, False),
+    ("host_to_device_bytes", "B", True),
+    ("host_to_device_bytes_per_step", "B", False),
+    ("step_time_p50", "s", False),
+    ("step_time_p90", "s", False),
+    ("step_time_mean", "s", False),
+    ("step_time_min", "s", False),
+    ("step_time_max", "s", False),
+    ("wall_time_s", "s", True),
+    ("steps", None, False),
+    ("warmup_steps", None, False),
+    ("distinct_graphs", None, False),
+    ("fallback_ops", None, True),
+    ("fallback_ops_per_step", None, False),
+    ("mfu", None, False),  # roofline (docs/roofline.md): achieved / peak FLOP/s over steady steps, a fraction
+    ("achieved_tflops_per_s", None, False),
+    ("flops_per_step", None, False),
+]
+_CANON = {name: (unit, additive) for name, unit, additive in CANONICAL}
+_PER_STEP_BASES = ["compiles", "executions", "device_to_host", "device_to_host_bytes", "host_to_device",
+                   "host_to_device_bytes", "fallback_ops"]
+ALIASES = {"step_time": "step_time_p50", "d2h": "device_to_host", "h2d": "host_to_device",
+           "d2h_per_step": "device_to_host_per_step", "h2d_per_step": "host_to_device_per_step"}
+
+
+@dataclass
+class Source:
+    """One side of a comparison: a flat map of row name -> (value, unit)."""
+
+    label: str
+    kind: str  # 'metrics_text' | 'report_json'
+    steps: int | None
+    values: dict[str, tuple[float | None, str | None]]
+    raw: dict[str, str] = field(default_factory=dict)  # raw row name -> 'metric' | 'samples' | 'counter'
+    fallback: dict[str, int] = field(default_factory=dict)  # aten::* name -> count
+    snapshot: Snapshot | None = None
+    snapshot_step: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        kind = "metrics text" if self.kind == "metrics_text" else "report JSON"
+        bits = [kind]
+        if self.snapshot_step is not None:
+            bits.append(f"snapshot step={self.snapshot_step}")
+        bits.append(f"{self.steps} steps" if self.steps is not None else "step count unknown")
+        return f"{self.label} ({', '.join(bits)})"
+
+    # -- lookups used by rules
+    def lookup(self, name: str) -> tuple[float | None, str | None] | None:
+        """(value, unit) for any row name, `NAME.field` of a metric, or `X_per_step`; None when unknown."""
+        name = ALIASES.get(name, name)
+        if name in self.values:
+            return self.values[name]
+        if self.snapshot is not None and "." in name:
+            base, _, fld = name.rpartition(".")
+            metric = self.snapshot.metrics.get(base)
+            if metric is not None:
+                unit = metric.unit
+                if fld in ("samples", "count", "total_samples"):
+                    return float(metric.total_samples) if metric.total_samples is not None else None, None
+                if fld in ("accumulator", "total"):
+                    return metric.accumulator, unit
+                if fld in ("mean", "stddev", "value_rate"):
+                    return getattr(metric, fld), unit
+                if fld == "rate":
+                    return metric.rate, None
+                pm = re.fullmatch(r"p?(\d+(?:\.\d+)?)%?", fld)
+                if pm and f"{pm.group(1)}%" in metric.percentiles:
+                    return metric.percentiles[f"{pm.group(1)}%"], unit
+                return None
+        if name.endswith("_per_step"):
+            base = self.lookup(name[: -len("_per_step")])
+            if base is None:
+                return None
+            if base[0] is None or not self.steps:
+                return None, base[1]
+            return base[0] / self.steps, base[1]
+        return None
+
+    def absent_means_zero(self, name: str) -> bool:
+        """Counters that torch_xla omits while they are zero, and fallback ops in either kind of input."""
+        base = name.removesuffix("_per_step")
+        if base.startswith(("aten::", "xla::")):
+            return True
+        return self.kind == "metrics_text" and "." not in base and base not in _CANON
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or x is None:
+        return None
+    if isinstance(x, (int, float)):
+        return float(x)
+    return None
+
+
+def from_snapshot(snap: Snapshot, label: str = "") -> Source:
+    m, c = snap.metrics, snap.counters
+
+    def acc(name: str, *alts: str) -> float:
+        for n in (name, *alts):
+            if n in m and m[n].accumulator is not None:
+                return m[n].accumulator
+        return 0.0
+
+    def samples(name: str, *alts: str) -> float:
+        for n in (name, *alts):
+            if n in m and m[n].total_samples is not None:
+                return float(m[n].total_samples)
+        return 0.0
+
+    values: dict[str, tuple[float | None, str | None]] = {}
+    compiles = float(c["UncachedCompile"]) if "UncachedCompile" in c else samples("CompileTime")
+    values["compiles"] = (compiles, None)
+    values["cached_compiles"] = (float(c.get("CachedCompile", 0)), None)
+    values["compile_time_s"] = (acc("CompileTime"), "s")
+    values["executions"] = (samples("ExecuteTime") or float(c.get("ExecuteComputation", 0)), None)
+    values["execute_time_s"] = (acc("ExecuteTime"), "s")
+    # XRT-era client metrics were called ...ServerTime
+    values["device_to_host"] = (samples("TransferFromDeviceTime", "TransferFromServerTime"), None)
+    values["device_to_host_bytes"] = (acc("InboundData"), "B")
+    values["host_to_device"] = (samples("TransferToDeviceTime", "TransferToServerTime"), None)
+    values["host_to_device_bytes"] = (acc("OutboundData"), "B")
+    steps = c.get("MarkStep")
+    values["steps"] = (float(steps) if steps is not None else None, None)
+    fallback = {k: v for k, v in c.items() if k.startswith("aten::")}
+    values["fallback_ops"] = (float(sum(v for k, v in fallback.items() if k not in NOT_A_FALLBACK)), None)
+    raw: dict[str, str] = {}
+    for name, metric in m.items():
+        values[name] = (metric.accumulator, metric.unit)
+        raw[name] = "metric"
+        values[f"{name}.samples"] = (float(metric.total_samples) if metric.total_samples is not None else None, None)
+        raw[f"{name}.samples"] = "samples"
+    for name, value in c.items():
+        values[name] = (float(value), None)
+        raw[name] = "counter"
+    src = Source(label=label, kind="metrics_text", steps=steps if steps else None, values=values, raw=raw,
+                 fallback=fallback, snapshot=snap, snapshot_step=snap.step)
+    _add_per_step(src)
+    return src
+
+
+def _add_per_step(src: Source) -> None:
+    for base in _PER_STEP_BASES:
+        key = f"{base}_per_step"
+        if key in src.values and src.values[key][0] is not None:
+            continue
+        value, unit = src.values.get(base, (None, _CANON[base][0]))
+        src.values[key] = (value / src.steps if value is not None and src.steps else None, unit)
+
+
+def from_text(text: str, label: str = "", step: int | None = None) -> Source:
+    """Metrics-report text -> Source for its last snapshot (or the `[MetricsData; step=N]` one)."""
+    try:
+        snapshots = parse(text)
+    except MetricsParseError as exc:
+        raise DiffInputError(f"{label or 'input'}: {exc}") from None
+    notes = []
+    if step is not None:
+        chosen = [s for s in snapshots if s.step == step]
+        if not chosen:
+            have = [s.step for s in snapshots if s.step is not None]
+            if not have:
+                raise DiffInputError(f"{label or 'input'}: --step {step} given, but it is a single report "
+                                     "without [MetricsData; step=N] blocks")
+            raise DiffInputError(f"{label or 'input'}: no [MetricsData; step={step}] block "
+                                 f"(it has steps {min(have)}..{max(have)})")
+        snap = chosen[-1]
+    else:
+        snap = snapshots[-1]
+        if (snap.truncated or snap.empty) and len(snapshots) > 1:
+            earlier = [s for s in snapshots[:-1] if not s.empty and not s.truncated]
+            if earlier:
+                notes.append(f"{label}: last block (step={snap.step}) is truncated; "
+                             f"using step={earlier[-1].step}")
+                snap = earlier[-1]
+        elif snap.truncated:
+            notes.append(f"{label}: the report looks truncated (its last block is incomplete)")
+    src = from_snapshot(snap, label)
+    src.notes.extend(notes)
+    return src
+
+
+def from_report(report: dict, label: str = "") -> Source:
+    """ptxla_perf report JSON (schema ptxla_perf.report/1) -> Source."""
+    if not isinstance(report, dict) or report.get("schema") != SCHEMA_ID:
+        found = report.get("schema") if isinstance(report, dict) else type(report).__name__
+        raise DiffInputError(f"{label or 'input'}: JSON is not a ptxla_perf report "
+                             f"(schema {found!r}, expected {SCHEMA_ID!r})")
+    summary = report.get("summary")
+    if not isinstance(summary, dict):
+        raise DiffInputError(f"{label or 'input'}: report JSON has no 'summary' object")
+    steps = summary.get("steps")
+    steps = int(steps) if isinstance(steps, int) and not isinstance(steps, bool) else None
+    values: dict[str, tuple[float | None, str | None]] = {}
+
+    def summed(key: str) -> float | None:
+        """A total from the summary (the report's contract); reports written before the totals were added give
+        it as per-step x steps."""
+        v = _num(summary.get(key))
+        if v is not None:
+            return v
+        per = _num(summary.get(f"{key}_per_step"))
+        return per * steps if per is not None and steps is not None else None
+
+    values["compiles"] = (_num(summary.get("compiles")), None)
+    values["cached_compiles"] = (_num(summary.get("cached_compiles")), None)
+    values["recompiles_after_warmup"] = (_num(summary.get("recompiles_after_warmup")), None)
+    values["compile_time_s"] = (_num(summary.get("compile_time_s")), "s")
+    values["executions"] = (summed("executions"), None)
+    for direction in ("device_to_host", "host_to_device"):
+        values[direction] = (summed(direction), None)
+        values[f"{direction}_bytes"] = (summed(f"{direction}_bytes"), "B")
+        for key in (f"{direction}_per_step", f"{direction}_bytes_per_step"):
+            if _num(summary.get(key)) is not None:
+                values[key] = (_num(summary[key]), "B" if "bytes" in key else None)
+    if _num(summary.get("executions_per_step")) is not None:
+        values["executions_per_step"] = (_num(summary["executions_per_step"]), None)
+    stats = summary.get("step_time_s")
+    if isinstance(stats, dict):
+        for k in ("p50", "p90", "mean", "min", "max"):
+            if _num(stats.get(k)) is not None:
+                values[f"step_time_{k}"] = (_num(stats[k]), "s")
+    for k in ("mfu", "achieved_tflops_per_s", "flops_per_step"):  # roofline figures (absent: unknown)
+        if _num(summary.get(k)) is not None:
+            values[k] = (_num(summary[k]), None)
+    for k in ("wall_time_s", "warmup_steps", "distinct_graphs"):
+        if _num(summary.get(k)) is not None:
+            values[k] = (_num(summary[k]), "s" if k.endswith("_s") else None)
+    values["steps"] = (float(steps) if steps is not None else None, None)
+    fallback = {k: int(v) for k, v in (summary.get("fallback_ops") or {}).items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    values["fallback_ops"] = (float(sum(v for k, v in fallback.items() if k not in NOT_A_FALLBACK)), None)
+    for k, v in fallback.items():
+        values[k] = (float(v), None)
+    src = Source(label=label, kind="report_json", steps=steps if steps else None, values=values,
+                 raw={k: "counter" for k in fallback}, fallback=fallback)
+    _add_per_step(src)
+    run = report.get("run") if isinstance(report.get("run"), dict) else {}
+    if run.get("status") not in (None, "completed"):
+        src.notes.append(f"{label}: run status is {run['status']!r}")
+    return src
+
+
+def load(path: str | Path, step: int | None = None) -> Source:
+    """Read a metrics-report text file or a ptxla_perf report JSON file. Raises DiffInputError."""
+    p = Path(path)
+    label = str(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise DiffInputError(f"{label}: no such file") from None
+    except IsADirectoryError:
+        raise DiffInputError(f"{label}: is a directory, expected a file") from None
+    except OSError as exc:
+        raise DiffInputError(f"{label}: cannot read ({exc.strerror or exc})") from None
+    text = data.decode("utf-8", errors="replace")
+    if text.lstrip().startswith("{"):
+        try:
+            report = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DiffInputError(f"{label}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+        src = from_report(report, label)
+        if step is not None:
+            src.notes.append(f"{label}: --step applies to metrics files only; using the whole report")
+        return src
+    return from_text(text, label, step)

@@ -1,0 +1,77 @@
+"""One place for how numbers read, in every renderer (console summary, sweep table, trace tables, diff, HTML):
+"-" for a missing value, ms/us/s for seconds, KiB/MiB for bytes, percentages, so a table never prints "None" and
+every page says a number the same way."""
+from __future__ import annotations
+
+import math
+
+MISSING = "-"
+
+
+def ms(seconds: float | None, digits: int = 1, unit: bool = True) -> str:
+    """Seconds as milliseconds: 0.0012 -> "1.2 ms"; sub-0.1 ms values keep two significant digits (unit=False:
+    "1.2", for a column whose header says ms)."""
+    if seconds is None:
+        return MISSING
+    v = seconds * 1e3
+    text = f"{v:.2g}" if 0 < abs(v) < 0.1 else f"{v:.{digits}f}"
+    return text + (" ms" if unit else "")
+
+
+def seconds(value: float | None, digits: int = 2) -> str:
+    return MISSING if value is None else f"{value:.{digits}f} s"
+
+
+def pct(share: float | None, digits: int = 0) -> str:
+    """A share (0.29) as a percentage ("29%")."""
+    return MISSING if share is None else f"{share * 100:.{digits}f}%"
+
+
+def num(value: float | None, digits: int = 2, keep_int: bool = True) -> str:
+    """A count or rate: integers stay integers (3), others get `digits` decimals (1.88); keep_int=False always
+    shows the decimals (a per-step rate in a fixed-width line)."""
+    if value is None:
+        return MISSING
+    if keep_int and (isinstance(value, int) or float(value).is_integer()):
+        return str(int(value))
+    return f"{value:.{digits}f}"
+
+
+def nbytes(n: float | None) -> str:
+    """Bytes in binary units: 1536 -> "1.5 KiB"."""
+    return value(n, "B") if n is not None else MISSING
+
+
+def value(v: float | None, unit: str | None, signed: bool = False) -> str:
+    """A value in its unit ('s', 'B' or none), scaled to read well: 1.234 ms, 2.00 MiB, 17."""
+    if v is None:
+        return "-"
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "+inf" if v > 0 else "-inf"
+    sign = "+" if signed and v > 0 else ""
+    v = float(f"{v:.12g}")  # 0.000999999999 -> 0.001, so the unit picked below is the one a reader expects
+    if unit == "s":
+        x = abs(v)
+        neg = "-" if v < 0 else sign
+        if x == 0:
+            return f"{sign}0 s"
+        if x >= 60:
+            return f"{neg}{x:.1f} s"
+        if x >= 1:
+            return f"{neg}{x:.3f} s"
+        if x >= 1e-3:
+            return f"{neg}{x * 1e3:.3f} ms"
+        return f"{neg}{x * 1e6:.3f} us"
+    if unit == "B":
+        x = abs(v)
+        neg = "-" if v < 0 else sign
+        for label in ("B", "KiB", "MiB", "GiB", "TiB"):
+            if x < 1024:
+                return f"{neg}{x:.0f} {label}" if label == "B" else f"{neg}{x:.2f} {label}"
+            x /= 1024
+        return f"{neg}{x:.2f} PiB"
+    if v == int(v) and abs(v) < 1e15:
+        return f"{sign}{int(v)}"
+    return f"{sign}{v:.4g}"

@@ -1,0 +1,315 @@
+"""One self-contained `report.html` from a report dict (docs/html.md): the headline, the step-time timeline with
+per-step counts aligned under it, the findings as cards (worst first, with the user's source lines), and a
+capture's breakdown when the report has one. Tables, cards and charts are rendered here as HTML and SVG, so the
+page needs no network and reads without JavaScript; a content security policy forbids any request."""
+from __future__ import annotations
+
+import json
+import os
+from html import escape
+from typing import Any
+
+from .. import fmt
+from . import assets, charts
+
+_SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+_SEV_LABEL = {"error": "ERROR", "warning": "WARN", "info": "info"}
+# evidence values that say what a finding costs, shown in its cost line (the rest goes in the evidence table)
+_COST_KEYS = (("wait_ms_per_step", "ms/step waiting", lambda v: f"{v:.2f}"),
+              ("extra_executions_per_step", "extra graphs/step", lambda v: f"{v:.2f}"),
+              ("compile_time_s", "compile time", lambda v: fmt.seconds(v)),
+              ("share", "of wall time", lambda v: fmt.pct(v)),
+              ("compiles", "compiles", lambda v: fmt.num(v)),
+              ("bytes_per_step", "bytes/step", lambda v: fmt.nbytes(v)))
+
+
+def html_path(report_path: str) -> str:
+    """Where the page of a report goes: beside it, same name, .html (report.rank1.json -> report.rank1.html)."""
+    root, ext = os.path.splitext(report_path)
+    return (root if ext.lower() == ".json" else report_path) + ".html"
+
+
+def write(report: dict[str, Any], path: str) -> str:
+    """Write the page atomically (a browser reloading it never sees half a page); returns its absolute path."""
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    page = render(report)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(page)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def render(report: dict[str, Any]) -> str:
+    run = report.get("run") or {}
+    title = _what(report)
+    body = [_header(report, title), headline_section(report), _processes(report), timeline_section(report),
+            _findings(report), _trace(report), _footer(report)]
+    return page(f"ptxla_perf: {title} ({run.get('status') or '-'})", body)
+
+
+def page(title: str, sections: list[str]) -> str:
+    """The document around the sections: inline style and script, and a policy that forbids any request."""
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{assets.CSP}\">"
+            "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
+            "<link rel=\"icon\" href=\"data:,\">"
+            f"<title>{escape(title)}</title>"
+            f"<style>{assets.STYLE}</style></head><body><main>"
+            + "".join(sections) + f"</main><script>{assets.SCRIPT}</script></body></html>\n")
+
+
+# --- sections ---------------------------------------------------------------------------------------------
+def _what(report: dict[str, Any]) -> str:
+    run = report.get("run") or {}
+    what = run.get("recipe") or run.get("script") or run.get("kind") or "run"
+    return os.path.basename(str(what)) if run.get("script") else str(what)
+
+
+def _header(report: dict[str, Any], title: str) -> str:
+    run = report.get("run") or {}
+    env = report.get("environment") or {}
+    status = str(run.get("status") or "-")
+    cls = {"completed": "", "running": "mid", "interrupted": "mid"}.get(status, "bad")
+    bits = [f"backend {escape(str(report.get('backend')))}"]
+    if env.get("device_kind") or env.get("device"):
+        bits.append(escape(str(env.get("device_kind") or env.get("device"))))
+    if run.get("started_at"):
+        bits.append(f"started {escape(str(run['started_at']))}")
+    if run.get("script"):
+        bits.append(f"<code>{escape(str(run['script']))}</code>")
+    if run.get("stop_reason"):
+        bits.append(f"stopped: {escape(str(run['stop_reason']))}")
+    return (f"<header><h1>ptxla_perf — {escape(title)} <span class=\"status {cls}\">{escape(status)}</span></h1>"
+            f"<div class=\"sub\">{' · '.join(bits)}</div></header>")
+
+
+def _kpi(name: str, value: str, note: str = "", key: str = "") -> str:
+    return (f"<div class=\"kpi\" data-k=\"{escape(key or name)}\"><div class=\"k\">{escape(name)}</div>"
+            f"<div class=\"v\">{escape(value)}</div><div class=\"n\">{escape(note)}</div></div>")
+
+
+def headline_section(report: dict[str, Any]) -> str:
+    s = report.get("summary") or {}
+    st = s.get("step_time_s") or {}
+    tp = s.get("throughput") or {}
+    sev = s.get("findings_by_severity") or {}
+    kpis = [_kpi("step time p50", fmt.ms(st.get("p50"), 2), f"over {st.get('n', 0)} steady steps", "p50"),
+            _kpi("step time p90", fmt.ms(st.get("p90"), 2), f"mean {fmt.ms(st.get('mean'), 2)}", "p90")]
+    if "samples_per_s" in tp:
+        kpis.append(_kpi("throughput", f"{tp['samples_per_s']:.1f} samples/s",
+                         f"{tp['tokens_per_s']:.0f} tokens/s" if "tokens_per_s" in tp else "", "throughput"))
+    elif "tokens_per_s" in tp:
+        kpis.append(_kpi("throughput", f"{tp['tokens_per_s']:.0f} tokens/s", "", "throughput"))
+    elif "mb_per_s" in tp:
+        kpis.append(_kpi("throughput", f"{tp['mb_per_s']:.2f} MB/s", "host→device", "throughput"))
+    else:
+        kpis.append(_kpi("throughput", fmt.MISSING, "no samples per step given", "throughput"))
+    mfu = (report.get("roofline") or {}).get("mfu") if isinstance(report.get("roofline"), dict) else None
+    if mfu is not None:
+        kpis.append(_kpi("MFU", fmt.pct(mfu, 1), "model FLOPs utilisation", "mfu"))
+    kpis += [_kpi("compiles", fmt.num(s.get("compiles")),
+                  f"{fmt.seconds(s.get('compile_time_s'))}, {fmt.num(s.get('recompiles_after_warmup'))} "
+                  "after warm-up", "compiles"),
+             _kpi("syncs / step", fmt.num(s.get("device_to_host_per_step")), "device→host reads", "syncs"),
+             _kpi("executions / step", fmt.num(s.get("executions_per_step")),
+                  f"host→device/step {fmt.num(s.get('host_to_device_per_step'))}", "executions"),
+             _kpi("steps", fmt.num(s.get("steps")),
+                  f"{fmt.num(s.get('warmup_steps'))} warm-up, {fmt.num(s.get('eval_steps'))} eval", "steps"),
+             _kpi("findings", f"{sev.get('warning', 0) + sev.get('error', 0)} to fix",
+                  f"{sev.get('error', 0)} error, {sev.get('warning', 0)} warning, {sev.get('info', 0)} info",
+                  "findings")]
+    return f"<section class=\"headline\">{''.join(kpis)}</section>"
+
+
+def _processes(report: dict[str, Any]) -> str:
+    """A merged multi-process report: each rank's step time side by side and a row of numbers per rank (the
+    timeline below is rank 0's steps)."""
+    procs = [p for p in (report.get("processes") or []) if isinstance(p, dict)]
+    if not procs:
+        return ""
+    agg = report.get("aggregate") if isinstance(report.get("aggregate"), dict) else {}
+    rows = []
+    for p in procs:
+        st = p.get("step_time_s") or {}
+        tp = (p.get("throughput") or {}).get("samples_per_s")
+        sev = p.get("findings_by_severity") or {}
+        rows.append(f"<tr data-rank=\"{escape(str(p.get('rank')))}\"><td>{escape(str(p.get('rank')))}</td>"
+                    f"<td>{escape(str(p.get('host') or '-'))}</td><td>{escape(str(p.get('status') or '-'))}</td>"
+                    f"<td class=\"r\">{fmt.num(p.get('steps'))}</td><td class=\"r\">{fmt.ms(st.get('p50'), 2)}</td>"
+                    f"<td class=\"r\">{fmt.ms(st.get('p90'), 2)}</td><td class=\"r\">{fmt.num(p.get('compiles'))}</td>"
+                    f"<td class=\"r\">{fmt.num(p.get('device_to_host_per_step'))}</td>"
+                    f"<td class=\"r\">{'-' if tp is None else f'{tp:.1f}'}</td>"
+                    f"<td class=\"r\">{sev.get('warning', 0) + sev.get('error', 0)}</td></tr>")
+    note = [f"{len(procs)} processes on {agg.get('hosts', 1)} host(s); the timeline below is rank 0's steps"]
+    if agg.get("slowest_rank") is not None:
+        note.append(f"slowest rank {agg['slowest_rank']} (p50 spread {fmt.ms(agg.get('step_time_spread_s'), 2)})")
+    tp = agg.get("throughput") or {}
+    if "samples_per_s" in tp:
+        note.append(f"{tp['samples_per_s']:.1f} samples/s all ranks, at the slowest rank's pace")
+    return ("<h2>Processes</h2><section class=\"box\" id=\"processes\">"
+            f"<p class=\"sub\">{escape('; '.join(note))}</p>{charts.rank_bars(procs)}"
+            "<table><tr><th>rank</th><th>host</th><th>status</th><th class=\"r\">steps</th>"
+            "<th class=\"r\">p50</th><th class=\"r\">p90</th><th class=\"r\">compiles</th>"
+            "<th class=\"r\">syncs/step</th><th class=\"r\">samples/s</th><th class=\"r\">to fix</th></tr>"
+            f"{''.join(rows)}</table></section>")
+
+
+def _legend_item(colour: str, label: str) -> str:
+    return f"<span><i style=\"background:{colour}\"></i>{escape(label)}</span>"
+
+
+def timeline_section(report: dict[str, Any], title: str = "Step time", zoom: bool = True,
+                     yvalues: list[float] | None = None) -> str:
+    """The timeline with the count strips under it; `zoom`: the page's one zoomable chart (ids for the script)."""
+    steps = report.get("steps") or []
+    if not steps:
+        return (f"<h2>{escape(title)}</h2><section class=\"box\"><p class=\"empty\">No steps in this report "
+                "(nothing synced, or a trace-only report).</p></section>")
+    captures = (report.get("profiler") or {}).get("captures") or []
+    tl = charts.timeline(steps, warmup=(report.get("summary") or {}).get("warmup_steps") or 0, captures=captures,
+                         yvalues=yvalues)
+    ct = charts.counts(steps)
+    ticks = "".join(f"<span style=\"left:{x:.3f}%\">{k}</span>" for x, k in charts.x_ticks(len(steps)))
+    c = charts.COLOURS
+    legend = [_legend_item(c["train"], "train step"), _legend_item(c["eval"], "eval step"),
+              _legend_item(c["compile"], "compiled"), _legend_item(c["attributed"], "attribution step"),
+              _legend_item(c["read"], "host read"), _legend_item(c["fallback"], "CPU fallback"),
+              _legend_item("#dddddd", "warm-up")]
+    if any(cap.get("path") for cap in captures):
+        legend.append(_legend_item("#f2e2a0", "capture window"))
+    tools = ("<span class=\"tools\"><button id=\"tl-out\" type=\"button\">−</button><span id=\"tl-zoom\">1x</span>"
+             "<button id=\"tl-in\" type=\"button\">+</button><button id=\"tl-reset\" type=\"button\">reset</button>"
+             "</span>") if zoom else ""
+    ids = (" id=\"tl-scroll\"", " id=\"tl-inner\"") if zoom else ("", "")
+    each = "one bar each" if tl["bin"] == 1 else f"one bar per {tl['bin']} steps (the slowest; the largest counts)"
+    note = (f"{len(steps)} steps, {each}; {'logarithmic' if tl['scale'] == 'log' else 'linear'} time axis; "
+            "hover a bar for its numbers")
+    return (f"<h2>{escape(title)}</h2><section class=\"box timeline\">"
+            f"<div class=\"legend\">{''.join(legend)}{tools}</div>"
+            f"<div class=\"chart\"><div class=\"ycol\">{tl['labels']}<div class=\"spacer\"></div>{ct['labels']}</div>"
+            f"<div class=\"scroll\"{ids[0]}><div class=\"inner\"{ids[1]}>{tl['plot']}"
+            f"<div class=\"xticks\">{ticks}</div>{ct['plot']}</div></div></div>"
+            f"<div class=\"sub\">{escape(note)}</div></section>")
+
+
+def _sorted_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(findings, key=lambda f: _SEVERITY_ORDER.get(f.get("severity"), 3))  # stable: report order
+
+
+def _findings(report: dict[str, Any]) -> str:
+    findings = _sorted_findings(report.get("findings") or [])
+    if not findings:
+        return "<h2>Findings</h2><section class=\"box\"><p class=\"empty\">No findings.</p></section>"
+    return "<h2>Findings</h2><div class=\"cards\">" + "".join(_card(f, k) for k, f in enumerate(findings)) + "</div>"
+
+
+def _card(f: dict[str, Any], k: int) -> str:
+    sev = str(f.get("severity") or "info")
+    loc = f.get("location") or None
+    where = ""
+    if loc:
+        where = (f"<span class=\"where\">{escape(os.path.basename(str(loc.get('file'))))}:{escape(str(loc.get('line')))} "
+                 f"({escape(str(loc.get('function') or '?'))})</span>")
+    ev = f.get("evidence") or {}
+    cost = [f"<b>{fmt.num(f.get('count'))}</b> times"]
+    if f.get("per_step") is not None:
+        cost.append(f"<b>{fmt.num(f['per_step'])}</b> per step")
+    for key, label, show in _COST_KEYS:
+        v = ev.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            cost.append(f"<b>{escape(show(v))}</b> {escape(label)}")
+    if isinstance(f.get("ranks"), list) and f["ranks"]:
+        cost.append("ranks " + escape(", ".join(str(r) for r in f["ranks"])))
+    if f.get("steps"):
+        cost.append("steps " + escape(", ".join(str(s) for s in f["steps"][:12]))
+                    + (" …" if len(f["steps"]) > 12 else ""))
+    return (f"<article class=\"card {escape(sev)}\" id=\"finding-{k}\" data-kind=\"{escape(str(f.get('kind')))}\">"
+            f"<h3><span class=\"sev\">{_SEV_LABEL.get(sev, escape(sev))}</span>{escape(str(f.get('kind')))}{where}</h3>"
+            f"<div class=\"cost\">{' · '.join(cost)}</div>{_source(f)}"
+            f"<p class=\"msg\">{escape(str(f.get('message') or ''))}</p>{_evidence(ev)}</article>")
+
+
+def _source(f: dict[str, Any]) -> str:
+    src, loc = f.get("source"), f.get("location") or {}
+    if not isinstance(src, dict) or not src.get("lines"):
+        if loc:
+            return (f"<p class=\"sub\">{escape(str(loc.get('file')))}:{escape(str(loc.get('line')))} "
+                    "(source not stored in the report)</p>")
+        return ""
+    first = int(src.get("first_line") or 1)
+    rows = []
+    for i, text in enumerate(src["lines"]):
+        n = first + i
+        hit = " hit" if n == loc.get("line") else ""
+        rows.append(f"<span class=\"l{hit}\"><span class=\"n\">{n}</span>{escape(str(text))}</span>")
+    return (f"<pre class=\"src\" title=\"{escape(str(loc.get('file', '')))}\">{''.join(rows)}</pre>")
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+        return "<br>".join(f"<code>{escape(x[:400])}</code>" for x in v[:12]) + (" …" if len(v) > 12 else "")
+    if isinstance(v, str):
+        if "\n" in v:
+            return f"<pre>{escape(v[:4000])}</pre>"
+        return f"<code>{escape(v[:400])}</code>"
+    text = json.dumps(v, default=str)
+    return f"<code>{escape(text[:400] + ('…' if len(text) > 400 else ''))}</code>"
+
+
+def _evidence(ev: dict[str, Any]) -> str:
+    if not ev:
+        return ""
+    rows = "".join(f"<tr><th>{escape(str(k))}</th><td>{_value(v)}</td></tr>" for k, v in ev.items())
+    return f"<details class=\"ev\" open><summary>evidence</summary><table>{rows}</table></details>"
+
+
+def _trace(report: dict[str, Any]) -> str:
+    tr = report.get("trace")
+    if not isinstance(tr, dict):
+        return ""
+    ss = tr.get("step_summary") or {}
+    out = ["<h2>Capture</h2><section class=\"box\" id=\"capture\">"]
+    src = tr.get("source") or {}
+    out.append(f"<p class=\"sub\">{escape(str(src.get('path') or ''))} · {fmt.num(ss.get('steps'))} steps traced, "
+               f"{fmt.num(ss.get('steady_steps'))} steady · {escape(str(ss.get('detection') or ''))}</p>")
+    share = ss.get("breakdown_share") or {}
+    if share:
+        legend = "".join(_legend_item(c, f"{k} {fmt.pct(share.get(k))}") for k, c in charts.BREAKDOWN.items())
+        out.append(f"<div class=\"legend\" style=\"margin-left:0\">{legend}</div>")
+    out.append(charts.breakdown(tr.get("steps") or []))
+    gaps = (tr.get("gaps") or {}).get("largest") or []
+    if gaps:
+        rows = []
+        for g in gaps:
+            acts = "<br>".join(f"{escape(str(a.get('thread')))}: <code>{escape(str(a.get('path')))}</code>"
+                               for a in (g.get("host_activity") or [])[:4])
+            rows.append(f"<tr><td class=\"r\">{escape(str(g.get('duration_ms')))} ms</td><td class=\"r\">{escape(str(g.get('step')))}"
+                        f"</td><td>{acts or '-'}</td></tr>")
+        out.append("<h3 style=\"margin-top:12px\">Largest idle gaps</h3><table><tr><th class=\"r\">gap</th>"
+                   f"<th class=\"r\">step</th><th>what the host was doing</th></tr>{''.join(rows)}</table>")
+    ops = tr.get("top_ops") or []
+    if ops:
+        rows = "".join(f"<tr><td><code>{escape(str(o.get('name')))}</code></td><td>{escape(str(o.get('category')))}"
+                       f"</td><td class=\"r\">{fmt.pct(o.get('share'), 1)}</td><td class=\"r\">"
+                       f"{escape(str(o.get('self_time_ms_per_device')))}</td><td class=\"r\">{escape(str(o.get('occurrences')))}</td></tr>"
+                       for o in ops[:15])
+        out.append("<h3 style=\"margin-top:12px\">Top ops</h3><table><tr><th>op</th><th>category</th>"
+                   "<th class=\"r\">share</th><th class=\"r\">self ms/device</th><th class=\"r\">count</th></tr>"
+                   f"{rows}</table>")
+    out.append("</section>")
+    return "".join(out)
+
+
+def _footer(report: dict[str, Any]) -> str:
+    env = report.get("environment") or {}
+    versions = env.get("versions") or {}
+    vs = ", ".join(f"{k} {v}" for k, v in versions.items() if v)
+    return (f"<footer>{escape(str(report.get('schema')))} · ptxla_perf {escape(str(report.get('tool_version')))}"
+            f" · {escape(vs)} · python {escape(str(env.get('python') or '-'))} · "
+            f"{escape(str(env.get('hostname') or ''))}</footer>")

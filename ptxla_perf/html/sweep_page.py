@@ -1,0 +1,82 @@
+"""The page of a Hydra `-m` sweep (`<sweep dir>/sweep.html`): the sweep table, then one chart per metric with a
+bar per job, each job linking to its own report.html. Self-contained like the run pages (docs/html.md)."""
+from __future__ import annotations
+
+import os
+from html import escape
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import fmt
+from . import charts, html_path, page
+
+# metric -> (value of a report, formatting); the numeric twins of sweep.COLUMNS
+METRICS: list[tuple[str, Callable[[dict], float | None], Callable[[float], str]]] = [
+    ("step time p50", lambda r: (r["summary"].get("step_time_s") or {}).get("p50"), lambda v: fmt.ms(v, 2)),
+    ("µs per sample", lambda r: (r["summary"].get("throughput") or {}).get("us_per_sample"), lambda v: f"{v:.1f}"),
+    ("samples/s", lambda r: (r["summary"].get("throughput") or {}).get("samples_per_s"), lambda v: f"{v:.1f}"),
+    ("compiles", lambda r: r["summary"].get("compiles"), fmt.num),
+    ("host→device / step", lambda r: r["summary"].get("host_to_device_per_step"), fmt.num),
+    ("device→host / step", lambda r: r["summary"].get("device_to_host_per_step"), fmt.num),
+    ("warnings", lambda r: (r["summary"].get("findings_by_severity") or {}).get("warning", 0), fmt.num),
+]
+
+
+def render(runs: list[tuple[Path, dict[str, Any]]], root: str | Path, page_dir: str | Path | None = None) -> str:
+    """`runs`: (report path, report) per job, in table order; each job links to its report.html, relative to the
+    folder the page goes in (`page_dir`, default `root`), so the sweep folder can be moved as a whole."""
+    from ..sweep import COLUMNS
+
+    root = Path(root)
+    page_dir = Path(page_dir or root)
+    labels = _labels(runs)
+    head = "".join(f"<th>{escape(h)}</th>" for h, _ in COLUMNS)
+    rows = []
+    for (p, r), label in zip(runs, labels):
+        cells = []
+        for i, (_, get) in enumerate(COLUMNS):
+            try:
+                v = str(get(r, p))
+            except Exception:  # noqa: BLE001 - a report missing a field shows "-"
+                v = fmt.MISSING
+            if i == 0:
+                link = os.path.relpath(html_path(str(p)), page_dir)
+                v = f"<a href=\"{escape(link)}\">{escape(v)}</a>"
+            else:
+                v = escape(v)
+            cells.append(f"<td>{v}</td>")
+        rows.append(f"<tr data-job=\"{escape(p.parent.name)}\">{''.join(cells)}</tr>")
+    cards = []
+    for name, get, show in METRICS:
+        values = []
+        for _, r in runs:
+            try:
+                values.append(get(r))
+            except Exception:  # noqa: BLE001
+                values.append(None)
+        if not any(isinstance(v, (int, float)) for v in values):
+            continue
+        cards.append(f"<div class=\"kpi metric\" data-metric=\"{escape(name)}\"><div class=\"k\">{escape(name)}</div>"
+                     f"{charts.hbars(labels, values, show)}</div>")
+    style = "<style>.metrics{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:12px}</style>"
+    sections = [style, f"<header><h1>ptxla_perf sweep — {len(runs)} run(s)</h1>"
+                       f"<div class=\"sub\">{escape(str(root))}</div></header>",
+                f"<h2>Runs</h2><section class=\"box\"><table><tr>{head}</tr>{''.join(rows)}</table></section>",
+                f"<h2>Per metric</h2><div class=\"metrics\">{''.join(cards)}</div>"]
+    return page(f"ptxla_perf sweep: {root.name}", sections)
+
+
+def _labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """Each job by the overrides that differ between the jobs (recipe.batch_size=8), else by its folder."""
+    ovs = [list((r.get("run") or {}).get("overrides") or []) for _, r in runs]
+    common = set.intersection(*map(set, ovs)) if ovs else set()
+    return [" ".join(o for o in ov if o not in common) or p.parent.name for (p, _), ov in zip(runs, ovs)]
+
+
+def write(runs: list[tuple[Path, dict[str, Any]]], root: str | Path, out: str | Path | None = None) -> str:
+    out = os.path.abspath(out or os.path.join(root, "sweep.html"))
+    text = render(runs, root, os.path.dirname(out))
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        f.write(text)
+    return out

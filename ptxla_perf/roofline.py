@@ -1,0 +1,185 @@
+"""The report's `roofline` section: how close the steady steps came to what the device could do.
+
+Backend-neutral: the adapters put the cost of the graphs each step ran on its record (`StepRecord.flops`,
+`bytes_accessed`; hlo_cost.py), peaks.py says what the device could do. Over the steady steps:
+
+    achieved FLOP/s = sum(FLOPs) / sum(step time)            MFU = achieved FLOP/s / peak FLOP/s
+    predicted step  = max(FLOPs / peak FLOP/s, bytes / peak bandwidth)
+    verdict         = overhead-bound when observed > OVERHEAD_RATIO x predicted (the time goes elsewhere: host,
+                      syncs, gaps - the warnings say where), else compute- or memory-bound by the larger term.
+
+docs/roofline.md has the method and its limits.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .peaks import Peak
+
+OVERHEAD_RATIO = 2.0  # observed steady step time above this multiple of the prediction: overhead-bound
+UNDER_RATIO = 0.5  # below this multiple, the step time cannot have covered the work: verdict unknown
+# findings that say where time goes when it is not the device's arithmetic or memory
+_TIME_SINKS = ("device_to_host_sync", "graph_break", "recompilation", "op_fallback", "host_to_device_transfer",
+               "eager_compile", "input_bound", "host_bound", "collective_bound")
+
+
+def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict] | None = None) -> dict[str, Any]:
+    """`steady`: the steady training iterations (StepRecords); `costs`: the adapter's `graph_costs()`."""
+    out: dict[str, Any] = {
+        "source": costs.get("source", "unavailable"), "scope": costs.get("scope"), "method": costs.get("method"),
+        "peak": peak.to_json(), "graphs": costs.get("graphs", []), "notes": list(costs.get("notes", [])),
+        "steady_steps": len(steady), "steps_with_cost": 0,
+        "flops_per_step": None, "bytes_per_step": None, "transcendentals_per_step": None,
+        "arithmetic_intensity": None, "ridge_flops_per_byte": peak.ridge,
+        "observed_step_time_s": None, "achieved_flops_per_s": None, "achieved_bytes_per_s": None,
+        "mfu": None, "bandwidth_utilization": None,
+        "predicted_compute_s": None, "predicted_memory_s": None, "predicted_step_time_s": None,
+        "observed_over_predicted": None, "verdict": "unknown", "explanation": None, "related_findings": [],
+    }
+    if costs.get("boundaries"):
+        out["boundaries"] = costs["boundaries"]  # how boundaries got their cost: captured | carried | unknown
+    costed = [s for s in steady if s.flops is not None]
+    out["steps_with_cost"] = len(costed)
+    if not costed:
+        out["explanation"] = ("no steady step has a known cost" if steady else "no steady steps to measure") + \
+            (f" ({out['notes'][0]})" if out["notes"] else "")
+        return out
+    n = len(costed)
+    time_s = sum(s.wall_time_s for s in costed)
+    flops = sum(s.flops for s in costed)
+    nbytes = sum(s.bytes_accessed or 0.0 for s in costed)
+    out["flops_per_step"] = flops / n
+    out["bytes_per_step"] = nbytes / n
+    out["transcendentals_per_step"] = sum(s.transcendentals or 0.0 for s in costed) / n
+    out["arithmetic_intensity"] = flops / nbytes if nbytes else None
+    times = sorted(s.wall_time_s for s in costed)
+    observed = times[(n - 1) // 2] if n % 2 else (times[n // 2 - 1] + times[n // 2]) / 2
+    out["observed_step_time_s"] = observed
+    if time_s > 0:
+        out["achieved_flops_per_s"] = flops / time_s
+        out["achieved_bytes_per_s"] = nbytes / time_s
+    if peak.flops_per_s and out["achieved_flops_per_s"] is not None:
+        out["mfu"] = out["achieved_flops_per_s"] / peak.flops_per_s
+    if out["mfu"] is not None and out["mfu"] > 1.0:
+        out["notes"].append("achieved FLOP/s above the peak: " + (
+            "the CPU calibration ran under load or below what XLA's kernels reach; measure again with "
+            "`python -m ptxla_perf.peaks --recalibrate`" if peak.name.startswith("cpu") else
+            "the peak is set too low, or the step time does not cover the device's work"))
+    if peak.bytes_per_s and out["achieved_bytes_per_s"] is not None:
+        out["bandwidth_utilization"] = out["achieved_bytes_per_s"] / peak.bytes_per_s
+    compute = flops / n / peak.flops_per_s if peak.flops_per_s else None
+    memory = nbytes / n / peak.bytes_per_s if peak.bytes_per_s else None
+    out["predicted_compute_s"], out["predicted_memory_s"] = compute, memory
+    predicted = max(x for x in (compute, memory) if x is not None) if (compute or memory) else None
+    out["predicted_step_time_s"] = predicted
+    if not predicted:
+        out["explanation"] = f"no prediction: {peak.source}" if peak.name == "unknown" else \
+            "no prediction: the steps ran no FLOPs and moved no bytes"
+        return out
+    ratio = observed / predicted
+    out["observed_over_predicted"] = ratio
+    sinks = [f for f in findings or [] if f.get("kind") in _TIME_SINKS and f.get("severity") in ("warning", "error")]
+    out["related_findings"] = sorted({f["kind"] for f in sinks})
+    bound = "compute" if (compute or 0.0) >= (memory or 0.0) else "memory"
+    if ratio < UNDER_RATIO:
+        out["explanation"] = (f"the observed step ({_ms(observed)}) is {ratio:.2f}x the prediction ({_ms(predicted)}): "
+                              "the step's wall time does not cover the device's work (torch_xla's sync and JAX's "
+                              "dispatch return before the device finishes: a loop whose steps neither depend on each "
+                              "other nor read a value measures dispatch) or the peak is set too low; MFU is not "
+                              "meaningful here")
+    elif ratio > OVERHEAD_RATIO:
+        out["verdict"] = "overhead-bound"
+        where = (f"see the findings: {', '.join(out['related_findings'])}" if sinks else
+                 "no finding explains it: host time between graphs, small ops (launch overhead), or a "
+                 "calibrated peak the runtime cannot reach (docs/roofline.md); a capture (`analyze`) shows where")
+        out["explanation"] = (f"the steady step takes {ratio:.1f}x the {bound}-bound prediction "
+                              f"({_ms(observed)} observed vs {_ms(predicted)} predicted): the time goes elsewhere; "
+                              f"{where}")
+    else:
+        out["verdict"] = f"{bound}-bound"
+        ai, ridge = out["arithmetic_intensity"], peak.ridge
+        side = (f"arithmetic intensity {ai:.1f} FLOP/B {'above' if ai >= ridge else 'below'} the ridge point "
+                f"{ridge:.1f}" if ai is not None and ridge else "")
+        out["explanation"] = (f"{side + ': ' if side else ''}observed {_ms(observed)} is {ratio:.2f}x the "
+                              f"predicted {_ms(predicted)}")
+    return out
+
+
+def top_ops(ops: list[dict], modules: dict[str, str], peak: Peak, limit: int = 10) -> list[dict[str, Any]]:
+    """A capture's top ops (trace.top_ops: name, module, self time, occurrences) joined with the cost of the same
+    instruction in the optimized HLO of its module (hlo_cost.instruction_costs): FLOPs, bytes, time per
+    execution, achieved rate, and whether it is compute- or memory-bound on this device. Ops whose module's HLO is
+    not known are left out."""
+    from .hlo_cost import instruction_costs
+    costs: dict[str, dict] = {}
+    for name, text in modules.items():
+        try:
+            costs[name] = instruction_costs(text)
+        except Exception:  # an HLO text we cannot read: those ops stay out
+            continue
+    rows = []
+    for op in ops:
+        c = costs.get(op.get("module") or "", {}).get(op.get("name"))
+        if c is None:
+            continue
+        per_device = max(op.get("occurrences", 1) / max(op.get("devices", 1), 1), 1.0)
+        t = (op.get("self_time_ms_per_device") or 0.0) / 1e3 / per_device
+        compute = c["flops"] / peak.flops_per_s if peak.flops_per_s else None
+        memory = c["bytes"] / peak.bytes_per_s if peak.bytes_per_s else None
+        predicted = max(x for x in (compute, memory) if x is not None) if (compute or memory) else None
+        bound = ("collective" if op.get("category") == "collective" else
+                 "compute" if (compute or 0.0) >= (memory or 0.0) and c["flops"] else "memory")
+        rows.append({"name": op["name"], "module": op.get("module"), "category": op.get("category"),
+                     "share": op.get("share"), "flops": c["flops"], "bytes": c["bytes"],
+                     "arithmetic_intensity": c["flops"] / c["bytes"] if c["bytes"] else None,
+                     "time_s": t, "achieved_flops_per_s": c["flops"] / t if t else None,
+                     "achieved_bytes_per_s": c["bytes"] / t if t else None,
+                     "predicted_s": predicted, "observed_over_predicted": t / predicted if t and predicted else None,
+                     "bound": bound})
+        if len(rows) >= limit:
+            break
+    return rows
+
+
+def summary_fields(sec: dict[str, Any]) -> dict[str, Any]:
+    """The few roofline figures the summary carries (console, `diff`, the sweep table)."""
+    achieved = sec.get("achieved_flops_per_s")
+    return {"mfu": sec.get("mfu"), "achieved_tflops_per_s": achieved / 1e12 if achieved is not None else None,
+            "flops_per_step": sec.get("flops_per_step"), "roofline_verdict": sec.get("verdict")}
+
+
+def summary_lines(sec: dict[str, Any] | None) -> list[str]:
+    """The console's roofline lines: FLOPs per step, achieved TFLOP/s and MFU against which peak; predicted vs
+    observed step time and the verdict (with the findings that explain an overhead-bound step)."""
+    if not sec:
+        return []
+    if sec.get("flops_per_step") is None:
+        return [f"  roofline    unavailable: {sec.get('explanation') or sec.get('source')}"]
+    peak = sec.get("peak") or {}
+    first = f"  roofline    {_flops(sec['flops_per_step'])}FLOP/step ({sec.get('source')})"
+    if sec.get("achieved_flops_per_s") is not None:
+        first += f";  {sec['achieved_flops_per_s'] / 1e12:.3g} TFLOP/s achieved"
+    if sec.get("mfu") is not None:
+        first += (f";  MFU {sec['mfu']:.1%} of {peak['flops_per_s'] / 1e12:.3g} TFLOP/s {peak.get('dtype')} "
+                  f"({peak.get('name')})")
+    lines = [first]
+    if sec.get("predicted_step_time_s") is not None:
+        why = f" (see {', '.join(sec['related_findings'])})" if sec.get("related_findings") and \
+            sec.get("verdict") == "overhead-bound" else ""
+        lines.append(f"              predicted {_ms(sec['predicted_step_time_s'])} vs observed "
+                     f"{_ms(sec['observed_step_time_s'])} ({sec['observed_over_predicted']:.2f}x): "
+                     f"{sec['verdict']}{why}")
+    return lines
+
+
+def _ms(s: float | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s * 1e3:.3g} ms" if s >= 1e-4 else f"{s * 1e6:.3g} us"
+
+
+def _flops(v: float) -> str:
+    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if v >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:.3g} "

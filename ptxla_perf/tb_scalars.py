@@ -1,0 +1,100 @@
+"""Per-step records as TensorBoard scalars, in the run's TensorBoard log directory (the one captures go to), so
+`tensorboard --logdir DIR` shows Scalars and Profile of the same run side by side (docs/html.md#tensorboard-scalars).
+
+Nothing is written per step: the session already keeps every record. At the periodic report flush and at the end
+it hands the iterations not written yet to a background thread, which encodes them with TensorBoard's own writer
+(`tensorboard.summary.Writer`: framework-neutral, no torch or TensorFlow import; not a hand-made encoder).
+Encoding costs ~50-90 µs a scalar, so a flush of a few thousand steps would otherwise stall the training loop."""
+from __future__ import annotations
+
+import datetime as _dt
+import queue
+import threading
+from typing import Any, Callable
+
+PREFIX = "ptxla_perf/"
+# tag -> (value of an iteration record, or None when the tag does not apply to it); step = the record's index,
+# the same index as the report's steps[] and the HTML page's timeline
+SCALARS: dict[str, Callable[[dict[str, Any]], float | None]] = {
+    "step_time_ms": lambda s: None if s.get("phase") == "eval" else s["wall_time_s"] * 1e3,
+    "eval_step_time_ms": lambda s: s["wall_time_s"] * 1e3 if s.get("phase") == "eval" else None,
+    "compiles": lambda s: s.get("compiles", 0),
+    "executions": lambda s: s.get("executions", 0),
+    "device_to_host": lambda s: (s.get("device_to_host") or {}).get("count", 0),
+    "host_to_device": lambda s: (s.get("host_to_device") or {}).get("count", 0),
+}
+TAGS = [PREFIX + k for k in SCALARS]
+
+
+class ScalarLog:
+    """Writes a report's `steps` as scalars, each iteration once, across periodic flushes and the final write."""
+
+    def __init__(self, logdir: str, started_at: str | None = None):
+        self.logdir = logdir
+        self.written = 0  # iterations handed to the writer so far
+        self._clock = _epoch(started_at)  # wall time at the end of the last iteration handed over
+        self._queue: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def write(self, steps: list[dict[str, Any]], final: bool) -> int:
+        """Hand over the iterations not written yet; before the end, the last one is held back (more boundaries
+        may still join it). `final` waits until everything is on disk and closes the file. Returns how many
+        iterations were handed over now."""
+        self._raise()
+        upto = len(steps) if final else len(steps) - 1
+        todo = steps[self.written:upto]
+        if todo:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ptxla_perf-scalars", daemon=True)
+                self._thread.start()
+            self._queue.put((todo, self._clock))
+            self._clock += sum(s["wall_time_s"] for s in todo)
+            self.written = upto
+        if final and self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+            self._raise()
+        return len(todo)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"logdir": self.logdir, "tags": TAGS}
+
+    def _run(self) -> None:
+        writer = None
+        try:
+            while (item := self._queue.get()) is not None:
+                todo, clock = item
+                if writer is None:
+                    from tensorboard.summary import Writer
+                    writer = Writer(self.logdir)
+                for s in todo:
+                    clock += s["wall_time_s"]  # the step's end as wall time: "relative" in TensorBoard is run time
+                    for name, get in SCALARS.items():
+                        v = get(s)
+                        if v is not None:
+                            writer.add_scalar(PREFIX + name, float(v), int(s["index"]), wall_time=clock)
+                writer.flush()
+        except BaseException as exc:  # noqa: BLE001 - said by the session at the next write
+            self._error = exc
+            while self._queue.get() is not None:  # drain, so that the final write's join returns
+                pass
+        finally:
+            if writer is not None:
+                try:
+                    writer.close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            exc, self._error = self._error, None
+            raise RuntimeError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _epoch(iso: str | None) -> float:
+    try:
+        return _dt.datetime.fromisoformat(iso).timestamp() if iso else _dt.datetime.now().timestamp()
+    except ValueError:
+        return _dt.datetime.now().timestamp()

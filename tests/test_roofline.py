@@ -1,0 +1,378 @@
+"""Roofline (issue 11): FLOPs and bytes of step graphs from XLA's own cost analysis, peaks, MFU, verdicts.
+
+End to end through `profile` for torch_xla and JAX on known programs (tests/scripts/roofline_programs.py) against
+their analytic counts; the private-API fallback simulated (PTXLA_PERF_NO_XLA_COST=1, or a failing import);
+the roofline computation, the peak table and its overrides, diff and the sweep table on synthetic inputs."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from conftest import SCRIPTS, load_report, run_cli
+
+from ptxla_perf import hlo_cost, peaks, roofline
+from ptxla_perf.records import StepRecord
+
+PROGRAMS = str(SCRIPTS / "roofline_programs.py")
+JAX_ENV = {"JAX_PLATFORMS": "cpu"}
+
+# analytic counts for roofline_programs.py's sizes: FLOPs (2 per multiply-add) and bytes (inputs + output, f32)
+M, K, N = 128, 256, 64
+B, CIN, COUT, HW, KS = 2, 4, 8, 10, 3
+MB, D_IN, D_H, D_OUT = 256, 256, 512, 128
+OUT_HW = HW - KS + 1
+ANALYTIC = {
+    "matmul": (2 * M * K * N, 4 * (M * K + K * N + M * N)),
+    "conv": (2 * B * COUT * OUT_HW ** 2 * CIN * KS * KS, 4 * (B * CIN * HW * HW + COUT * CIN * KS * KS
+                                                                + B * COUT * OUT_HW ** 2)),
+    # forward x@W1, h@W2; backward dW1, dH, dW2 (x needs no gradient); elementwise ops (relu, MSE, SGD) are
+    # ~0.3 % on top: the 1 % tolerance holds them
+    "mlp": (2 * MB * (2 * D_IN * D_H + 3 * D_H * D_OUT), None),
+}
+FLOPS_TOL = 0.01
+# bytes accessed, as a multiple of the analytic inputs + output: a matmul graph reads its operands and writes its
+# result (+ a few scalars): within 5 %. A conv on the CPU: JAX's compiled program transposes NCHW input, OIHW
+# kernel and output to and from its own layout (each one more read and write): up to 3x (+5 %)
+BYTES_RANGE = {"matmul": (1.0, 1.05), "conv": (1.0, 3.05)}
+
+
+def _profile(tmp_path, backend: str, program: str, *options: str, **env: str) -> tuple:
+    out = tmp_path / f"{backend}_{program}.json"
+    extra_env = dict(JAX_ENV if backend == "jax" else {}, **env)
+    proc = run_cli("profile", "--port", "none", "--backend", backend, "--report", str(out), *options,
+                   PROGRAMS, backend, program, cwd=tmp_path, **extra_env)
+    assert out.exists(), proc.stderr[-3000:]
+    return proc, load_report(out)  # validates against the schema (roofline section included)
+
+
+def _steady_flops(report) -> list[float]:
+    return [s["flops"] for s in report["steps"] if not s["compiles"] and s["executions"]]
+
+
+@pytest.mark.parametrize("backend", ["torch_xla", "jax"])
+@pytest.mark.parametrize("program", ["matmul", "conv", "mlp"])
+def test_flops_match_the_analytic_count(tmp_path, backend, program):
+    if backend == "jax":
+        pytest.importorskip("jax")
+    proc, report = _profile(tmp_path, backend, program)
+    flops, nbytes = ANALYTIC[program]
+    roof = report["roofline"]
+    assert roof["source"] == "xla_cost_analysis", roof
+    steady = _steady_flops(report)
+    assert steady and all(f is not None for f in steady), report["steps"]
+    for f in steady:
+        assert abs(f - flops) <= FLOPS_TOL * flops, (f, flops)
+    assert abs(roof["flops_per_step"] - flops) <= FLOPS_TOL * flops
+    assert abs(report["summary"]["flops_per_step"] - flops) <= FLOPS_TOL * flops
+    if nbytes is not None:
+        lo, hi = BYTES_RANGE[program]
+        assert lo * nbytes <= roof["bytes_per_step"] <= hi * nbytes, (roof["bytes_per_step"], nbytes)
+    # the rest of the section follows from the figures and the peak
+    peak = roof["peak"]
+    assert peak["name"] == "cpu (calibrated)" and peak["flops_per_s"] > 0 and peak["bytes_per_s"] > 0
+    assert roof["predicted_step_time_s"] == pytest.approx(max(roof["flops_per_step"] / peak["flops_per_s"],
+                                                              roof["bytes_per_step"] / peak["bytes_per_s"]))
+    assert roof["mfu"] == pytest.approx(roof["achieved_flops_per_s"] / peak["flops_per_s"])
+    assert roof["verdict"] in ("compute-bound", "memory-bound", "overhead-bound", "unknown")
+    assert "roofline" in proc.stderr and "FLOP/step" in proc.stderr
+    if backend == "torch_xla":
+        assert "jax imported: False" in proc.stdout  # jaxlib's cost analysis only: JAX's runtime never started
+
+
+@pytest.mark.parametrize("backend", ["torch_xla", "jax"])
+def test_without_the_private_api_the_hlo_text_fallback_counts_matmul_flops(tmp_path, backend):
+    if backend == "jax":
+        pytest.importorskip("jax")
+    proc, report = _profile(tmp_path, backend, "mlp", PTXLA_PERF_NO_XLA_COST="1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    roof = report["roofline"]
+    assert roof["source"] == "hlo_text"
+    assert any("PTXLA_PERF_NO_XLA_COST" in n for n in roof["notes"])
+    flops = ANALYTIC["mlp"][0]
+    # dot FLOPs only: the analytic matmul count exactly
+    assert roof["flops_per_step"] == pytest.approx(flops, rel=1e-9)
+    assert "(hlo_text)" in proc.stderr
+
+
+def test_attribution_off_means_no_cost_and_no_crash(tmp_path):
+    proc, report = _profile(tmp_path, "torch_xla", "matmul", "--attribution", "off")
+    assert proc.returncode == 0
+    roof = report["roofline"]
+    assert roof["source"] == "unavailable" and roof["flops_per_step"] is None and roof["mfu"] is None
+    assert any("no step graph was captured" in n for n in roof["notes"])
+    assert report["summary"]["mfu"] is None
+    assert "roofline    unavailable" in proc.stderr
+
+
+def test_peak_override_from_the_cli(tmp_path):
+    proc, report = _profile(tmp_path, "torch_xla", "matmul", "--peak-tflops", "0.5", "--peak-gbps", "20")
+    peak = report["roofline"]["peak"]
+    assert (peak["flops_per_s"], peak["bytes_per_s"], peak["name"]) == (0.5e12, 20e9, "user")
+    assert peak["ridge_flops_per_byte"] == pytest.approx(25.0)
+    assert report["summary"]["mfu"] == pytest.approx(report["roofline"]["achieved_flops_per_s"] / 0.5e12)
+
+
+def test_bad_peak_is_a_one_line_error(tmp_path):
+    proc = run_cli("profile", "--port", "none", "--peak-tflops", "-3", PROGRAMS, "torch_xla", "matmul",
+                   cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "peak_tflops must be a positive number" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_matmul_recipe_prints_the_roofline(tmp_path):
+    proc = run_cli_module("ptxla_perf.run", "+recipe=matmul", "recipe.steps=5", "recipe.batch=2",
+                          "recipe.seq=32", "recipe.d_model=64", "recipe.d_ff=128", "profiler.port=null",
+                          f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = load_report(tmp_path / "report.json")
+    analytic = 2 * 2 * 32 * 64 * 128
+    assert report["extra"]["analytic_flops_per_step"] == analytic
+    assert report["roofline"]["flops_per_step"] == pytest.approx(analytic, rel=FLOPS_TOL)
+    lines = proc.stderr.splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln.strip().startswith("roofline"))
+    text = "\n".join(lines[i:i + 2])
+    for part in ("FLOP/step", "TFLOP/s achieved", "MFU", "predicted", "observed"):
+        assert part in text, text
+
+
+def run_cli_module(module: str, *args: str, cwd=None, **env: str):
+    import subprocess
+    from conftest import cli_env
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=cli_env(**env),
+                          capture_output=True, text=True, timeout=300)
+
+
+# --- in-process: the cost module's fallback chain ------------------------------------------------------------
+_HLO = """HloModule m, entry_computation_layout={(f32[8,16]{1,0}, f32[16,4]{1,0})->(f32[8,4]{1,0})}
+
+ENTRY %m (p0: f32[8,16], p1: f32[16,4]) -> (f32[8,4]) {
+  %p0 = f32[8,16]{1,0} parameter(0)
+  %p1 = f32[16,4]{1,0} parameter(1)
+  %dot.1 = f32[8,4]{1,0} dot(f32[8,16]{1,0} %p0, f32[16,4]{1,0} %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %tanh.2 = f32[8,4]{1,0} tanh(f32[8,4]{1,0} %dot.1)
+  ROOT %tuple.3 = (f32[8,4]{1,0}) tuple(f32[8,4]{1,0} %tanh.2)
+}
+"""
+
+
+def test_failing_import_falls_back_to_the_hlo_text(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jaxlib._jax", None)  # `import jaxlib._jax` now raises ImportError
+    c = hlo_cost.cost(lambda: b"not used", _HLO)
+    assert c.source == "hlo_text"
+    assert c.flops == 2 * 8 * 16 * 4 and c.transcendentals == 8 * 4
+    assert c.bytes_accessed == 4 * (8 * 16 + 16 * 4 + 8 * 4)
+    assert "jaxlib._jax" in c.note
+
+
+def test_nothing_readable_is_unavailable_not_a_crash(monkeypatch):
+    monkeypatch.setenv(hlo_cost.DISABLE_ENV, "1")
+    c = hlo_cost.cost(lambda: b"", None)
+    assert (c.source, c.flops) == ("unavailable", None)
+    c = hlo_cost.cost(lambda: b"", "no hlo here")
+    assert c.source == "unavailable" and "HLO text not readable" in c.note
+
+
+def test_jax_style_hlo_text_without_percent_names():
+    text = """ENTRY main.1 {
+  x.1 = f32[4,8,16]{2,1,0} parameter(0)
+  w.1 = f32[16,32]{1,0} parameter(1)
+  ROOT dot_general.2 = f32[4,8,32]{2,1,0} dot(x.1, w.1), lhs_contracting_dims={2}, rhs_contracting_dims={0}
+}"""
+    assert hlo_cost.text_cost(text).flops == 2 * 4 * 8 * 16 * 32
+
+
+def test_convolution_in_hlo_text():
+    text = """ENTRY %c {
+  %x = f32[2,4,10,10]{3,2,1,0} parameter(0)
+  %w = f32[8,4,3,3]{3,2,1,0} parameter(1)
+  ROOT %convolution.4 = f32[2,8,8,8]{3,2,1,0} convolution(f32[2,4,10,10]{3,2,1,0} %x, f32[8,4,3,3]{3,2,1,0} %w), window={size=3x3}, dim_labels=bf01_oi01->bf01
+}"""
+    assert hlo_cost.text_cost(text).flops == ANALYTIC["conv"][0]
+
+
+# --- the roofline computation on synthetic steps ---------------------------------------------------------------
+PEAK = peaks.Peak(1e12, 1e11, "bf16", "test chip", "test")  # ridge: 10 FLOP/B
+
+
+def _steps(flops, nbytes, seconds, n=4):
+    return [StepRecord(index=i, wall_time_s=seconds, executions=1, flops=flops, bytes_accessed=nbytes)
+            for i in range(n)]
+
+
+def test_compute_bound_step():
+    sec = roofline.section(_steps(1e9, 1e7, 1.2e-3), {"source": "xla_cost_analysis"}, PEAK)
+    assert sec["arithmetic_intensity"] == pytest.approx(100.0) and sec["ridge_flops_per_byte"] == 10.0
+    assert sec["predicted_step_time_s"] == pytest.approx(1e-3)
+    assert sec["mfu"] == pytest.approx(1e9 / 1.2e-3 / 1e12)
+    assert sec["observed_over_predicted"] == pytest.approx(1.2)
+    assert sec["verdict"] == "compute-bound"
+
+
+def test_memory_bound_step():
+    sec = roofline.section(_steps(1e8, 1e9, 1.1e-2), {"source": "xla_cost_analysis"}, PEAK)
+    assert sec["predicted_memory_s"] == pytest.approx(1e-2) and sec["verdict"] == "memory-bound"
+    assert sec["bandwidth_utilization"] == pytest.approx(1e9 / 1.1e-2 / 1e11)
+
+
+def test_overhead_bound_step_points_to_the_findings():
+    findings = [{"kind": "device_to_host_sync", "severity": "warning"}, {"kind": "compile_time", "severity": "info"}]
+    sec = roofline.section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK, findings)
+    assert sec["verdict"] == "overhead-bound"
+    assert sec["related_findings"] == ["device_to_host_sync"]
+    assert "device_to_host_sync" in sec["explanation"]
+
+
+def test_step_time_below_the_prediction_is_not_a_verdict():
+    sec = roofline.section(_steps(1e9, 1e7, 1e-5), {"source": "xla_cost_analysis"}, PEAK)
+    assert sec["verdict"] == "unknown" and "dispatch" in sec["explanation"]
+    assert any("above the peak" in n for n in sec["notes"])
+
+
+def test_steps_without_cost_give_no_figures():
+    steps = _steps(None, None, 1e-3)
+    sec = roofline.section(steps, {"source": "unavailable", "notes": ["why"]}, PEAK)
+    assert sec["flops_per_step"] is None and sec["mfu"] is None and sec["verdict"] == "unknown"
+    assert "why" in sec["explanation"]
+
+
+def test_iteration_cost_is_the_sum_of_its_boundaries():
+    from ptxla_perf.iterations import group
+    micro = StepRecord(index=0, wall_time_s=0.1, executions=1, backward_calls=1, flops=10.0, bytes_accessed=1.0)
+    close = StepRecord(index=1, wall_time_s=0.1, executions=1, backward_calls=1, optimizer_steps=1, flops=5.0,
+                       bytes_accessed=2.0)
+    [it] = group([micro, close])
+    assert (it.flops, it.bytes_accessed) == (15.0, 3.0)
+    unknown = StepRecord(index=1, wall_time_s=0.1, executions=1, optimizer_steps=1, backward_calls=1)
+    [it] = group([micro, unknown])
+    assert it.flops is None
+
+
+# --- peaks ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind,name,tflops", [
+    ("TPU v4", "TPU v4", 275), ("TPU v5 lite", "TPU v5e", 197), ("TPU v5", "TPU v5p", 459),
+    ("TPU v5p", "TPU v5p", 459), ("TPU v6 lite", "TPU v6e", 918), ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM", 989),
+    ("NVIDIA H100 PCIe", "NVIDIA H100 PCIe", 756), ("NVIDIA H200", "NVIDIA H200 SXM", 989),
+    ("NVIDIA A100-SXM4-40GB", "NVIDIA A100 40GB", 312), ("NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB", 312)])
+def test_peak_table_from_the_device_kind(kind, name, tflops):
+    p = peaks.select([kind, "TPU"])
+    assert (p.name, p.flops_per_s, p.dtype) == (name, tflops * 1e12, "bf16")
+    assert p.bytes_per_s > 0 and p.source
+
+
+def test_override_fills_the_other_half_from_the_table():
+    p = peaks.select(["TPU v5 lite"], {"peak_tflops": 150})
+    assert (p.flops_per_s, p.bytes_per_s, p.name) == (150e12, 819e9, "user")
+    assert "v5e" in p.source
+
+
+def test_unknown_device_has_no_peak():
+    p = peaks.select(["SomeAccelerator"])
+    assert p.flops_per_s is None and "--peak-tflops" in p.source
+
+
+def test_cpu_calibration_is_cached_per_machine(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(peaks, "_MEMO", [])
+    calls = []
+    monkeypatch.setattr(peaks, "measure", lambda: calls.append(1) or {
+        "flops_per_s": 5e10, "bytes_per_s": 2e10, "matmul_n": 1, "copy_mb": 1, "repeats": 1, "measured_at": "t"})
+    assert peaks.calibrated(measure_if_missing=False) is None and not calls
+    p = peaks.select(["cpu"])
+    assert (p.flops_per_s, p.bytes_per_s, p.dtype) == (5e10, 2e10, "float32") and calls == [1]
+    cached = json.loads((tmp_path / "ptxla_perf" / "peaks.json").read_text())
+    assert list(cached.values())[0]["flops_per_s"] == 5e10
+    monkeypatch.setattr(peaks, "_MEMO", [])
+    assert peaks.calibrated().flops_per_s == 5e10 and calls == [1]  # from the file, not measured again
+
+
+# --- diff and the sweep table -----------------------------------------------------------------------------------
+def _report(mfu, flops=1e9):
+    from ptxla_perf import SCHEMA_ID
+    return {"schema": SCHEMA_ID, "run": {"status": "completed", "overrides": []}, "steps": [],
+            "summary": {"steps": 10, "compiles": 1, "mfu": mfu, "achieved_tflops_per_s": mfu * 0.1,
+                        "flops_per_step": flops, "step_time_s": None}}
+
+
+def test_diff_gates_on_mfu():
+    from ptxla_perf.diff import check, compare, from_report, parse_rules
+    rules = parse_rules("mfu<-5%")
+    assert check(compare(from_report(_report(0.50), "a"), from_report(_report(0.45), "b")), rules)
+    assert not check(compare(from_report(_report(0.50), "a"), from_report(_report(0.49), "b")), rules)
+    assert check(compare(from_report(_report(0.5), "a"), from_report(_report(0.5, 2e9), "b")),
+                 parse_rules("flops_per_step!=+0"))
+
+
+def test_sweep_table_has_mfu(tmp_path):
+    from ptxla_perf.sweep import table
+    p = tmp_path / "0" / "report.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps(_report(0.4567)))
+    head, _, row = table([p])
+    assert "MFU" in head and "TFLOP/s" in head
+    assert "45.7%" in row and "0.046" in row
+
+
+def test_cpu_peak_is_shared_by_host_platform_devices(monkeypatch):
+    monkeypatch.setattr(peaks, "_MEMO", [peaks.Peak(8e10, 4e10, "float32", "cpu (calibrated)", "test")])
+    p = peaks.select(["cpu"], cpu_devices=8)
+    assert (p.flops_per_s, p.bytes_per_s) == (1e10, 5e9) and "8 devices" in p.name
+    assert peaks.select(["TPU v4"], cpu_devices=8).flops_per_s == 275e12  # chips are per device already
+
+
+# --- per op: a capture's op events joined with the instructions' costs ---------------------------------------
+_OPTIMIZED = """HloModule jit_step, is_scheduled=true
+
+%fused_computation (param_0.3: f32[64,128], param_1.18: f32[128,256]) -> f32[64,256] {
+  %param_0.3 = f32[64,128]{1,0} parameter(0)
+  %param_1.18 = f32[128,256]{1,0} parameter(1)
+  %dot_general.0 = f32[64,256]{1,0} dot(%param_0.3, %param_1.18), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %tanh.0 = f32[64,256]{1,0} tanh(%dot_general.0)
+}
+
+ENTRY %main.2 (x.1: f32[64,128], w.1: f32[128,256]) -> f32[64,256] {
+  %x.1 = f32[64,128]{1,0} parameter(0)
+  %w.1 = f32[128,256]{1,0} parameter(1)
+  %ynn_fusion = f32[64,256]{1,0} fusion(%x.1, %w.1), kind=kCustom, calls=%fused_computation
+  ROOT %copy.1 = f32[64,256]{1,0} copy(%ynn_fusion)
+}
+"""
+
+
+def test_instruction_costs_of_an_optimized_module():
+    costs = hlo_cost.instruction_costs(_OPTIMIZED)
+    assert costs["ynn_fusion"] == {"flops": 2 * 64 * 128 * 256, "bytes": 4 * (64 * 128 + 128 * 256 + 64 * 256),
+                                   "transcendentals": 64 * 256}
+    assert costs["copy.1"]["flops"] == 0 and costs["copy.1"]["bytes"] == 2 * 4 * 64 * 256
+
+
+def test_top_ops_join_time_with_cost():
+    ops = [{"name": "ynn_fusion", "module": "jit_step", "category": "fusion", "occurrences": 4, "devices": 2,
+            "self_time_ms_per_device": 2.0, "share": 0.6},
+           {"name": "copy.1", "module": "jit_step", "category": "fusion", "occurrences": 2, "devices": 1,
+            "self_time_ms_per_device": 1.0, "share": 0.3},
+           {"name": "fusion.9", "module": "other_module", "occurrences": 1, "devices": 1,
+            "self_time_ms_per_device": 1.0}]
+    rows = roofline.top_ops(ops, {"jit_step": _OPTIMIZED}, PEAK)
+    assert [r["name"] for r in rows] == ["ynn_fusion", "copy.1"]  # an op of an unknown module is left out
+    fusion, copy = rows
+    assert fusion["time_s"] == pytest.approx(1e-3)  # 2 ms per device over 2 executions per device
+    assert fusion["achieved_flops_per_s"] == pytest.approx(2 * 64 * 128 * 256 / 1e-3)
+    assert fusion["bound"] == "compute" and copy["bound"] == "memory"
+
+
+def test_capture_gives_per_op_costs(tmp_path):
+    pytest.importorskip("jax")
+    proc = run_cli_module("ptxla_perf.run", "+recipe=matmul", "recipe.backend=jax", "recipe.mode=ffw",
+                          "recipe.steps=6", "recipe.batch=2", "recipe.seq=32", "recipe.d_model=64",
+                          "recipe.d_ff=128", "profiler.port=null", "profiler.capture.start_step=2",
+                          "profiler.capture.num_steps=2", f"hydra.run.dir={tmp_path}", cwd=tmp_path, **JAX_ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = load_report(tmp_path / "report.json")
+    ops = report["roofline"].get("top_ops")
+    assert ops, report.get("trace", {}).get("top_ops")
+    one = 2 * 2 * 32 * 64 * 128  # one projection: 2*B*T*D*F
+    assert any(op["flops"] == one for op in ops), [(o["name"], o["flops"]) for o in ops]
+    assert all(op["bound"] in ("compute", "memory", "collective") for op in ops)
