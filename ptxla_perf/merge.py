@@ -13,6 +13,7 @@ from statistics import median
 from typing import Any
 
 from . import SCHEMA_ID
+from .fmt import ms
 from .report import severity_counts, stats
 
 # a rank is a straggler when its typical step is this much slower than the others' (relative and absolute)...
@@ -239,8 +240,8 @@ def straggler(reports: list[dict[str, Any]], procs: list[dict[str, Any]]) -> lis
             continue
         what = {"step": "step time", "data": "wait for input data per step",
                 "host": "host time per step (outside device waits)"}[phase]
-        msg = (f"Rank {slow} is a straggler: its {what} is {gap * 1e3:.1f} ms above the other ranks' "
-               f"(p50 {typical[slow] * 1e3:.1f} ms vs {ref * 1e3:.1f} ms) in {share:.0%} of {n} steady steps. In a "
+        msg = (f"Rank {slow} is a straggler: its {what} is {ms(gap)} above the other ranks' "
+               f"(p50 {ms(typical[slow])} vs {ms(ref)}) in {share:.0%} of {n} steady steps. In a "
                "synchronous job every rank waits for the slowest at each collective. Look at what is different on "
                f"rank {slow}: its input pipeline, its share of the data, its host (load, other processes).")
         return [{"kind": "straggler", "severity": "warning", "message": msg, "count": above,
