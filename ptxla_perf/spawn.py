@@ -267,6 +267,8 @@ class ChildTarget:
 
     def __call__(self, index, *args, **kwargs):
         from .outcome import outcome
+        if threading.current_thread() is threading.main_thread():  # torch.multiprocessing runs fn right here
+            child_main_thread()
         child_session(self.plan, rank=index)
         try:
             result = self.fn(index, *args, **kwargs)

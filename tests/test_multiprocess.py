@@ -159,3 +159,19 @@ def test_merge_refuses_reports_of_different_runs_or_schemas(base_report):
     merged = load_report(tmp / "m.json")
     assert [p["rank"] for p in merged["processes"]] == [0, 1]
     assert not [f for f in merged["findings"] if f["kind"] in ("straggler", "rank_divergence")]
+
+
+def test_torch_multiprocessing_spawn_children_are_followed(tmp_path):
+    """torch.multiprocessing.spawn (the DDP examples' launcher): both workers profiled, the program unchanged."""
+    path = SCRIPTS / "mp_torch_spawn_item.py"
+    plain = _plain(path, cwd=tmp_path)
+    assert plain.returncode == 5 and "parent done" in plain.stdout, plain.stderr[-3000:]
+    report = tmp_path / "report.json"
+    proc = run_cli("profile", "--port", "none", "--report", str(report), str(path), cwd=tmp_path, timeout=180)
+    assert proc.returncode == plain.returncode, proc.stderr[-3000:]
+    assert sorted(proc.stdout.splitlines()) == sorted(plain.stdout.splitlines())  # the workers' order may vary
+    merged = load_report(report)
+    assert [p["rank"] for p in merged["processes"]] == [0, 1]
+    assert all(p["steps"] == 8 for p in merged["processes"])
+    found = [f for f in merged["findings"] if f["kind"] == "device_to_host_sync" and f["severity"] == "warning"]
+    assert found and found[0]["location"]["line"] == planted_line(path) and found[0]["ranks"] == [0, 1]

@@ -22,10 +22,11 @@ _REAL_INIT = getattr(pjrt, "initialize_multiprocess", None)  # captured on impor
 
 def follow(wrap: Callable[[Callable], Any]) -> Callable[[], None] | None:
     """Patch the launcher; return the undo (None when this torch_xla has no such entry point)."""
+    undo_torch = _follow_torch_mp(wrap)
     real_spawn = getattr(pjrt, "spawn", None)
     real_init = _REAL_INIT
     if real_spawn is None or getattr(real_spawn, "_ptxla_perf", False):
-        return None
+        return undo_torch
 
     def spawn(fn, nprocs=None, start_method="spawn", args=()):
         if nprocs == 1:  # runs in this very process: this process's own session sees its steps
@@ -39,6 +40,8 @@ def follow(wrap: Callable[[Callable], Any]) -> Callable[[], None] | None:
         pjrt.initialize_multiprocess = _initialize
 
     def undo() -> None:
+        if undo_torch:
+            undo_torch()
         if pjrt.spawn is spawn:
             pjrt.spawn = real_spawn
         if real_init is not None and pjrt.initialize_multiprocess is _initialize:
@@ -51,3 +54,31 @@ def _initialize(local_rank: int, local_world_size: int) -> None:
     from .. import spawn
     spawn.child_main_thread()
     return _REAL_INIT(local_rank, local_world_size)
+
+
+def _follow_torch_mp(wrap: Callable[[Callable], Any]) -> Callable[[], None] | None:
+    """`torch.multiprocessing.spawn(fn, args, nprocs)` / `start_processes` (the DDP examples' launcher) call
+    `fn(i, *args)` in each child, as torch_xla's launcher does: the same stand-in follows them. Children started
+    with plain `multiprocessing.Process` are not followed (docs/multiprocess.md)."""
+    import torch.multiprocessing as tmp
+    real = {name: getattr(tmp, name, None) for name in ("spawn", "start_processes")}
+    if any(getattr(fn, "_ptxla_perf", False) for fn in real.values() if fn is not None):
+        return None
+    patched = {}
+    for name, fn in real.items():
+        if fn is None:
+            continue
+
+        def follow_children(target, *args, __real=fn, **kwargs):
+            return __real(wrap(target), *args, **kwargs)
+        follow_children._ptxla_perf = True
+        follow_children.__wrapped__ = fn
+        follow_children.__doc__ = fn.__doc__
+        setattr(tmp, name, follow_children)
+        patched[name] = follow_children
+
+    def undo() -> None:
+        for name, fn in patched.items():
+            if getattr(tmp, name, None) is fn:
+                setattr(tmp, name, real[name])
+    return undo
