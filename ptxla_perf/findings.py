@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from . import compiles as C
 from . import iterations as I
+from .fmt import ms as _ms
 from .records import Event, Location, StepRecord
 
 # a finding recurs (warning) when it hits at least this many iterations and this share of its phase's iterations
@@ -86,8 +87,6 @@ def _loc_json(loc: Location | None) -> dict | None:
     return asdict(loc) if loc else None
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms"
 
 
 CAUSES = {  # cause (from a compile's own evidence) -> what it means and what to do

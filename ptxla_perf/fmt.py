@@ -18,6 +18,15 @@ def ms(seconds: float | None, digits: int = 1, unit: bool = True) -> str:
     return text + (" ms" if unit else "")
 
 
+def duration(seconds: float | None) -> str:
+    """A short time at three significant digits, in the unit that reads best: "14.7 ms", "25.6 us", "1.2 s"."""
+    if seconds is None:
+        return MISSING
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-4 else f"{seconds * 1e6:.3g} us"
+
+
 def seconds(value: float | None, digits: int = 2) -> str:
     return MISSING if value is None else f"{value:.{digits}f} s"
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .fmt import duration as _ms
 from .peaks import Peak
 
 OVERHEAD_RATIO = 2.0  # observed steady step time above this multiple of the prediction: overhead-bound
@@ -172,10 +173,6 @@ def summary_lines(sec: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def _ms(s: float | None) -> str:
-    if s is None:
-        return "-"
-    return f"{s * 1e3:.3g} ms" if s >= 1e-4 else f"{s * 1e6:.3g} us"
 
 
 def _flops(v: float) -> str:
