@@ -243,3 +243,18 @@ def test_always_mode_leaves_every_other_step_to_calls_when_graphs_keep_rearming(
         plan.saw(step, [("compile", ("train.py", 11))])
     assert CALLS in kinds[3:] and GRAPHS in kinds[3:]
     assert all(not (a == b == GRAPHS) for a, b in zip(kinds[3:], kinds[4:]))
+
+
+def test_grad_accumulation_update_graph_at_the_same_sync_is_not_a_recompile():
+    """Two micro-batches per update, a sync after each: the micro-batch graph and the update graph share one sync
+    line. The update graph's first compile (and its warm-up one step later, momentum appearing) are not
+    recompiles of the micro-batch graph."""
+    recs = [b(26, compiles=1, bwd=1), b(26, compiles=1, bwd=1, opt=1),   # iteration 0: both graphs new
+            b(26, bwd=1), b(26, compiles=1, bwd=1, opt=1)]               # iteration 1: the update graph warms up
+    for _ in range(6):
+        recs += [b(26, bwd=1), b(26, bwd=1, opt=1)]
+    a = analyze(numbered(recs))
+    assert len(a.train) == 8
+    assert a.recompiles == 0
+    assert not [k for k in kinds(a) if k[0] == "recompilation"], kinds(a)
+    assert ("warmup_compiles", "info") in kinds(a)
