@@ -304,9 +304,10 @@ def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str]) -> list
             continue
         events = [(s.index, e) for s in steps for e in s.events
                   if e.kind == "device_to_host_sync" and not e.detail.get("closure")]
-        recurring = _recurs(len(hit), len(steps))
+        per_pass = _once_per_pass(it, phase, hit)
+        recurring = _recurs(len(hit), len(steps)) and not per_pass
         total = sum(s.device_to_host.count - _fallback_reads(s) for s in hit)
-        waited = sum(s.device_to_host_time_s or 0.0 for s in hit)
+        waited = _steady_wait(hit) * len(hit)
         early = sum(s.early_executions for s in hit)
         groups = _by_location(events) or {("?", 0): []}
         seen_total = sum(len(v) for v in groups.values()) or 1
@@ -329,6 +330,10 @@ def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str]) -> list
                 msg = (f"Device-to-host sync{_where(loc)}: {calls} copies a value to the host {per:.2f} times per "
                        f"{phase} step, stalling the host until the device finishes ({cost}).{split} "
                        f"{advice.get('device_to_host_sync', GENERIC_ADVICE['device_to_host_sync'])}")
+            elif per_pass:
+                detail["once_per_pass"] = True
+                msg = (f"Host read{_where(loc)}: {calls} once per {phase} pass ({len(hit)} passes), {cost}. Reading "
+                       f"a pass's result once, after its loop, is the normal pattern: not a per-step cost.{split}")
             else:
                 every = len(steps) / len(hit)
                 msg = (f"Host read{_where(loc)}: {calls} in {len(hit)} of {len(steps)} {phase} iterations (about "
@@ -340,6 +345,39 @@ def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str]) -> list
                                sorted({j for j, _ in evs}) or [s.index for s in hit]))
     out += _closure_reads(it, advice)
     return out
+
+
+def _once_per_pass(it: list[StepRecord], phase: str | None, hit: list[StepRecord]) -> bool:
+    """Reads of a non-training phase that come once per pass (the evaluation result read after its loop): at
+    most one iteration with reads in each unbroken run of that phase's iterations, and, where one record holds a
+    whole pass (JAX: the calls of other jitted functions between two steps), fewer reads at any one line than
+    graphs launched in it (a read per launched batch is per step, whatever the grouping)."""
+    if phase == I.TRAIN:
+        return False
+    hit_ids = {s.index for s in hit}
+    run_hits = 0
+    for prev, s in zip([None] + it[:-1], it):
+        if s.phase != phase:
+            continue
+        if prev is None or prev.phase != phase:
+            run_hits = 0
+        run_hits += s.index in hit_ids
+        if run_hits > 1:
+            return False
+    for s in hit:
+        launches = s.executions - s.early_executions
+        per_line = [e.detail.get("transfers", 1) for e in s.events if e.kind == "device_to_host_sync"]
+        reads = max(per_line) if per_line else s.device_to_host.count - _fallback_reads(s)
+        if launches >= 2 and reads >= launches:
+            return False
+    return True
+
+
+def _steady_wait(hit: list[StepRecord]) -> float:
+    """Mean time a read waited per iteration, from iterations that compiled nothing (a compile step's read also
+    waits for the compile and first run: that is compile time, reported apart) and ran without attribution."""
+    steady = [s for s in hit if not s.compiles and not s.attributed] or [s for s in hit if not s.compiles] or hit
+    return sum(s.device_to_host_time_s or 0.0 for s in steady) / len(steady)
 
 
 def _fallback_reads(s: StepRecord) -> int:

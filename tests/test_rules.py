@@ -168,6 +168,46 @@ def test_read_that_splits_the_eval_step_says_so():
     assert "2 graphs instead of 1" in f.message
 
 
+def test_eval_result_read_once_per_pass_is_info():
+    """Each pass of 3 eval batches ends with one read of its result (per epoch): not a per-step cost."""
+    recs = []
+    for _ in range(3):
+        recs += [train_step() for _ in range(5)]
+        recs += [b(40, grad=False), b(40, grad=False), b(40, grad=False, d2h=1)]
+    a = analyze(numbered(recs))
+    f = next(f for f in a.findings if f.kind == "device_to_host_sync")
+    assert f.severity == "info" and f.evidence["once_per_pass"] and "once per eval pass" in f.message
+    assert not kinds(a, "warning")
+
+
+def test_eval_pass_held_in_one_record_reading_every_batch_warns():
+    """One record per pass (JAX: the calls of other jitted functions between two steps): a read per launched
+    eval batch is per step; one read for a pass of several batches is not."""
+    def run(reads: int):
+        recs = []
+        for _ in range(3):
+            recs += [train_step() for _ in range(5)] + [b(40, phase="eval", execs=4, d2h=reads)]
+        f = next(f for f in analyze(numbered(recs)).findings if f.kind == "device_to_host_sync")
+        return f.severity
+    assert run(4) == "warning"
+    assert run(1) == "info"
+    # two lines read once each (the loss and the accuracy printed after the pass): still once per pass
+    recs = []
+    for _ in range(3):
+        reads = [Event("device_to_host_sync", loc(41), {"call": "float"}),
+                 Event("device_to_host_sync", loc(42), {"call": "int"})]
+        recs += [train_step() for _ in range(5)] + [b(40, phase="eval", execs=2, d2h=2, events=reads)]
+    assert not kinds(analyze(numbered(recs)), "warning")
+
+
+def test_read_wait_cost_leaves_out_compiling_iterations():
+    """A read on the compiling first step also waits for the compile and first run: that is compile time."""
+    recs = [train_step(d2h=1) for _ in range(10)]
+    recs[0].compiles, recs[0].device_to_host_time_s = 1, 2.0
+    f = next(f for f in analyze(numbered(recs)).findings if f.kind == "device_to_host_sync")
+    assert f.evidence["wait_ms_per_step"] == 1.0
+
+
 def test_step_closure_reads_are_the_recommended_pattern():
     recs = [train_step(closure=int(i % 10 == 0)) for i in range(20)]
     a = analyze(numbered(recs))

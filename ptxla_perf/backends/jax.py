@@ -20,6 +20,7 @@ What it hooks (all restored by `stop()`):
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -64,8 +65,13 @@ def _short_dtype(dt) -> str:
 
 
 def _aval_str(x) -> str:
+    """The abstract value JAX keys its compile cache on: a Python scalar is a weakly typed 0-d array, the same
+    key as the weak array a step returns for it (`step=0` then `state.step + 1` compiles once)."""
     if isinstance(x, _SCALARS):
-        return f"python {type(x).__name__}"
+        if isinstance(x, bool):
+            return "pred[]"
+        wide = np.complex128 if isinstance(x, complex) else np.float64 if isinstance(x, float) else np.int64
+        return f"{_short_dtype(jax.dtypes.canonicalize_dtype(wide))}[]{{weak}}"
     shape = getattr(x, "shape", None)
     dtype = getattr(x, "dtype", None)
     if shape is None or dtype is None:
@@ -81,27 +87,58 @@ def _path_str(path) -> str:
         return str(path)
 
 
+def _user_code(fun) -> tuple[Any, types.CodeType | None, tuple]:
+    """The function the user wrote and its code, under `jax.grad`/`value_and_grad`/`functools.wraps` layers (their
+    `__code__` is JAX's wrapper, shared by every function they wrap) and `functools.partial` layers; and what
+    those partials bind (`jit(partial(step, train=True))` and `jit(partial(step, train=False))` are two
+    functions; a partial made anew each iteration with the same bindings is the same one)."""
+    bound: list = []
+    for _ in range(16):
+        if isinstance(fun, functools.partial):
+            bound.append((tuple(_binding(v) for v in fun.args),
+                          tuple(sorted((k, _binding(v)) for k, v in fun.keywords.items()))))
+            fun = fun.func
+            continue
+        inner = getattr(fun, "__wrapped__", None)
+        if inner is None or inner is fun:
+            break
+        fun = inner
+    return fun, getattr(fun, "__code__", None), tuple(bound)
+
+
+def _binding(v) -> Any:
+    return v if isinstance(v, (int, float, str, bool, type(None))) else (type(v).__name__, id(v))
+
+
 class _Jitted:
     """Stands in for the object `jax.jit` returns: same call, attributes forwarded (lower, trace, ...)."""
 
-    __slots__ = ("_jit", "_adapter", "_name", "_static", "_code", "_sig", "_mode", "_no_host_trips", "_d2d",
-                 "_varnames", "_cost", "_costs",
+    __slots__ = ("_jit", "_adapter", "_name", "_static", "_code", "_ident", "_library", "_sig", "_mode",
+                 "_no_host_trips", "_d2d", "_varnames", "_cost", "_costs",
                  "__weakref__")
 
     def __init__(self, jitted, adapter: "JaxAdapter", fun, kwargs: dict):
         self._jit = jitted
         self._adapter = adapter
-        self._name = getattr(fun, "__qualname__", None) or getattr(fun, "__name__", None) or repr(fun)[:60]
-        code = getattr(fun, "__code__", None)
+        inner, code, bound = _user_code(fun)
+        self._name = (getattr(fun, "__qualname__", None) or getattr(inner, "__qualname__", None)
+                      or getattr(fun, "__name__", None) or repr(fun)[:60])
+        shifted = any(args for args, _ in bound)  # bound positional arguments shift the parameter names
         self._code = (code.co_filename, code.co_firstlineno) if code else None
         nums = kwargs.get("static_argnums")
         names = kwargs.get("static_argnames")
         nums = (nums,) if isinstance(nums, int) else tuple(nums or ())
         names = (names,) if isinstance(names, str) else tuple(names or ())
-        if code and not names and nums:  # jax also accepts the names of static positional args
+        if code and not shifted and not names and nums:  # jax also accepts the names of static positional args
             names = tuple(code.co_varnames[i] for i in nums if 0 <= i < code.co_argcount)
         self._static = (nums, names)
-        self._varnames = code.co_varnames[:code.co_argcount] if code else ()
+        # what a step function is recognised by: the jitted code (a `jax.jit(f)` or `jax.jit(lambda ..)` made
+        # anew inside the loop is the same step each iteration), or this object when the callable has no code
+        self._ident = (self._code, self._name, bound, nums, names) if code else None
+        # a library's own jitted helper (optax's bias correction inside an eager `tx.update`): work inside the
+        # user's iteration, never a step function or an evaluation of its own
+        self._library = code is not None and classify(code.co_filename) != USER
+        self._varnames = code.co_varnames[:code.co_argcount] if code and not shifted else ()
         self._sig: tuple | None = None  # abstract signature at the last compile
         self._mode = "guard"  # guard | flatten (after the guard tripped once)
         self._no_host_trips = 0
@@ -124,6 +161,9 @@ class _Jitted:
     @property
     def __wrapped__(self):
         return getattr(self._jit, "__wrapped__", None)
+
+    def same_function(self, other: "_Jitted | None") -> bool:
+        return other is not None and (self is other or (self._ident is not None and self._ident == other._ident))
 
 
 def _eager_op(frame) -> str | None:
@@ -174,14 +214,15 @@ class JaxAdapter:
         self._annotated = False
         self._step_key: tuple | None = None
         self._step_fn: _Jitted | None = None
-        self._candidates: dict[tuple, tuple] = {}  # (fn id, file, line) -> snapshot at its first call
+        self._candidates: dict[tuple, tuple] = {}  # (fn identity, file, line) -> snapshot at its first call
         self._mark: tuple | None = None  # snapshot at the last boundary; None before the first step
         self._mark_site: Location | None = None
         self._session_start: tuple | None = None
         self._saved: dict[str, Any] = {}
         self._server = None
         self._first_mark: tuple | None = None
-        self._code_sigs: dict[tuple, tuple] = {}
+        self._code_sigs: dict[tuple, tuple] = {}  # function identity -> signature at its last compile
+        self._variants: dict[str, list] = {}  # compile key -> identities of its partial-bound variants
         self._nsteps = 0
         self._site_cache: tuple = (None, None)
         self._d2h_time = 0.0
@@ -428,7 +469,7 @@ class JaxAdapter:
     def _maybe_step(self, fn: _Jitted, frame) -> None:
         """A top-level call of a jitted function: maybe a step boundary (inferred steps)."""
         if self._step_fn is not None:
-            if fn is not self._step_fn:
+            if not fn.same_function(self._step_fn):
                 if not self._in_other and self._step_open:
                     self._open_other()
                 return
@@ -450,7 +491,8 @@ class JaxAdapter:
             self._step_open = True
             return
         site = user_frame(frame)[0]
-        key = (id(fn), site.file, site.line) if site else (id(fn), "?", 0)
+        ident = fn._ident or id(fn)
+        key = (ident, site.file, site.line) if site else (ident, "?", 0)
         first = self._candidates.get(key)
         if first is None:
             if len(self._candidates) < 256:
@@ -473,7 +515,9 @@ class JaxAdapter:
         if self._depth:  # called while tracing another jitted function: not a launch
             return fn._jit(*args, **kwargs)
         frame = sys._getframe(2)
-        if not self._annotated:
+        if fn._library and classify(frame.f_code.co_filename) != USER:
+            pass  # called by a library on the user's behalf: part of whatever the user's loop is doing
+        elif not self._annotated:
             self._maybe_step(fn, frame)
         elif not self._ann_depth and not self._in_other and self._mark is not None:
             self._in_other = True  # a jitted call between annotated steps: evaluation until the next step
@@ -521,7 +565,7 @@ class JaxAdapter:
             self._trans += cost.transcendentals or 0.0
         else:
             self._uncosted += 1
-        if fn is self._step_fn and not self._in_other:
+        if fn.same_function(self._step_fn) and not self._in_other:
             self._last_call_end = (self._snapshot(), len(self._events))
         return out
 
@@ -716,12 +760,25 @@ class JaxAdapter:
             leaves += [(name + _path_str(p), _aval_str(x)) for p, x in flat]
         return (id(fn._jit), tuple(trees), tuple(leaves), tuple((k, _safe_repr(v)) for k, v in static))
 
+    def _unit_key(self, fn: _Jitted) -> str:
+        """The compile identity of a jitted function: its code (the same for a `jax.jit` made anew each
+        iteration), told apart by what a `functools.partial` binds (numbered in order of first compile)."""
+        if not fn._code:
+            return f"jit:{fn._name}"
+        key = f"jit:{fn._name}@{fn._code[0]}:{fn._code[1]}"
+        if not fn._ident[2]:
+            return key
+        variants = self._variants.setdefault(key, [])
+        if fn._ident not in variants:
+            variants.append(fn._ident)
+        return f"{key}#{variants.index(fn._ident) + 1}"
+
     def _explain_compile(self, fn: _Jitted, args: tuple, kwargs: dict, frame, count: int = 1,
                          seconds: float = 0.0) -> None:
         """Every compile of a jitted function is a compile unit (compiles.py) keyed by the function; a compile
         after its first is explained by diffing the abstract signature with that function's previous one."""
-        unit = {"unit": True, "key": f"jit:{fn._name}@{fn._code[0]}:{fn._code[1]}" if fn._code else f"jit:{fn._name}",
-                "count": count, "seconds": round(seconds, 6), "call": fn._name}
+        unit = {"unit": True, "key": self._unit_key(fn), "count": count, "seconds": round(seconds, 6),
+                "call": fn._name}
         loc = user_frame(frame)[0] if self.lines else None
         try:
             sig = self._signature(fn, args, kwargs)
@@ -730,7 +787,7 @@ class JaxAdapter:
             self._events.append(Event("compile", loc, {**unit, "cause": "unknown"}))
             return
         old, fn._sig = fn._sig, sig
-        key = fn._code
+        key = fn._ident
         prev_same_code = self._code_sigs.get(key) if key else None
         if key:
             self._code_sigs[key] = sig

@@ -114,6 +114,23 @@ SPEC: dict[str, dict] = {
         iterations=6,
         why={"recompilation": "the step number is a static argument (static_argnums=(3, 4)): every call has a new "
                               "static value and compiles again"}),
+    "jax_jit_inside_loop": dict(
+        cause={"recompilation": "new_function_object"},
+        iterations=8, step_fn="loss_fn",
+        notes="measure.py is told the step function: optax's own jitted bias correction, called twice per step by "
+              "the eager tx.update, is the most-called jitted function (the report must not take it for the step).",
+        why={"recompilation": "jax.jit(jax.value_and_grad(loss_fn)) is called inside the loop: a new jitted object "
+                              "every step, so the same function traces and compiles on every step (each call is "
+                              "still one training step)"}),
+    "jax_partial_train_eval": dict(
+        iterations=15, eval_iterations=3,
+        why={"new_graph": "eval_step = jit(partial(step, train=False)) is its own function: its first call, after "
+                          "epoch 0, compiles it once - not a recompile of train_step (same code, other binding)",
+             "device_to_host_sync": "the eval loss and accuracy are read once per eval pass, after its loop: the "
+                                    "pass's result, not a per-step cost"},
+        forbidden=[dict(SYNC_WARN, why="one read of each eval result per epoch"),
+                   dict(RECOMPILE_WARN, why="TrainState.step starts as a Python int and comes back as a weak int32 "
+                                            "scalar: the same abstract value, no recompile; eval is a new function")]),
     "jax_float_loss_every_step": dict(
         iterations=16,
         why={"device_to_host_sync": "float(loss) on every step waits for the step and copies the loss to the host"}),
@@ -160,7 +177,8 @@ def truth_for(name: str, raw: dict | None = None) -> dict:
              "expected": expected_from_markers(script, spec),
              "forbidden": spec.get("forbidden", []),
              "raw": raw or {},
-             "measured_with": f"python tests/corpus/measure.py tests/corpus/{name}.py",
+             "measured_with": "python tests/corpus/measure.py " + (f"--step-fn {spec['step_fn']} " if spec.get("step_fn")
+                                                                   else "") + f"tests/corpus/{name}.py",
              "notes": " ".join(x for x in (spec.get("failure", ""), spec.get("notes", "")) if x)}
     return truth
 
@@ -178,8 +196,9 @@ def measure_in_subprocess(name: str) -> dict:
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
     out = HERE / f".{name}.measure.json"
-    proc = subprocess.run([sys.executable, str(HERE / "measure.py"), "--json", str(out), str(HERE / f"{name}.py"),
-                           *SPEC[name].get("args", [])],
+    step_fn = ["--step-fn", SPEC[name]["step_fn"]] if SPEC[name].get("step_fn") else []
+    proc = subprocess.run([sys.executable, str(HERE / "measure.py"), "--json", str(out), *step_fn,
+                           str(HERE / f"{name}.py"), *SPEC[name].get("args", [])],
                           env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode or not out.exists():
         raise RuntimeError(f"{name}: measure failed (rc {proc.returncode})\n{proc.stderr[-3000:]}")

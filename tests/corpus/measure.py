@@ -19,6 +19,7 @@ Usage: python tests/corpus/measure.py [--json OUT] [--step-fn NAME] SCRIPT [scri
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -204,7 +205,11 @@ def measure_jax(script: Path, args: list[str], step_fn: str | None) -> dict:
     def jit(fun=None, *a, **kw):
         if fun is None:
             return lambda f: jit(f, *a, **kw)
-        name = getattr(fun, "__name__", type(fun).__name__)
+        name = getattr(fun, "__name__", None)
+        if name is None and isinstance(fun, functools.partial):  # jit(partial(step, train=False)): step(train=False)
+            bound = ", ".join(f"{k}={v!r}" for k, v in fun.keywords.items())
+            name = f"{getattr(fun.func, '__name__', '?')}({bound})"
+        name = name or type(fun).__name__
         return Counted(original_jit(fun, *a, **kw), name)
 
     jax.jit = jit
