@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import cli_env, run_cli
+from conftest import SCRIPTS, cli_env, run_cli
 from ptxla_perf import sweep
 from ptxla_perf.trace import analyses
 
@@ -122,3 +122,18 @@ def test_sys_exit_0_inside_a_session_is_a_completed_run(tmp_path):
             raise SystemExit(0)
     report = json.loads((tmp_path / "r.json").read_text())
     assert (report["run"]["status"], report["run"]["exit_code"]) == ("completed", 0)
+
+
+def test_the_scripts_own_warnings_and_file_are_as_without_the_tool(tmp_path):
+    """Attribution steps must not reset Python's once-per-line warning registry (the user's warning printed again
+    after each of them), and `__file__` is absolute as under `python script.py`."""
+    script = SCRIPTS / "warns_each_step.py"
+    plain = subprocess.run([sys.executable, script.name], cwd=script.parent, env=cli_env(),
+                           capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    proc = run_cli("profile", "--port", "none", "--attribution", "always", "--report", str(tmp_path / "r.json"),
+                   script.name, cwd=script.parent)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == plain.stdout and f"file {script}" in plain.stdout
+    assert plain.stderr.count("is deprecated") == 1
+    assert proc.stderr.count("is deprecated") == 1, proc.stderr[-3000:]

@@ -16,7 +16,6 @@ import gc
 import os
 import sys
 import time
-import warnings
 from collections import Counter, OrderedDict
 from typing import Any, Callable
 
@@ -565,9 +564,11 @@ class TorchXlaAdapter:
     def _pending_graph(self) -> tuple[str, str] | None:
         """Hash and HLO of what this sync is about to run. Costs a heap scan (~0.1 s): attribution steps only."""
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                live = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.device.type == "xla"]
+            # type(), not isinstance(): isinstance reads `__class__`, which some objects answer with a
+            # DeprecationWarning; and no warnings.catch_warnings(), whose exit resets every once-per-line
+            # registry, so the user's own warnings would print again after each attribution step
+            tensor = torch.Tensor
+            live = [o for o in gc.get_objects() if issubclass(type(o), tensor) and o.device.type == "xla"]
             if not live:
                 return None
             digest = X._get_graph_hash(live)

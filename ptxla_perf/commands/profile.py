@@ -81,7 +81,7 @@ def run(args) -> int:
     sys.argv = [script] + list(args.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
-        runpy.run_path(script, run_name="__main__")
+        runpy.run_path(os.path.abspath(script), run_name="__main__")  # __file__ absolute, as `python script`
         exc = None
     except BaseException as caught:  # the script's own end, whatever it is: the report is written all the same
         exc = caught
