@@ -297,16 +297,17 @@ def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str]) -> list
     line. Every step (or most) = warning with the time spent waiting; every N steps = info, amortised. A read that
     forced the pending graph to run early carries the extra executions (the step ran as several graphs)."""
     out: list[Finding] = []
+    fallback_reads = _FallbackCopies(it)
     for phase in sorted({s.phase for s in it}, key=str):
         steps = [s for s in it if s.phase == phase]
-        hit = [s for s in steps if s.device_to_host.count - _fallback_reads(s) > 0]
+        hit = [s for s in steps if s.device_to_host.count - fallback_reads(s) > 0]
         if not hit:
             continue
         events = [(s.index, e) for s in steps for e in s.events
                   if e.kind == "device_to_host_sync" and not e.detail.get("closure")]
-        per_pass = _once_per_pass(it, phase, hit)
+        per_pass = _once_per_pass(it, phase, hit, fallback_reads)
         recurring = _recurs(len(hit), len(steps)) and not per_pass
-        total = sum(s.device_to_host.count - _fallback_reads(s) for s in hit)
+        total = sum(s.device_to_host.count - fallback_reads(s) for s in hit)
         waited = _steady_wait(hit) * len(hit)
         early = sum(s.early_executions for s in hit)
         groups = _by_location(events) or {("?", 0): []}
@@ -347,7 +348,8 @@ def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str]) -> list
     return out
 
 
-def _once_per_pass(it: list[StepRecord], phase: str | None, hit: list[StepRecord]) -> bool:
+def _once_per_pass(it: list[StepRecord], phase: str | None, hit: list[StepRecord],
+                   fallback_reads: "_FallbackCopies") -> bool:
     """Reads of a non-training phase that come once per pass (the evaluation result read after its loop): at
     most one iteration with reads in each unbroken run of that phase's iterations, and, where one record holds a
     whole pass (JAX: the calls of other jitted functions between two steps), fewer reads at any one line than
@@ -367,7 +369,7 @@ def _once_per_pass(it: list[StepRecord], phase: str | None, hit: list[StepRecord
     for s in hit:
         launches = s.executions - s.early_executions
         per_line = [e.detail.get("transfers", 1) for e in s.events if e.kind == "device_to_host_sync"]
-        reads = max(per_line) if per_line else s.device_to_host.count - _fallback_reads(s)
+        reads = max(per_line) if per_line else s.device_to_host.count - fallback_reads(s)
         if launches >= 2 and reads >= launches:
             return False
     return True
@@ -380,9 +382,34 @@ def _steady_wait(hit: list[StepRecord]) -> float:
     return sum(s.device_to_host_time_s or 0.0 for s in steady) / len(steady)
 
 
-def _fallback_reads(s: StepRecord) -> int:
-    """A CPU fallback copies its inputs to the host: those copies are the fallback's, not a read of the user's."""
-    return min(s.device_to_host.count, 1) if s.fallback_ops and s.device_to_host.count <= 1 else 0
+class _FallbackCopies:
+    """A CPU fallback copies its inputs to the host: those copies are the fallback's, not reads of the user's.
+    How many copies a fallback makes is measured where attribution saw it (the call that fell back and the
+    transfers it made, `op_fallback` events): an iteration with the same fallback ops made as many; otherwise
+    the measured copies per fallback op call scale; with nothing measured, a single copy beside a fallback."""
+
+    def __init__(self, it: list[StepRecord]):
+        self.by_ops: dict[frozenset, int] = {}
+        copies = calls = 0
+        for s in it:
+            seen = [e.detail.get("transfers", 0) for e in s.events if e.kind == "op_fallback"]
+            if not seen or not s.fallback_ops:
+                continue
+            self.by_ops[frozenset(s.fallback_ops.items())] = sum(seen)
+            copies += sum(seen)
+            calls += sum(s.fallback_ops.values())
+        self.per_call = copies / calls if calls else None
+
+    def __call__(self, s: StepRecord) -> int:
+        n = s.device_to_host.count
+        if not s.fallback_ops:
+            return 0
+        known = self.by_ops.get(frozenset(s.fallback_ops.items()))
+        if known is None and self.per_call is not None:
+            known = round(self.per_call * sum(s.fallback_ops.values()))
+        if known is None:
+            known = 1 if n <= 1 else 0
+        return min(n, known)
 
 
 def _closure_reads(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
@@ -402,14 +429,22 @@ def _closure_reads(it: list[StepRecord], advice: Mapping[str, str]) -> list[Find
 # --- graph breaks ---------------------------------------------------------------------------------------------
 def graph_break(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
     """A sync inside the step: an iteration whose boundaries launched graphs before its last one, where that
-    boundary was neither a micro-batch (backward) nor an optimizer step - the step ran as several graphs."""
+    boundary was neither a micro-batch (backward) nor an optimizer step - the step ran as several graphs. A
+    single backward boundary followed by an update boundary with no backward of its own is not accumulation: its
+    sync splits the step between backward and the optimizer step. A boundary whose only launches were forced by
+    a host read is that read's (device_to_host_sync says it), not a sync's."""
     by_site: dict[tuple, list[int]] = defaultdict(list)
     sites: dict[tuple, dict] = {}
     train = [s for s in it if s.phase == I.TRAIN]
     for s in train:
         launching = I.launching_boundaries(s)
+        backward = [b for b in launching if b["backward_calls"]]
+        split_update = (len(backward) == 1 and launching and backward[0] is not launching[-1]
+                        and launching[-1]["optimizer_steps"] and not launching[-1]["backward_calls"])
         for b in launching[:-1]:
-            if b["backward_calls"] or b["optimizer_steps"] or not b["site"]:
+            if (b["backward_calls"] and not split_update) or b["optimizer_steps"] or not b["site"]:
+                continue
+            if b["executions"] and b["executions"] <= b.get("early_executions", 0):
                 continue
             key = (b["site"]["file"], b["site"]["line"])
             by_site[key].append(s.index)

@@ -126,7 +126,8 @@ def boundary_json(b: StepRecord) -> dict[str, Any]:
     """The compact form an iteration keeps of each boundary it grouped (index = the session's boundary count)."""
     return {"index": b.index, "wall_time_s": b.wall_time_s,
             "site": {"file": b.site.file, "line": b.site.line, "function": b.site.function} if b.site else None,
-            "compiles": b.compiles, "compile_time_s": b.compile_time_s, "executions": b.executions, "device_to_host": b.device_to_host.count,
+            "compiles": b.compiles, "compile_time_s": b.compile_time_s, "executions": b.executions,
+            "early_executions": b.early_executions, "device_to_host": b.device_to_host.count,
             "optimizer_steps": b.optimizer_steps, "backward_calls": b.backward_calls, "launched": launched(b)}
 
 

@@ -208,6 +208,47 @@ def test_read_wait_cost_leaves_out_compiling_iterations():
     assert f.evidence["wait_ms_per_step"] == 1.0
 
 
+def test_sync_between_backward_and_optimizer_step_splits_every_step():
+    """backward(); mark_step(); optimizer.step(); mark_step(): not accumulation (one backward per update), the
+    step runs as two graphs."""
+    recs = []
+    for _ in range(10):
+        recs += [b(27, bwd=1), b(29, opt=1)]
+    a = analyze(numbered(recs))
+    assert len(a.iterations) == 10
+    f = next(f for f in a.findings if f.kind == "graph_break")
+    assert f.severity == "warning" and f.location.line == 27
+    # two micro-batches, then the update on its own: accumulation, no break
+    recs = []
+    for _ in range(10):
+        recs += [b(27, bwd=1), b(27, bwd=1), b(29, opt=1)]
+    assert "graph_break" not in [k for k, _ in kinds(analyze(numbered(recs)))]
+
+
+def test_a_boundary_launched_only_by_a_host_read_is_not_a_sync_inside_the_step():
+    """The graph a read forced (`print(f"{loss * 4}")` after the step) lands in the next boundary's record: that
+    is the read's cost (device_to_host_sync), not a second sync in the step."""
+    read = Event("device_to_host_sync", loc(32), {"call": "__format__"})
+    recs = []
+    for i in range(10):
+        recs += [b(24, execs=1, early=1, d2h=1, events=[read] if i == 2 else []), train_step(line=30)]
+    a = analyze(numbered(recs))
+    assert "graph_break" not in [k for k, _ in kinds(a)]
+    assert ("device_to_host_sync", "warning") in kinds(a)
+
+
+def test_cpu_fallback_copies_are_not_user_reads():
+    """aten::nonzero falls back 3 times per step, each copying its input to the host: 3 transfers per step that
+    attribution saw as the fallback's. No device_to_host_sync finding (the op_fallback one says it)."""
+    fallback = Event("op_fallback", loc(41), {"call": "__getitem__", "ops": ["aten::nonzero"], "transfers": 3})
+    recs = [train_step(d2h=3, events=[fallback] if i == 3 else []) for i in range(12)]
+    for r in recs:
+        r.fallback_ops = {"aten::nonzero": 3}
+    a = analyze(numbered(recs))
+    assert "device_to_host_sync" not in [k for k, _ in kinds(a)]
+    assert ("op_fallback", "warning") in kinds(a)
+
+
 def test_step_closure_reads_are_the_recommended_pattern():
     recs = [train_step(closure=int(i % 10 == 0)) for i in range(20)]
     a = analyze(numbered(recs))
