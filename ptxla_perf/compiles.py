@@ -6,7 +6,8 @@ function, or `eager:<line>` for ops compiled outside any jitted function. The ru
 - the first compile of a key is `new`: expected (first step, first evaluation, a new function);
 - warm-up: compiles of a key in the iterations right after its first one, each iteration compiling again, that
   then stop (a compile-free iteration of that key's phase follows): optimizer state appearing, a 0/1 scalar
-  becoming a tensor. At most `max_warmup` iterations;
+  becoming a tensor. At most `max_warmup` iterations; a compile among them whose own evidence is a changed input
+  shape, dtype or baked-in value (`VARYING`) is a recompile all the same;
 - every other compile of a key is a `recompile`; its cause comes from that compile's own evidence only;
 - eager (JAX) compiles are first uses of an op/shape.
 """
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from .records import Event, Location, StepRecord
 
 NEW, WARMUP, RECOMPILE, EAGER = "new", "warmup", "recompile", "eager"
+# causes that depend on the data or on a changing Python value: never warm-up, even in the first iterations
+VARYING = frozenset({"input_shapes", "input_dtypes", "constant", "static_argument", "new_function_object"})
 
 
 @dataclass
@@ -110,11 +113,24 @@ def classify(all_units: list[CompileUnit], phase_lengths: dict[str, int], max_wa
         next_pos = us[run].position if run < len(us) else None
         quiet = last + 1 < phase_lengths.get(us[0].phase, 0) and (next_pos is None or next_pos > last + 1)
         start = run if run > 1 and quiet else 1
+        varying = False
         for u in us[1:start]:
-            u.klass = WARMUP
+            # warm-up is what a loop does once (state appearing); a compile whose own evidence is a changed input
+            # shape or baked-in value is the kind that comes back with the next new value, early or not - and so
+            # is one right after it whose evidence says the ops did not change (same graph size)
+            varying = any(e.detail.get("cause") in VARYING for e in u.evidence) or (varying and _same_ops(u))
+            u.klass = RECOMPILE if varying else WARMUP
         for u in us[start:]:
             u.klass = RECOMPILE
     return by_key
+
+
+def _same_ops(u: CompileUnit) -> bool:
+    """The unit's only evidence is the cheap one, and it says the graph kept its size: inputs or constants
+    changed, not the ops."""
+    sizes = [e.detail.get("graph_size") for e in u.evidence]
+    return bool(sizes) and all(s and len(s) == 2 and s[0] == s[1] and not e.detail.get("cause")
+                               for s, e in zip(sizes, u.evidence))
 
 
 def causes(us: list[CompileUnit]) -> tuple[Counter, list[Event]]:

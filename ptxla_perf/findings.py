@@ -87,14 +87,12 @@ def _loc_json(loc: Location | None) -> dict | None:
     return asdict(loc) if loc else None
 
 
-
-
 CAUSES = {  # cause (from a compile's own evidence) -> what it means and what to do
     "input_shapes": "input shapes changed (pad or bucket them to a fixed set of sizes; a smaller last batch: drop "
                     "it or pad it)",
     "input_dtypes": "input dtypes changed (cast inputs to one dtype before the step)",
-    "constant": "a value is baked into the graph as a constant (e.g. indexing a device tensor with a changing "
-                "Python int; use a tensor index or torch.index_select)",
+    "constant": "a Python value that changes between steps is baked into the graph as a constant (an int "
+                "index t[i], an exponent, a size; pass it as a device tensor, or index with a tensor)",
     "special_scalar": "a Python scalar passed through 0 or 1, which torch_xla bakes into the graph as a constant",
     "static_argument": "a static argument changed value (make it a traced argument, or keep it to a few values)",
     "argument_structure": "the argument structure changed (a different number of inputs / pytree)",

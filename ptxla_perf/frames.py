@@ -99,6 +99,26 @@ def caller_location(depth: int = 1) -> Location | None:
     return user_frame(sys._getframe(depth + 1))[0]
 
 
+_defs: dict[str, list[tuple[int, int, str]]] = {}
+
+
+def function_at(filename: str, line: int) -> str:
+    """The innermost function defined around `line` of a source file ("<module>" outside any): for lines known
+    only from HLO metadata (file and line, no frame). The file is parsed once; "?" when it cannot be read."""
+    defs = _defs.get(filename)
+    if defs is None:
+        import ast
+        try:
+            with open(filename, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), filename)
+        except (OSError, SyntaxError, ValueError):
+            return "?"
+        defs = _defs[filename] = [(n.lineno, n.end_lineno or n.lineno, n.name) for n in ast.walk(tree)
+                                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    inside = [(start, name) for start, end, name in defs if start <= line <= end]
+    return max(inside)[1] if inside else "<module>"
+
+
 def is_user_file(filename: str) -> bool:
     return classify(filename) == USER
 

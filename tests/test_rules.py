@@ -97,6 +97,23 @@ def test_warmup_compiles_that_stop_are_expected():
     assert ("warmup_compiles", "info") in kinds(a)
 
 
+def test_early_compiles_whose_evidence_is_a_changed_value_are_recompiles_not_warmup():
+    """Iterations 1-4 compile, then never again (a Python int index over 5 batches): the second graph's own
+    evidence is the optimizer state appearing (warm-up); the third's a baked-in constant, and the next ones kept
+    the graph's size (same ops): recompiles, early or not."""
+    key = "site:/user/train.py:20"
+    state = Event("compile", loc(20), {"key": key, "cause": "argument_structure", "differences": ["+2 inputs"]})
+    const = Event("compile", loc(22), {"key": key, "cause": "constant", "differences": ["slice 0:1 -> 1:2"]})
+    same = Event("compile", None, {"key": key, "cause": None, "graph_size": [43, 43], "evidence": "graph size"})
+    recs = [train_step(compiles=1), train_step(compiles=1, events=[state]), train_step(compiles=1, events=[const]),
+            train_step(compiles=1, events=[same]), train_step(compiles=1, events=[same])]
+    recs += [train_step() for _ in range(10)]
+    a = analyze(numbered(recs))
+    f = next(f for f in a.findings if f.kind == "recompilation")
+    assert f.severity == "warning" and f.count == 3 and "constant" in f.message
+    assert ("warmup_compiles", "info") in kinds(a)
+
+
 def test_compiles_every_step_from_step_zero_are_recompiles():
     recs = [train_step(compiles=1, seconds=0.3) for _ in range(6)]
     a = analyze(numbered(recs))

@@ -27,7 +27,7 @@ import torch_xla.debug.profiler as xp
 
 from .. import hlo_cost, hlo_diff
 from ..attribution_plan import CALLS, GRAPHS, AttributionPlan
-from ..frames import is_user_file, user_frame
+from ..frames import function_at, is_user_file, user_frame
 from ..records import Event, Location, StepRecord, Transfers
 
 X = torch_xla._XLAC
@@ -612,8 +612,8 @@ class TorchXlaAdapter:
             return None  # new input shapes come from where the data entered the device: _resolve_locations
         for instr in d.first_changed_sources():
             if instr.source_file and is_user_file(instr.source_file):
-                return Location(os.path.abspath(instr.source_file), instr.source_line or 0,
-                                instr.op_type or instr.op)
+                path = os.path.abspath(instr.source_file)
+                return Location(path, instr.source_line or 0, function_at(path, instr.source_line or 0))
         return None
 
     def _resolve_locations(self) -> None:
