@@ -82,6 +82,16 @@ SPEC: dict[str, dict] = {
     "xla_steptrace_bincount": dict(
         iterations=10,
         why={"op_fallback": "torch.bincount has no XLA lowering: aten::bincount runs on the CPU every iteration"}),
+    "xla_sync_before_clip": dict(
+        iterations=12,
+        why={"graph_break": "xm.mark_step() between loss.backward() and clip/optimizer.step(): one backward per "
+                            "update, so not accumulation - every iteration runs two graphs"}),
+    "xla_index_cached_batches": dict(
+        cause={"recompilation": "constant"},
+        iterations=20,
+        why={"recompilation": "batches_x[step % n] with a Python int: the index is a constant in the graph, so each "
+                              "of the 5 batches compiles a graph of its own in the first iterations (not warm-up: "
+                              "a changed constant, as many graphs as index values)"}),
     "jax_batch_size_varies": dict(
         cause={"recompilation": "input_shapes"},
         iterations=10, failure="issue 9 #2",
