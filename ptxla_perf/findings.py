@@ -434,8 +434,13 @@ def graph_break(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding
     by_site: dict[tuple, list[int]] = defaultdict(list)
     sites: dict[tuple, dict] = {}
     train = [s for s in it if s.phase == I.TRAIN]
+    after_other = {s.index for prev, s in zip(it, it[1:]) if s.phase == I.TRAIN and prev.phase != I.TRAIN}
     for s in train:
         launching = I.launching_boundaries(s)
+        if s.index in after_other and launching:
+            # the first sync after an evaluation runs what the pass left pending (its accumulator, a metric):
+            # that pass's work, not a sync inside this training step
+            launching = launching[1:]
         backward = [b for b in launching if b["backward_calls"]]
         split_update = (len(backward) == 1 and launching and backward[0] is not launching[-1]
                         and launching[-1]["optimizer_steps"] and not launching[-1]["backward_calls"])

@@ -254,6 +254,17 @@ def test_a_boundary_launched_only_by_a_host_read_is_not_a_sync_inside_the_step()
     assert ("device_to_host_sync", "warning") in kinds(a)
 
 
+def test_work_left_by_an_eval_pass_is_not_a_sync_inside_the_next_step():
+    """The loader's first sync after an evaluation launches what the pass left pending: not a graph break."""
+    recs = []
+    for epoch in range(3):
+        leftover = b(37, execs=1 if epoch else 0)  # epoch > 0: the pass's pending accumulator runs here
+        recs += [leftover] + [train_step(line=37) for _ in range(6)] + [b(50, grad=False), b(50, grad=False)]
+    a = analyze(numbered(recs))
+    assert [s.phase for s in a.iterations].count("eval") == 6
+    assert "graph_break" not in [k for k, _ in kinds(a)], [f.message for f in a.findings]
+
+
 def test_cpu_fallback_copies_are_not_user_reads():
     """aten::nonzero falls back 3 times per step, each copying its input to the host: 3 transfers per step that
     attribution saw as the fallback's. No device_to_host_sync finding (the op_fallback one says it)."""
