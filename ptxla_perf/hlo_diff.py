@@ -49,10 +49,13 @@ class GraphDiff:
             return "identical"
         if self.input_count[0] != self.input_count[1]:
             return "argument_structure"  # a new input (optimizer state appearing), not a new shape
+        rebuilt = len(self.added) + len(self.removed)
+        if self.input_shapes and rebuilt <= 0.25 * max(self.size):
+            return "input_shapes"  # the same ops on inputs of other shapes
+        if rebuilt:
+            return "graph_structure"  # other ops (e.g. a first graph that also ran initialisation: randn's seed)
         if self.input_shapes:
             return "input_shapes"
-        if self.added or self.removed:
-            return "graph_structure"
         if all(a.op == b.op and a.shape == b.shape for a, b in self.changed):
             return "constant"  # same ops, same shapes, other literals: a Python value baked into the graph
         return "attributes"

@@ -46,6 +46,16 @@ def test_shape_change_is_input_shapes(dev):
     assert ("f32[2,4]", "f32[3,4]") in d.input_shapes
 
 
+def test_first_graph_that_also_initialised_is_graph_structure_not_input_shapes(dev):
+    """Step 0's graph also ran `torch.randn` (its only input: the RNG seed, s64[]); step 1's takes the result
+    (f32[16,16]). One input each, other shapes - but other ops: warm-up, not a shape change."""
+    w0 = torch.randn(16, 16, device=dev)
+    first = hlo((w0 * 0.5).tanh())
+    torch_xla.sync()
+    d = hlo_diff.diff_hlo(first, hlo((w0 * 0.87).tanh()))
+    assert d.input_shapes and d.cause == "graph_structure", (d.input_shapes, d.cause, d.size)
+
+
 def test_identical_graphs_are_same(dev):
     w = torch.randn(4, 4, device=dev)
     torch_xla.sync()
