@@ -152,3 +152,13 @@ def test_eager_evaluation_at_epoch_end_is_not_stopped(reports):
     assert sum(f["count"] for f in eager) >= 20
     assert not [f for f in report["findings"] if f["kind"] in ("run_stopped", "recompilation")]
     assert warnings_of(report) == [], report["findings"]
+
+
+def test_jit_of_a_transform_and_of_the_function_itself_are_two_functions(reports):
+    """`jit(grad(loss_fn))` and `jit(loss_fn)` share the user's code (the step identity under transforms), yet
+    each compiles once: neither is a recompile of the other."""
+    proc, report = reports("jax_grad_and_loss.py")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert report["summary"]["steps"] == 12
+    assert not [f for f in report["findings"] if f["kind"] == "recompilation"], report["findings"]
+    assert warnings_of(report) == [], report["findings"]

@@ -87,23 +87,29 @@ def _path_str(path) -> str:
         return str(path)
 
 
-def _user_code(fun) -> tuple[Any, types.CodeType | None, tuple]:
-    """The function the user wrote and its code, under `jax.grad`/`value_and_grad`/`functools.wraps` layers (their
-    `__code__` is JAX's wrapper, shared by every function they wrap) and `functools.partial` layers; and what
-    those partials bind (`jit(partial(step, train=True))` and `jit(partial(step, train=False))` are two
-    functions; a partial made anew each iteration with the same bindings is the same one)."""
-    bound: list = []
+def _user_code(fun) -> tuple[Any, types.CodeType | None, tuple, bool]:
+    """The function the user wrote and its code, under `jax.grad`/`vmap`/`functools.wraps` layers (their
+    `__code__` is JAX's wrapper, shared by every function they wrap) and `functools.partial` layers; what those
+    layers are (`jit(partial(step, train=True))` and `jit(partial(step, train=False))`, `jit(grad(f))` and
+    `jit(f)` are different functions; the same layers made anew each iteration are the same one); and whether a
+    partial binds positional arguments (they shift the parameter names)."""
+    layers: list = []
+    shifted = False
     for _ in range(16):
         if isinstance(fun, functools.partial):
-            bound.append((tuple(_binding(v) for v in fun.args),
-                          tuple(sorted((k, _binding(v)) for k, v in fun.keywords.items()))))
+            shifted = shifted or bool(fun.args)
+            layers.append((tuple(_binding(v) for v in fun.args),
+                           tuple(sorted((k, _binding(v)) for k, v in fun.keywords.items()))))
             fun = fun.func
             continue
         inner = getattr(fun, "__wrapped__", None)
         if inner is None or inner is fun:
             break
+        code = getattr(fun, "__code__", None)  # the transform: its wrapper's code and its docstring
+        layers.append(((code.co_filename, code.co_firstlineno) if code else type(fun).__name__,
+                       (getattr(fun, "__doc__", None) or "")[:120]))
         fun = inner
-    return fun, getattr(fun, "__code__", None), tuple(bound)
+    return fun, getattr(fun, "__code__", None), tuple(layers), shifted
 
 
 def _binding(v) -> Any:
@@ -120,10 +126,9 @@ class _Jitted:
     def __init__(self, jitted, adapter: "JaxAdapter", fun, kwargs: dict):
         self._jit = jitted
         self._adapter = adapter
-        inner, code, bound = _user_code(fun)
+        inner, code, layers, shifted = _user_code(fun)
         self._name = (getattr(fun, "__qualname__", None) or getattr(inner, "__qualname__", None)
                       or getattr(fun, "__name__", None) or repr(fun)[:60])
-        shifted = any(args for args, _ in bound)  # bound positional arguments shift the parameter names
         self._code = (code.co_filename, code.co_firstlineno) if code else None
         nums = kwargs.get("static_argnums")
         names = kwargs.get("static_argnames")
@@ -134,7 +139,7 @@ class _Jitted:
         self._static = (nums, names)
         # what a step function is recognised by: the jitted code (a `jax.jit(f)` or `jax.jit(lambda ..)` made
         # anew inside the loop is the same step each iteration), or this object when the callable has no code
-        self._ident = (self._code, self._name, bound, nums, names) if code else None
+        self._ident = (self._code, self._name, layers, nums, names) if code else None
         # a library's own jitted helper (optax's bias correction inside an eager `tx.update`): work inside the
         # user's iteration, never a step function or an evaluation of its own
         self._library = code is not None and classify(code.co_filename) != USER
@@ -762,7 +767,8 @@ class JaxAdapter:
 
     def _unit_key(self, fn: _Jitted) -> str:
         """The compile identity of a jitted function: its code (the same for a `jax.jit` made anew each
-        iteration), told apart by what a `functools.partial` binds (numbered in order of first compile)."""
+        iteration), told apart by the layers around it (what a `functools.partial` binds, `jax.grad`, ...),
+        numbered in order of first compile."""
         if not fn._code:
             return f"jit:{fn._name}"
         key = f"jit:{fn._name}@{fn._code[0]}:{fn._code[1]}"
