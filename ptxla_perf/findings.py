@@ -250,13 +250,23 @@ def _eager(groups: list[list[C.CompileUnit]], phase_len: Counter, wall: float, a
         loc = first_use[0][0].location
         lines = [{"line": us[0].location.line, "function": us[0].location.function, "compiles": sum(u.count for u in us)}
                  for us in first_use if us[0].location][:10]
+        # lines first run during training iterations are inside the loop: their ops dispatch one by one each time
+        # they run (how often is not measured: only the first use compiles)
+        in_loop = [us[0].location for us in first_use if us[0].location and any(u.phase == I.TRAIN for u in us)]
+        msg = (f"{n} op(s) outside any jitted function compiled on first use, on {len(first_use)} line(s) (most"
+               f"{_where(loc)}), {seconds:.2f} s in all: each eager op compiles once per shape and is cached after "
+               "that, so the compiles are expected.")
+        if in_loop:
+            where = ", ".join(f"{os.path.basename(x.file)}:{x.line}" for x in in_loop[:4])
+            msg += (f" {len(in_loop)} of these line(s) first ran inside training iterations ({where}): their ops "
+                    "run unfused, one dispatch each, every time the line runs (how often was not measured). "
+                    f"{advice.get('eager_compile', GENERIC_ADVICE['eager_compile'])}")
         out.append(Finding(
-            "eager_compile", "info",
-            f"{n} op(s) outside any jitted function compiled on first use, on {len(first_use)} line(s) (most"
-            f"{_where(loc)}), {seconds:.2f} s in all: each eager op compiles once per shape and is cached after "
-            "that. Expected.", n, loc,
+            "eager_compile", "info", msg, n, loc,
             {"compile_time_s": round(seconds, 4), "lines": lines, "ops": _ops(units),
-             "iterations": len({u.iteration for u in units})}, None, sorted({u.iteration for u in units})))
+             "iterations": len({u.iteration for u in units}),
+             "in_training_loop": [{"file": x.file, "line": x.line} for x in in_loop[:10]]},
+            None, sorted({u.iteration for u in units})))
     return out
 
 

@@ -158,6 +158,9 @@ def test_eager_first_use_compiles_are_info():
     a = analyze(numbered(recs))
     assert ("eager_compile", "info") in kinds(a)
     assert not kinds(a, "warning")
+    f = next(f for f in a.findings if f.kind == "eager_compile")
+    # first run inside a training iteration: said, with what is not known (how often the line runs)
+    assert f.evidence["in_training_loop"] == [{"file": F, "line": 50}] and "not measured" in f.message
 
 
 # --- host reads -----------------------------------------------------------------------------------------------
