@@ -365,15 +365,8 @@ def _once_per_pass(it: list[StepRecord], phase: str | None, hit: list[StepRecord
     if phase == I.TRAIN:
         return False
     hit_ids = {s.index for s in hit}
-    run_hits = 0
-    for prev, s in zip([None] + it[:-1], it):
-        if s.phase != phase:
-            continue
-        if prev is None or prev.phase != phase:
-            run_hits = 0
-        run_hits += s.index in hit_ids
-        if run_hits > 1:
-            return False
+    if any(sum(s.index in hit_ids for s in run) > 1 for run in I.phase_runs(it) if run[0].phase == phase):
+        return False
     for s in hit:
         launches = s.executions - s.early_executions
         per_line = [e.detail.get("transfers", 1) for e in s.events if e.kind == "device_to_host_sync"]
@@ -386,7 +379,7 @@ def _once_per_pass(it: list[StepRecord], phase: str | None, hit: list[StepRecord
 def _steady_wait(hit: list[StepRecord]) -> float:
     """Mean time a read waited per iteration, from iterations that compiled nothing (a compile step's read also
     waits for the compile and first run: that is compile time, reported apart) and ran without attribution."""
-    steady = [s for s in hit if not s.compiles and not s.attributed] or [s for s in hit if not s.compiles] or hit
+    steady = steady_steps(hit, 0)
     return sum(s.device_to_host_time_s or 0.0 for s in steady) / len(steady)
 
 
@@ -444,7 +437,7 @@ def graph_break(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding
     by_site: dict[tuple, list[int]] = defaultdict(list)
     sites: dict[tuple, dict] = {}
     train = [s for s in it if s.phase == I.TRAIN]
-    after_other = {s.index for prev, s in zip(it, it[1:]) if s.phase == I.TRAIN and prev.phase != I.TRAIN}
+    after_other = {run[0].index for run in I.phase_runs(it)[1:] if run[0].phase == I.TRAIN}
     for s in train:
         launching = I.launching_boundaries(s)
         if s.index in after_other and launching:

@@ -17,6 +17,7 @@ iteration can hold several of them, and some launch nothing. The rule (docs/repo
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import groupby
 from typing import Any
 
 from .records import Event, StepRecord, Transfers
@@ -129,6 +130,11 @@ def boundary_json(b: StepRecord) -> dict[str, Any]:
             "compiles": b.compiles, "compile_time_s": b.compile_time_s, "executions": b.executions,
             "early_executions": b.early_executions, "device_to_host": b.device_to_host.count,
             "optimizer_steps": b.optimizer_steps, "backward_calls": b.backward_calls, "launched": launched(b)}
+
+
+def phase_runs(iterations: list[StepRecord]) -> list[list[StepRecord]]:
+    """Unbroken runs of iterations of one phase, in order (a training stretch, an evaluation pass, ...)."""
+    return [list(run) for _, run in groupby(iterations, key=lambda s: s.phase)]
 
 
 def launching_boundaries(it: StepRecord) -> list[dict[str, Any]]:
