@@ -16,18 +16,40 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from .records import Event, Location, StepRecord
+from .records import Boundary, Event, Location, StepRecord
 
 NEW, WARMUP, RECOMPILE, EAGER = "new", "warmup", "recompile", "eager"
 # causes that depend on the data or on a changing Python value: never warm-up, even in the first iterations
 VARYING = frozenset({"input_shapes", "input_dtypes", "constant", "static_argument", "new_function_object"})
 
 
+@dataclass(frozen=True)
+class GraphKey:
+    """A compile's graph identity. kind "site": torch_xla, the user line whose sync launched the graph (and its
+    slot, "#1", when one sync launches several graphs per iteration); "jit": JAX, a jitted function; "eager":
+    JAX, ops compiled outside any jitted function, per user line. Adapters write it as "kind:name"."""
+
+    kind: str
+    name: str
+
+    @classmethod
+    def parse(cls, key: str) -> "GraphKey":
+        kind, _, name = key.partition(":")
+        return cls(kind, name)
+
+    @property
+    def eager(self) -> bool:
+        return self.kind == "eager"
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
 @dataclass
 class CompileUnit:
     """The compiles of one key in one iteration."""
 
-    key: str
+    key: GraphKey
     iteration: int  # index into the iteration list
     position: int  # position among the iterations of the same phase
     phase: str
@@ -42,16 +64,16 @@ def site_key(site: Location | None) -> str:
     return f"site:{site.file}:{site.line}" if site else "site:?"
 
 
-def _slots(boundaries: list[dict]) -> list[tuple[dict, int]]:
+def _slots(boundaries: list[Boundary]) -> list[tuple[Boundary, int]]:
     """Each launching boundary with its slot: the how-many-th launch at its site within the iteration. One site
     can run different graphs in one iteration (gradient accumulation: the micro-batch graph, then the update
     graph at the same sync); the slot keeps them apart so the second is not taken for a recompile of the first."""
     seen: Counter = Counter()
     out = []
     for b in boundaries:
-        if not b.get("launched", True):
+        if not b.launched:
             continue
-        site = (b["site"]["file"], b["site"]["line"]) if b.get("site") else None
+        site = (b.site.file, b.site.line) if b.site else None
         out.append((b, seen[site]))
         seen[site] += 1
     return out
@@ -71,34 +93,34 @@ def units(iterations: list[StepRecord]) -> list[CompileUnit]:
             if e.detail.get("unit"):
                 n = int(e.detail.get("count", 1))
                 covered += n
-                out.append(CompileUnit(e.detail["key"], j, pos, it.phase or "train", n,
+                out.append(CompileUnit(GraphKey.parse(e.detail["key"]), j, pos, it.phase or "train", n,
                                        float(e.detail.get("seconds", 0.0)), e.location, [e]))
         rest = it.compiles - covered
         if rest <= 0:
             continue
-        parts = [(b, slot) for b, slot in _slots(it.boundaries) if b.get("compiles")] or [
-            ({"site": it.site and {"file": it.site.file, "line": it.site.line, "function": it.site.function},
-              "compiles": rest, "compile_time_s": it.compile_time_s}, 0)]
+        parts = [(b, slot) for b, slot in _slots(it.boundaries) if b.compiles]
+        if not parts:  # one boundary: the iteration itself
+            parts = [(Boundary(-1, it.wall_time_s, it.site, rest, it.compile_time_s, it.executions, 0, 0, 0, 0,
+                               True), 0)]
         for b, slot in parts:
-            site = Location(b["site"]["file"], b["site"]["line"], b["site"].get("function", "?")) if b["site"] else None
-            key = site_key(site) + (f"#{slot}" if slot else "")
+            key = site_key(b.site) + (f"#{slot}" if slot else "")
             ev = [e for e in compile_events if not e.detail.get("unit") and (
-                e.detail["boundary"] == b["index"] if "boundary" in e.detail and "index" in b
-                else e.detail.get("key", key) == site_key(site))]
-            loc = next((e.location for e in ev if e.location), None) or site
-            out.append(CompileUnit(key, j, pos, it.phase or "train", int(b["compiles"]),
-                                   float(b.get("compile_time_s", 0.0)), loc, ev))
+                e.detail["boundary"] == b.index if "boundary" in e.detail and b.index >= 0
+                else e.detail.get("key", key) == site_key(b.site))]
+            loc = next((e.location for e in ev if e.location), None) or b.site
+            out.append(CompileUnit(GraphKey.parse(key), j, pos, it.phase or "train", b.compiles, b.compile_time_s,
+                                   loc, ev))
     return out
 
 
 def classify(all_units: list[CompileUnit], phase_lengths: dict[str, int], max_warmup: int = 5
-             ) -> dict[str, list[CompileUnit]]:
+             ) -> dict[GraphKey, list[CompileUnit]]:
     """Set each unit's class; return the units by key, in order. `phase_lengths`: iterations per phase."""
-    by_key: dict[str, list[CompileUnit]] = defaultdict(list)
+    by_key: dict[GraphKey, list[CompileUnit]] = defaultdict(list)
     for u in all_units:
         by_key[u.key].append(u)
     for key, us in by_key.items():
-        if key.startswith("eager:"):
+        if key.eager:
             for u in us:
                 u.klass = EAGER
             continue

@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import sys
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
-from hydra.core.config_store import ConfigStore
+if TYPE_CHECKING:  # Hydra is imported by the runner only: guard.py and the adapters read defaults from here
+    from hydra.core.config_store import ConfigStore
 
 
 def _f(default: Any, help: str, factory: bool = False):
@@ -238,6 +239,7 @@ RECIPES = {"mlp": MlpRecipe, "mmf": MmfRecipe, "rnn_jax": RnnJaxRecipe, "vit_mes
 
 def register(cs: ConfigStore | None = None) -> None:
     """Put the schemas in Hydra's ConfigStore (the YAML files' defaults lists name them)."""
+    from hydra.core.config_store import ConfigStore
     cs = cs or ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     for name, node in RECIPES.items():

@@ -1,26 +1,29 @@
-"""Rules: iterations in, findings out - backend-neutral, one function per rule, one analysis pass.
+"""Rules: iterations in, findings out - backend-neutral, one analysis pass.
 
-`analyze(boundaries, advice=...)` groups the adapter's boundary records into iterations (iterations.py),
-classifies every compile against its own graph identity (compiles.py) and runs the rules once; the report only
-assembles what it returns. Severity policy (docs/report.md): `warning` = costs time every step or keeps
-recurring, with its measured cost; `info` explains (one-offs, warm-up, amortised reads every N steps);
-`error` only for a run we stopped. Backend-specific advice comes from the adapter (`advice[kind]`).
+`analyze(boundaries, advice=..., rules=...)` groups the adapter's boundary records into iterations
+(iterations.py), classifies every compile against its own graph identity (compiles.py), derives the figures once
+(figures.py) and runs every registered rule on the result; the report only assembles what it returns.
+
+Each rule is a small object in the model of torch.profiler's pattern matcher: one finding `kind`, what data it
+`needs` (a rule whose needs are not met is listed in the report as not judged, never silently absent), and
+`run(ctx) -> findings`. `RULES` is the one list of backend-neutral rules; an adapter adds its own
+(`Adapter.rules`). Thresholds are thresholds.py's. Severity policy (docs/report.md): `warning` = costs time
+every step or keeps recurring, with its measured cost; `info` explains (one-offs, warm-up, amortised reads every
+N steps); `error` only for a run we stopped. Backend-specific advice comes from the adapter (`advice[kind]`).
 """
 from __future__ import annotations
 
 import os
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import compiles as C
 from . import iterations as I
+from .figures import NET_OF_COMPILE, Figures, basis, steady_steps
 from .fmt import ms as _ms
 from .records import Event, Location, StepRecord
-
-# a finding recurs (warning) when it hits at least this many iterations and this share of its phase's iterations
-RECURRING_MIN_HITS = 2
-RECURRING_SHARE = 0.5
+from .thresholds import value as threshold
 
 GENERIC_ADVICE = {
     "device_to_host_sync": "Keep values on the device and read them every N steps, or after the loop.",
@@ -33,7 +36,6 @@ GENERIC_ADVICE = {
     "closure_read": "",
     "input_pipeline": "",
     "no_steps": "",
-    "eager_compile": "Move the ops into a jitted function if they run every step.",
 }
 
 
@@ -55,6 +57,42 @@ class Finding:
 
 
 @dataclass
+class Context:
+    """What every rule reads: the iterations, their compile classes and their figures (no findings yet)."""
+
+    boundaries: list[StepRecord]  # as the adapter reported them
+    iterations: list[StepRecord]
+    with_tail: list[StepRecord]  # the iterations and the work after the last boundary (compiles only)
+    train: list[StepRecord]
+    warmup: int
+    by_key: dict[C.GraphKey, list[C.CompileUnit]]
+    figures: Figures
+    advice: Mapping[str, str]
+    expect_steps: bool
+
+    @property
+    def attributed(self) -> bool:
+        return any(b.attributed for b in self.boundaries)
+
+
+class Rule:
+    """One finding kind: what data it needs, and `run(ctx)` -> its findings."""
+
+    kind: str = ""
+    # "attribution": judged only from events of attribution steps (lines, calls, shapes); without one it is
+    # reported as not judged
+    needs: tuple[str, ...] = ()
+
+    def unmet(self, ctx: Context) -> str | None:
+        if "attribution" in self.needs and ctx.boundaries and not ctx.attributed:
+            return "no attribution step ran (attribution 'off'): this rule reads only what attribution sees"
+        return None
+
+    def run(self, ctx: Context) -> list["Finding"]:
+        raise NotImplementedError
+
+
+@dataclass
 class Analysis:
     """Everything the report says about the steps, computed once."""
 
@@ -64,6 +102,9 @@ class Analysis:
     steady: list[StepRecord]  # training iterations that time the loop as it runs
     units: list[C.CompileUnit]
     findings: list[Finding]
+    figures: Figures
+    judged: list[str] = field(default_factory=list)  # rule kinds run
+    not_judged: list[dict[str, str]] = field(default_factory=list)  # {"kind", "reason"}
 
     @property
     def recompiles(self) -> int:
@@ -79,7 +120,7 @@ def short_path(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def _where(loc: Location | None) -> str:
+def where(loc: Location | None) -> str:
     return f" at {short_path(loc.file)}:{loc.line} ({loc.function})" if loc else ""
 
 
@@ -93,7 +134,7 @@ CAUSES = {  # cause (from a compile's own evidence) -> what it means and what to
     "input_dtypes": "input dtypes changed (cast inputs to one dtype before the step)",
     "constant": "a Python value that changes between steps is baked into the graph as a constant (an int "
                 "index t[i], an exponent, a size; pass it as a device tensor, or index with a tensor)",
-    "special_scalar": "a Python scalar passed through 0 or 1, which torch_xla bakes into the graph as a constant",
+    "special_scalar": "a Python scalar passed through 0 or 1, which is baked into the graph as a constant",
     "static_argument": "a static argument changed value (make it a traced argument, or keep it to a few values)",
     "argument_structure": "the argument structure changed (a different number of inputs / pytree)",
     "new_function_object": "a new jitted function object is created every step (jit it once, outside the loop)",
@@ -103,14 +144,6 @@ CAUSES = {  # cause (from a compile's own evidence) -> what it means and what to
 
 
 # --- steps ----------------------------------------------------------------------------------------------------
-def steady_steps(train: list[StepRecord], warmup: int) -> list[StepRecord]:
-    """Training iterations that time the loop as it really runs: after warm-up, no compile, no attribution
-    overhead. Falls back to every post-warm-up iteration for runs too short to have such iterations."""
-    after = train[warmup:]
-    clean = [s for s in after if not s.compiles and not s.attributed]
-    return clean or [s for s in after if not s.compiles] or after
-
-
 def _warmup(train: list[StepRecord], units: list[C.CompileUnit], max_warmup: int) -> int:
     """Leading training iterations that each hold a first or warm-up compile of a training key."""
     start = {u.position for u in units if u.phase == I.TRAIN and u.klass in (C.NEW, C.WARMUP)}
@@ -121,34 +154,64 @@ def _warmup(train: list[StepRecord], units: list[C.CompileUnit], max_warmup: int
 
 
 # --- compiles -------------------------------------------------------------------------------------------------
-def compile_findings(it: list[StepRecord], by_key: dict[str, list[C.CompileUnit]], warmup: int,
-                     advice: Mapping[str, str]) -> list[Finding]:
-    out: list[Finding] = []
-    wall = sum(s.wall_time_s for s in it) or 1.0
-    phase_len = Counter(s.phase for s in it)
-    eager = [us for key, us in by_key.items() if key.startswith("eager:")]
-    out += _eager(eager, phase_len, wall, advice)
-    for key, us in by_key.items():
-        if key.startswith("eager:"):
-            continue
-        first = us[0]
-        re_ = [u for u in us if u.klass == C.RECOMPILE]
-        warm = [u for u in us if u.klass == C.WARMUP]
-        if re_:
-            out.append(_recompilation(re_, wall, phase_len, advice))
-        if warm:
-            out.append(_warmup_finding(first, warm))
-        if not (first.phase == I.TRAIN and first.position < max(1, warmup)):
+def _compile_scope(ctx: Context) -> tuple[float, Counter]:
+    """Compiles are judged over the iterations and the work after the last one: its wall time, iterations per
+    phase."""
+    return sum(s.wall_time_s for s in ctx.with_tail) or 1.0, Counter(s.phase for s in ctx.with_tail)
+
+
+def _graph_keys(ctx: Context):
+    """Graph identities of compiled step graphs / jitted functions (eager ops are a backend's own rule)."""
+    return [(key, us) for key, us in ctx.by_key.items() if not key.eager]
+
+
+class Recompilation(Rule):
+    kind = "recompilation"
+
+    def run(self, ctx: Context) -> list[Finding]:
+        wall, phase_len = _compile_scope(ctx)
+        out = []
+        for _, us in _graph_keys(ctx):
+            re_ = [u for u in us if u.klass == C.RECOMPILE]
+            if re_:
+                out.append(_recompilation(re_, wall, phase_len, ctx.advice))
+        return out
+
+
+class WarmupCompiles(Rule):
+    kind = "warmup_compiles"
+
+    def run(self, ctx: Context) -> list[Finding]:
+        out = []
+        for _, us in _graph_keys(ctx):
+            warm = [u for u in us if u.klass == C.WARMUP]
+            if warm:
+                out.append(_warmup_finding(us[0], warm))
+        return out
+
+
+class NewGraph(Rule):
+    """The first compile of a graph identity after the start (the first evaluation step, a final evaluation):
+    expected once."""
+
+    kind = "new_graph"
+
+    def run(self, ctx: Context) -> list[Finding]:
+        out = []
+        for key, us in _graph_keys(ctx):
+            first = us[0]
+            if first.phase == I.TRAIN and first.position < max(1, ctx.warmup):
+                continue
             what = {I.EVAL: "the first evaluation step", I.AFTER: "work after the last step, e.g. a final "
                     "evaluation"}.get(first.phase, "a graph not seen before")
             when = "after the last step" if first.phase == I.AFTER else f"at {first.phase} iteration {first.position}"
             out.append(Finding(
                 "new_graph", "info",
-                f"A new graph compiled {when}{_where(first.location)} "
+                f"A new graph compiled {when}{where(first.location)} "
                 f"({first.count} compile(s), {first.seconds:.2f} s): its first compile ({what}); expected once.",
-                first.count, first.location, {"key": key, "compile_time_s": round(first.seconds, 4),
-                                              "phase": first.phase}, None, [it[first.iteration].index]))
-    return [f for f in out if f is not None]
+                first.count, first.location, {"key": str(key), "compile_time_s": round(first.seconds, 4),
+                                              "phase": first.phase}, None, [ctx.with_tail[first.iteration].index]))
+        return out
 
 
 def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, advice: Mapping[str, str]
@@ -164,7 +227,7 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
     phase = re_[0].phase
     per = n / max(1, phase_len[phase])
     evidence: dict[str, Any] = {
-        "key": re_[0].key, "compile_time_s": round(seconds, 4), "share_of_wall_time": round(seconds / wall, 4),
+        "key": str(re_[0].key), "compile_time_s": round(seconds, 4), "share_of_wall_time": round(seconds / wall, 4),
         "iterations": [u.position for u in re_][:20], "phase": phase, "explained": explained,
         "unexplained": len(re_) - explained}
     if events:
@@ -176,7 +239,7 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
         hashes = sorted({h for e in events for h in e.detail.get("graph_hashes", [])})
         if hashes:
             evidence["graph_hashes"] = hashes[:8]
-    recurring = hits >= RECURRING_MIN_HITS
+    recurring = hits >= threshold("recurring_min_hits")
     severity = "warning" if recurring and not special else "info"
     cost = (f"{n} compile(s) in {hits} {phase} iteration(s), {seconds:.2f} s compiling = "
             f"{seconds / wall:.0%} of the run's wall time")
@@ -195,8 +258,8 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
         if partial:
             why = f"{partial[-1]}; rerun with attribution 'always' to capture the graphs"
             evidence["differences"] = partial[::-1][:8]
-    lead = (f"The graph{_where(loc)} recompiled after its first compile, again and again"
-            if recurring else f"The graph{_where(loc)} recompiled once after its first compile (a one-off)")
+    lead = (f"The graph{where(loc)} recompiled after its first compile, again and again"
+            if recurring else f"The graph{where(loc)} recompiled once after its first compile (a one-off)")
     return Finding("recompilation", severity, f"{lead}: {cost}. Why: {why}.", n, loc, evidence, per,
                    [u.iteration for u in re_])
 
@@ -206,8 +269,8 @@ def _warmup_finding(first: C.CompileUnit, warm: list[C.CompileUnit]) -> Finding:
     seen, events = C.causes(warm)
     special = bool(events) and all(e.detail.get("special_scalars") for e in events)
     if special:
-        why = ("one because a value that was 0 or 1 (a warm-up learning rate, a fresh torch.zeros) is baked into "
-               "the first graph as a constant")
+        why = ("one because a value that was 0 or 1 (a warm-up learning rate, a freshly zeroed tensor) is baked "
+               "into the first graph as a constant")
     elif events:
         why = "the graphs differ: " + "; ".join(d for e in events for d in e.detail.get("differences", [])[:2])
     else:
@@ -215,63 +278,12 @@ def _warmup_finding(first: C.CompileUnit, warm: list[C.CompileUnit]) -> Finding:
     loc = next((e.location for e in events if e.location), None) or first.location
     return Finding(
         "warmup_compiles", "info",
-        f"{n} graphs compiled in the first {len(warm) + 1} {first.phase} iterations{_where(loc)}, then no more: "
+        f"{n} graphs compiled in the first {len(warm) + 1} {first.phase} iterations{where(loc)}, then no more: "
         f"{why}. Expected warm-up; excluded from step time.", n, loc,
-        {"key": first.key, "cause": (seen.most_common(1)[0][0] if seen else None), "special_scalars": special,
+        {"key": str(first.key), "cause": (seen.most_common(1)[0][0] if seen else None), "special_scalars": special,
          "differences": [d for e in events for d in e.detail.get("differences", [])][:6],
          "compile_time_s": round(first.seconds + sum(u.seconds for u in warm), 4)},
         None, [first.iteration] + [u.iteration for u in warm])
-
-
-def _eager(groups: list[list[C.CompileUnit]], phase_len: Counter, wall: float, advice: Mapping[str, str]
-           ) -> list[Finding]:
-    """Eager (JAX) compiles, per user line: a line whose ops compile in most training iterations is a warning;
-    first uses everywhere else are summed up in one info finding."""
-    out: list[Finding] = []
-    first_use: list[list[C.CompileUnit]] = []
-    for us in groups:
-        hits = sorted({u.position for u in us if u.phase == I.TRAIN})
-        n, seconds = sum(u.count for u in us), sum(u.seconds for u in us)
-        if not (len(hits) >= 3 and len(hits) >= RECURRING_SHARE * max(1, phase_len[I.TRAIN])):
-            first_use.append(us)
-            continue
-        loc = us[0].location
-        out.append(Finding(
-            "eager_compile", "warning",
-            f"Ops outside any jitted function{_where(loc)} compile in {len(hits)} training iterations ({n} compiles, "
-            f"{seconds:.2f} s = {seconds / wall:.0%} of the run's wall time): new shapes reach eager ops every step. "
-            f"{advice.get('eager_compile', '')}".strip(), n, loc,
-            {"key": us[0].key, "compile_time_s": round(seconds, 4), "ops": _ops(us)},
-            n / max(1, phase_len[I.TRAIN]), [u.iteration for u in us]))
-    if first_use:
-        units = [u for us in first_use for u in us]
-        n, seconds = sum(u.count for u in units), sum(u.seconds for u in units)
-        first_use.sort(key=lambda us: -sum(u.count for u in us))
-        loc = first_use[0][0].location
-        lines = [{"line": us[0].location.line, "function": us[0].location.function, "compiles": sum(u.count for u in us)}
-                 for us in first_use if us[0].location][:10]
-        # lines first run during training iterations are inside the loop: their ops dispatch one by one each time
-        # they run (how often is not measured: only the first use compiles)
-        in_loop = [us[0].location for us in first_use if us[0].location and any(u.phase == I.TRAIN for u in us)]
-        msg = (f"{n} op(s) outside any jitted function compiled on first use, on {len(first_use)} line(s) (most"
-               f"{_where(loc)}), {seconds:.2f} s in all: each eager op compiles once per shape and is cached after "
-               "that, so the compiles are expected.")
-        if in_loop:
-            where = ", ".join(f"{os.path.basename(x.file)}:{x.line}" for x in in_loop[:4])
-            msg += (f" {len(in_loop)} of these line(s) first ran inside training iterations ({where}): their ops "
-                    "run unfused, one dispatch each, every time the line runs (how often was not measured). "
-                    f"{advice.get('eager_compile', GENERIC_ADVICE['eager_compile'])}")
-        out.append(Finding(
-            "eager_compile", "info", msg, n, loc,
-            {"compile_time_s": round(seconds, 4), "lines": lines, "ops": _ops(units),
-             "iterations": len({u.iteration for u in units}),
-             "in_training_loop": [{"file": x.file, "line": x.line} for x in in_loop[:10]]},
-            None, sorted({u.iteration for u in units})))
-    return out
-
-
-def _ops(units: list[C.CompileUnit]) -> dict[str, int]:
-    return dict(Counter(op for u in units for e in u.evidence for op in e.detail.get("ops", [])).most_common(8))
 
 
 # --- events grouped by line -----------------------------------------------------------------------------------
@@ -295,27 +307,28 @@ def _merge_details(events: list[Event]) -> dict[str, Any]:
     return detail
 
 
-def _recurs(hits: int, phase_iterations: int) -> bool:
-    return hits >= RECURRING_MIN_HITS and hits >= RECURRING_SHARE * max(1, phase_iterations)
+def recurs(hits: int, phase_iterations: int) -> bool:
+    """A finding that recurs is a warning: it hits enough iterations, and enough of its phase's."""
+    return hits >= threshold("recurring_min_hits") and hits >= threshold("recurring_share") * max(1, phase_iterations)
 
 
 # --- host reads -----------------------------------------------------------------------------------------------
-def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
+def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str], figures: Figures) -> list[Finding]:
     """Host reads per phase. Each line seen reading gets a finding; reads counted but never seen get one without a
     line. Every step (or most) = warning with the time spent waiting; every N steps = info, amortised. A read that
     forced the pending graph to run early carries the extra executions (the step ran as several graphs)."""
     out: list[Finding] = []
-    fallback_reads = _FallbackCopies(it)
+    reads = figures.reads  # host reads net of CPU-fallback copies: the one count (figures.py)
     for phase in sorted({s.phase for s in it}, key=str):
         steps = [s for s in it if s.phase == phase]
-        hit = [s for s in steps if s.device_to_host.count - fallback_reads(s) > 0]
+        hit = [s for s in steps if reads(s) > 0]
         if not hit:
             continue
         events = [(s.index, e) for s in steps for e in s.events
                   if e.kind == "device_to_host_sync" and not e.detail.get("closure")]
-        per_pass = _once_per_pass(it, phase, hit, fallback_reads)
-        recurring = _recurs(len(hit), len(steps)) and not per_pass
-        total = sum(s.device_to_host.count - fallback_reads(s) for s in hit)
+        per_pass = _once_per_pass(it, phase, hit, reads)
+        recurring = recurs(len(hit), len(steps)) and not per_pass
+        total = sum(reads(s) for s in hit)
         waited = _steady_wait(hit) * len(hit)
         early = sum(s.early_executions for s in hit)
         groups = _by_location(events) or {("?", 0): []}
@@ -336,16 +349,16 @@ def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str]) -> list
                      f"{1 + early * share / max(1, len(hit)):.0f} graphs instead of 1." if early else "")
             cost = f"{_ms(waited * share / len(steps))} per {phase} step waiting" if waited else "cost not measured"
             if recurring:
-                msg = (f"Device-to-host sync{_where(loc)}: {calls} copies a value to the host {per:.2f} times per "
+                msg = (f"Device-to-host sync{where(loc)}: {calls} copies a value to the host {per:.2f} times per "
                        f"{phase} step, stalling the host until the device finishes ({cost}).{split} "
                        f"{advice.get('device_to_host_sync', GENERIC_ADVICE['device_to_host_sync'])}")
             elif per_pass:
                 detail["once_per_pass"] = True
-                msg = (f"Host read{_where(loc)}: {calls} once per {phase} pass ({len(hit)} passes), {cost}. Reading "
+                msg = (f"Host read{where(loc)}: {calls} once per {phase} pass ({len(hit)} passes), {cost}. Reading "
                        f"a pass's result once, after its loop, is the normal pattern: not a per-step cost.{split}")
             else:
                 every = len(steps) / len(hit)
-                msg = (f"Host read{_where(loc)}: {calls} in {len(hit)} of {len(steps)} {phase} iterations (about "
+                msg = (f"Host read{where(loc)}: {calls} in {len(hit)} of {len(steps)} {phase} iterations (about "
                        f"every {every:.0f}), amortised {cost}.{split} Infrequent reads (logging every N steps) "
                        "are fine.")
             if loc is None:
@@ -357,7 +370,7 @@ def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str]) -> list
 
 
 def _once_per_pass(it: list[StepRecord], phase: str | None, hit: list[StepRecord],
-                   fallback_reads: "_FallbackCopies") -> bool:
+                   reads_of: Callable[[StepRecord], int]) -> bool:
     """Reads of a non-training phase that come once per pass (the evaluation result read after its loop): at
     most one iteration with reads in each unbroken run of that phase's iterations, and, where one record holds a
     whole pass (JAX: the calls of other jitted functions between two steps), fewer reads at any one line than
@@ -370,7 +383,7 @@ def _once_per_pass(it: list[StepRecord], phase: str | None, hit: list[StepRecord
     for s in hit:
         launches = s.executions - s.early_executions
         per_line = [e.detail.get("transfers", 1) for e in s.events if e.kind == "device_to_host_sync"]
-        reads = max(per_line) if per_line else s.device_to_host.count - fallback_reads(s)
+        reads = max(per_line) if per_line else reads_of(s)
         if launches >= 2 and reads >= launches:
             return False
     return True
@@ -383,36 +396,6 @@ def _steady_wait(hit: list[StepRecord]) -> float:
     return sum(s.device_to_host_time_s or 0.0 for s in steady) / len(steady)
 
 
-class _FallbackCopies:
-    """A CPU fallback copies its inputs to the host: those copies are the fallback's, not reads of the user's.
-    How many copies a fallback makes is measured where attribution saw it (the call that fell back and the
-    transfers it made, `op_fallback` events): an iteration with the same fallback ops made as many; otherwise
-    the measured copies per fallback op call scale; with nothing measured, a single copy beside a fallback."""
-
-    def __init__(self, it: list[StepRecord]):
-        self.by_ops: dict[frozenset, int] = {}
-        copies = calls = 0
-        for s in it:
-            seen = [e.detail.get("transfers", 0) for e in s.events if e.kind == "op_fallback"]
-            if not seen or not s.fallback_ops:
-                continue
-            self.by_ops[frozenset(s.fallback_ops.items())] = sum(seen)
-            copies += sum(seen)
-            calls += sum(s.fallback_ops.values())
-        self.per_call = copies / calls if calls else None
-
-    def __call__(self, s: StepRecord) -> int:
-        n = s.device_to_host.count
-        if not s.fallback_ops:
-            return 0
-        known = self.by_ops.get(frozenset(s.fallback_ops.items()))
-        if known is None and self.per_call is not None:
-            known = round(self.per_call * sum(s.fallback_ops.values()))
-        if known is None:
-            known = 1 if n <= 1 else 0
-        return min(n, known)
-
-
 def _closure_reads(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
     hit = [s for s in it if s.closure_reads]
     if not hit:
@@ -422,7 +405,7 @@ def _closure_reads(it: list[StepRecord], advice: Mapping[str, str]) -> list[Find
     n = sum(s.closure_reads for s in hit)
     return [Finding(
         "device_to_host_sync", "info",
-        f"Values read inside step closures{_where(loc)} in {len(hit)} of {len(it)} iterations ({n} reads): the "
+        f"Values read inside step closures{where(loc)} in {len(hit)} of {len(it)} iterations ({n} reads): the "
         f"recommended pattern, run after the step's graph was launched. {advice.get('closure_read', '')}".strip(),
         n, loc, {"closure": True, **_merge_details(events)}, n / max(1, len(it)), [s.index for s in hit])]
 
@@ -435,7 +418,7 @@ def graph_break(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding
     sync splits the step between backward and the optimizer step. A boundary whose only launches were forced by
     a host read is that read's (device_to_host_sync says it), not a sync's."""
     by_site: dict[tuple, list[int]] = defaultdict(list)
-    sites: dict[tuple, dict] = {}
+    sites: dict[tuple, Location] = {}
     train = [s for s in it if s.phase == I.TRAIN]
     after_other = {run[0].index for run in I.phase_runs(it)[1:] if run[0].phase == I.TRAIN}
     for s in train:
@@ -444,25 +427,24 @@ def graph_break(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding
             # the first sync after an evaluation runs what the pass left pending (its accumulator, a metric):
             # that pass's work, not a sync inside this training step
             launching = launching[1:]
-        backward = [b for b in launching if b["backward_calls"]]
+        backward = [b for b in launching if b.backward_calls]
         split_update = (len(backward) == 1 and launching and backward[0] is not launching[-1]
-                        and launching[-1]["optimizer_steps"] and not launching[-1]["backward_calls"])
+                        and launching[-1].optimizer_steps and not launching[-1].backward_calls)
         for b in launching[:-1]:
-            if (b["backward_calls"] and not split_update) or b["optimizer_steps"] or not b["site"]:
+            if (b.backward_calls and not split_update) or b.optimizer_steps or not b.site:
                 continue
-            if b["executions"] and b["executions"] <= b.get("early_executions", 0):
+            if b.executions and b.executions <= b.early_executions:
                 continue
-            key = (b["site"]["file"], b["site"]["line"])
+            key = (b.site.file, b.site.line)
             by_site[key].append(s.index)
-            sites[key] = b["site"]
+            sites[key] = b.site
     out = []
     for key, hits in by_site.items():
-        site = sites[key]
-        loc = Location(site["file"], site["line"], site.get("function", "?"))
-        recurring = _recurs(len(hits), len(train))
+        loc = sites[key]
+        recurring = recurs(len(hits), len(train))
         out.append(Finding(
             "graph_break", "warning" if recurring else "info",
-            f"A sync{_where(loc)} runs inside the step in {len(hits)} of {len(train)} training iterations: each "
+            f"A sync{where(loc)} runs inside the step in {len(hits)} of {len(train)} training iterations: each "
             "such iteration executes as several graphs instead of one (more launches, lost fusion). "
             f"{advice.get('graph_break', GENERIC_ADVICE['graph_break'])}", len(hits), loc,
             {"sites_per_iteration": 1 + len(by_site)}, len(hits) / max(1, len(train)), hits))
@@ -476,7 +458,7 @@ def _cycle_breaks(it: list[StepRecord], advice: Mapping[str, str]) -> list[Findi
     (A B A B ...) mean the loop syncs more than once per iteration."""
     seq = [(s.site.file, s.site.line) for s in it if s.site]
     counts = Counter(seq)
-    if len(seq) < 6 or not 2 <= len(counts) <= 4:
+    if len(seq) < threshold("cycle_min_boundaries") or not 2 <= len(counts) <= threshold("cycle_max_sites"):
         return []
     period = len(counts)
     cycle = seq[:period]
@@ -488,7 +470,7 @@ def _cycle_breaks(it: list[StepRecord], advice: Mapping[str, str]) -> list[Findi
         loc = by_key[key]
         out.append(Finding(
             "graph_break", "warning",
-            f"A sync{_where(loc)} runs inside every iteration: each iteration executes as {period} graphs instead "
+            f"A sync{where(loc)} runs inside every iteration: each iteration executes as {period} graphs instead "
             f"of one. {advice.get('graph_break', GENERIC_ADVICE['graph_break'])}", len(seq) // period, loc,
             {"sites_per_iteration": period, "cycle": [_loc_json(by_key[k]) for k in cycle]}, 1.0,
             [s.index for s in it if s.site and (s.site.file, s.site.line) == key][:20]))
@@ -503,13 +485,13 @@ def _early_executions(it: list[StepRecord], advice: Mapping[str, str]) -> list[F
         return []
     out = []
     groups = _by_location(events) or {("?", 0): []}
-    recurring = _recurs(len(hit), len(it))
+    recurring = recurs(len(hit), len(it))
     for _, evs in groups.items():
         loc = evs[0][1].location if evs else None
         n = sum(s.early_executions - s.device_to_host.count for s in hit)
         out.append(Finding(
             "graph_break", "warning" if recurring else "info",
-            f"The pending graph was executed early{_where(loc)} in {len(hit)} of {len(it)} iterations: the step "
+            f"The pending graph was executed early{where(loc)} in {len(hit)} of {len(it)} iterations: the step "
             f"runs as several smaller graphs. {advice.get('early_execution', GENERIC_ADVICE['early_execution'])}",
             n, loc, _merge_details([e for _, e in evs]), n / max(1, len(it)), [s.index for s in hit]))
     return out
@@ -526,10 +508,10 @@ def op_fallback(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding
         ev = [e for e in events if op in e.detail.get("ops", [])]
         loc = next((e.location for e in ev if e.location), None)
         hit = [s.index for s in it if op in s.fallback_ops]
-        recurring = _recurs(len(hit), len(it))
+        recurring = recurs(len(hit), len(it))
         out.append(Finding(
             "op_fallback", "warning" if recurring else "info",
-            f"{op} ran on the CPU (no device lowering){_where(loc)}: {n / max(1, len(it)):.2f} times per step in "
+            f"{op} ran on the CPU (no device lowering){where(loc)}: {n / max(1, len(it)):.2f} times per step in "
             f"{len(hit)} iterations, each one copying its inputs to the host and back. "
             f"{advice.get('op_fallback', GENERIC_ADVICE['op_fallback'])}", n, loc,
             {"op": op, "calls": dict(Counter(e.detail.get("call") for e in ev)) if ev else {}},
@@ -547,17 +529,17 @@ def host_to_device_transfer(it: list[StepRecord], advice: Mapping[str, str]) -> 
         loc = evs[0][1].location
         steps_hit = sorted({j for j, _ in evs})
         avoidable = [e for _, e in evs if e.detail.get("avoidable", True)]
-        recurring = _recurs(len({j for j, e in evs if e.detail.get("avoidable", True)}), len(it))
+        recurring = recurs(len({j for j, e in evs if e.detail.get("avoidable", True)}), len(it))
         n = len(evs)  # calls that transferred; the arrays they moved are in the evidence
         detail = _merge_details([e for _, e in (evs if not avoidable else [(0, e) for e in avoidable])])
         detail["arrays"] = sum(int(e.detail.get("transfers", 1)) for _, e in evs)
         detail["avoidable_calls"] = len(avoidable)
         if recurring:
-            msg = (f"Host data passed into a compiled call{_where(loc)} is copied to the device implicitly in "
+            msg = (f"Host data passed into a compiled call{where(loc)} is copied to the device implicitly in "
                    f"{len(steps_hit)} of {len(it)} iterations, the same data again and again. "
                    f"{advice.get('host_to_device_transfer', GENERIC_ADVICE['host_to_device_transfer'])}")
         else:
-            msg = (f"Host data passed into a compiled call{_where(loc)} is copied to the device in {len(steps_hit)} "
+            msg = (f"Host data passed into a compiled call{where(loc)} is copied to the device in {len(steps_hit)} "
                    f"of {len(it)} iterations: {'a fresh input batch each time (the input pipeline), expected' if not avoidable else 'infrequent'}. "
                    f"{advice.get('input_pipeline', '')}").strip()
         out.append(Finding("host_to_device_transfer", "warning" if recurring else "info", msg, n, loc, detail,
@@ -565,36 +547,83 @@ def host_to_device_transfer(it: list[StepRecord], advice: Mapping[str, str]) -> 
     return out
 
 
-def compile_time(it: list[StepRecord], warmup: int) -> list[Finding]:
+def compile_time(it: list[StepRecord], warmup: int, figures: Figures) -> list[Finding]:
     total = sum(s.wall_time_s for s in it)
     comp = sum(s.compile_time_s for s in it)
     if not total or not comp:
         return []
     share = comp / total
+    how = (f"step-time statistics exclude the {warmup} warm-up iteration(s) and every iteration that compiled"
+           if basis(figures.steady) != NET_OF_COMPILE else
+           f"every iteration after the {warmup} warm-up iteration(s) compiled, so step-time statistics take each "
+           "one's wall time net of its own compile time")
     return [Finding(
         "compile_time", "info",
         f"Compiling took {comp:.2f} s of {total:.2f} s ({share:.0%}) across {sum(s.compiles for s in it)} "
-        f"compile(s); step-time statistics exclude the {warmup} warm-up iteration(s) and every iteration that "
-        "compiled, so compile time is not mistaken for step time.", sum(s.compiles for s in it), None,
+        f"compile(s); {how}, so compile time is not mistaken for step time.", sum(s.compiles for s in it), None,
         {"compile_time_s": round(comp, 4), "wall_time_s": round(total, 4), "share": round(share, 4)})]
 
 
-def no_steps(boundaries: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
-    if boundaries:
-        return []
-    return [Finding("no_steps", "warning",
-                    "No step boundary was seen in this process, so there is nothing per step to report. "
-                    + advice.get("no_steps", ""), 0)]
+# --- the registry ---------------------------------------------------------------------------------------------
+class DeviceToHostSync(Rule):
+    kind = "device_to_host_sync"
+
+    def run(self, ctx: Context) -> list[Finding]:
+        return device_to_host_sync(ctx.iterations, ctx.advice, ctx.figures)
 
 
+class GraphBreak(Rule):
+    kind = "graph_break"
+
+    def run(self, ctx: Context) -> list[Finding]:
+        return graph_break(ctx.iterations, ctx.advice)
+
+
+class OpFallback(Rule):
+    kind = "op_fallback"
+
+    def run(self, ctx: Context) -> list[Finding]:
+        return op_fallback(ctx.iterations, ctx.advice)
+
+
+class HostToDeviceTransfer(Rule):
+    kind = "host_to_device_transfer"
+    needs = ("attribution",)
+
+    def run(self, ctx: Context) -> list[Finding]:
+        return host_to_device_transfer(ctx.iterations, ctx.advice)
+
+
+class CompileTime(Rule):
+    kind = "compile_time"
+
+    def run(self, ctx: Context) -> list[Finding]:
+        return compile_time(ctx.iterations, ctx.warmup, ctx.figures)
+
+
+class NoSteps(Rule):
+    kind = "no_steps"
+
+    def run(self, ctx: Context) -> list[Finding]:
+        if ctx.boundaries or not ctx.expect_steps:
+            return []
+        return [Finding("no_steps", "warning",
+                        "No step boundary was seen in this process, so there is nothing per step to report. "
+                        + ctx.advice.get("no_steps", ""), 0)]
+
+
+RULES: tuple[Rule, ...] = (Recompilation(), WarmupCompiles(), NewGraph(), DeviceToHostSync(), OpFallback(),
+                           GraphBreak(), HostToDeviceTransfer(), CompileTime(), NoSteps())
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = None, max_warmup: int = 5,
-            expect_steps: bool = True, tail: StepRecord | None = None) -> Analysis:
-    """The one analysis pass: iterations, compile classes, warm-up, steady steps, findings (worst first).
-    `tail`: work after the last step boundary (a final evaluation). It is no step; its compiles are only explained
-    (first uses, a function's first compile), never counted as per-step costs."""
+            expect_steps: bool = True, tail: StepRecord | None = None, rules: Sequence[Rule] = (),
+            host_to_device_bytes: int | None = None) -> Analysis:
+    """The one analysis pass: iterations, compile classes, warm-up, figures, then every rule (`RULES` and the
+    adapter's own `rules`), findings worst first. `tail`: work after the last step boundary (a final
+    evaluation). It is no step; its compiles are only explained (first uses, a function's first compile), never
+    counted as per-step costs. `host_to_device_bytes`: the adapter's whole-run total, where it has one."""
     advice = {**GENERIC_ADVICE, **(advice or {})}
     it = I.group(boundaries)
     train = [s for s in it if s.phase != I.EVAL]
@@ -602,8 +631,18 @@ def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = 
     all_units = C.units(with_tail)
     by_key = C.classify(all_units, dict(Counter(s.phase or I.TRAIN for s in with_tail)), max_warmup)
     warmup = _warmup(train, all_units, max_warmup)
-    findings = (compile_findings(with_tail, by_key, warmup, advice) + device_to_host_sync(it, advice)
-                + op_fallback(it, advice) + graph_break(it, advice) + host_to_device_transfer(it, advice)
-                + compile_time(it, warmup) + (no_steps(boundaries, advice) if expect_steps else []))
+    recompiles = sum(u.count for u in all_units if u.klass == C.RECOMPILE)
+    figures = Figures.derive(it, train, warmup, recompiles, host_to_device_bytes)
+    ctx = Context(boundaries, it, with_tail, train, warmup, by_key, figures, advice, expect_steps)
+    findings: list[Finding] = []
+    judged: list[str] = []
+    not_judged: list[dict[str, str]] = []
+    for rule in (*RULES, *rules):
+        reason = rule.unmet(ctx)
+        if reason:
+            not_judged.append({"kind": rule.kind, "reason": reason})
+            continue
+        judged.append(rule.kind)
+        findings += rule.run(ctx)
     findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], -f.count))
-    return Analysis(it, train, warmup, steady_steps(train, warmup), all_units, findings)
+    return Analysis(it, train, warmup, figures.steady, all_units, findings, figures, judged, not_judged)

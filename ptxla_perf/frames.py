@@ -95,10 +95,6 @@ def hide_frames(fn):
     return fn
 
 
-def caller_location(depth: int = 1) -> Location | None:
-    return user_frame(sys._getframe(depth + 1))[0]
-
-
 _defs: dict[str, list[tuple[int, int, str]]] = {}
 
 

@@ -13,12 +13,13 @@ executable stays cached), or at any runaway boundary when the machine's availabl
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Callable
 
+from .config import GuardConfig
 from .records import StepRecord
 
-DEFAULTS = {"runaway_compiles": 40, "runaway_reads": 40, "stop_after": 2, "min_available_memory": 0.10}
+DEFAULTS = asdict(GuardConfig())  # one set of defaults: the config schema's (config.py)
 
 
 def available_memory_share() -> float | None:

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from itertools import groupby
-from typing import Any
-
-from .records import Event, StepRecord, Transfers
+from .records import Boundary, Event, StepRecord, Transfers
 
 TRAIN, EVAL = "train", "eval"
 AFTER = "after"  # work after the last step boundary (never a step; only its compiles are explained)
@@ -95,7 +93,6 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
         index=index, wall_time_s=sum(p.wall_time_s for p in parts), site=close.site,
         compiles=sum(p.compiles for p in parts), compile_time_s=sum(p.compile_time_s for p in parts),
         cached_compiles=sum(p.cached_compiles for p in parts), executions=sum(p.executions for p in parts),
-        mark_steps=sum(p.mark_steps for p in parts),
         device_to_host=Transfers(sum(p.device_to_host.count for p in parts),
                                  None if None in d2h_bytes else sum(d2h_bytes)),
         host_to_device=Transfers(sum(p.host_to_device.count for p in parts),
@@ -112,7 +109,7 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
         device_to_host_time_s=sum(d2h_time) if d2h_time else None,
         closure_reads=sum(p.closure_reads for p in parts),
         data_wait_s=None if all(p.data_wait_s is None for p in parts) else sum(p.data_wait_s or 0.0 for p in parts),
-        boundaries=[boundary_json(p) for p in parts],
+        boundaries=[boundary_of(p) for p in parts],
         flops=_cost_sum(parts, "flops"), bytes_accessed=_cost_sum(parts, "bytes_accessed"),
         transcendentals=_cost_sum(parts, "transcendentals"))
 
@@ -123,13 +120,10 @@ def _cost_sum(parts: list[StepRecord], key: str) -> float | None:
     return None if any(v is None for v in values) else float(sum(values))
 
 
-def boundary_json(b: StepRecord) -> dict[str, Any]:
-    """The compact form an iteration keeps of each boundary it grouped (index = the session's boundary count)."""
-    return {"index": b.index, "wall_time_s": b.wall_time_s,
-            "site": {"file": b.site.file, "line": b.site.line, "function": b.site.function} if b.site else None,
-            "compiles": b.compiles, "compile_time_s": b.compile_time_s, "executions": b.executions,
-            "early_executions": b.early_executions, "device_to_host": b.device_to_host.count,
-            "optimizer_steps": b.optimizer_steps, "backward_calls": b.backward_calls, "launched": launched(b)}
+def boundary_of(b: StepRecord) -> Boundary:
+    """The compact form an iteration keeps of each boundary it grouped."""
+    return Boundary(b.index, b.wall_time_s, b.site, b.compiles, b.compile_time_s, b.executions, b.early_executions,
+                    b.device_to_host.count, b.optimizer_steps, b.backward_calls, launched(b))
 
 
 def phase_runs(iterations: list[StepRecord]) -> list[list[StepRecord]]:
@@ -137,5 +131,5 @@ def phase_runs(iterations: list[StepRecord]) -> list[list[StepRecord]]:
     return [list(run) for _, run in groupby(iterations, key=lambda s: s.phase)]
 
 
-def launching_boundaries(it: StepRecord) -> list[dict[str, Any]]:
-    return [b for b in it.boundaries if b["launched"]]
+def launching_boundaries(it: StepRecord) -> list[Boundary]:
+    return [b for b in it.boundaries if b.launched]

@@ -9,19 +9,15 @@ before); `processes`, `aggregate` and `finding.ranks` are added.
 from __future__ import annotations
 
 import os
-from statistics import median
 from typing import Any
 
 from . import SCHEMA_ID
+from . import summary_keys as K
+from .figures import TRAIN, median, series, stats, steady_steps
 from .fmt import ms
-from .report import severity_counts, stats
-
-# a rank is a straggler when its typical step is this much slower than the others' (relative and absolute)...
-STRAGGLER_SHARE = 0.25
-STRAGGLER_MIN_S = 0.002
-# ...in at least this share of the steps both have, compared step by step
-STRAGGLER_CONSISTENCY = 0.75
-MIN_STEPS = 3
+from .records import step_from_json
+from .report import assemble
+from .thresholds import value as threshold
 _DIVERGENT_KINDS = ("device_to_host_sync", "recompilation", "graph_break", "op_fallback", "eager_compile",
                     "host_to_device_transfer")
 _SEV_ORDER = {"info": 0, "warning": 1, "error": 2}
@@ -81,8 +77,11 @@ def _overlap(a: dict, b: dict) -> bool:
         return True
 
 
-def merge(reports: list[dict[str, Any]], paths: list[str] | None = None) -> dict[str, Any]:
-    """Merge per-process reports (any order) into one report; raises MergeError."""
+def merge(reports: list[dict[str, Any]], paths: list[str] | None = None,
+          outcome_of: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Merge per-process reports (any order) into one report, assembled like every report (report.assemble);
+    raises MergeError. `outcome_of`: the run facts of a parent that spawned these processes (its status, exit
+    code, argv) in place of the worst of the ranks'."""
     if not reports:
         raise MergeError("no reports to merge")
     paths = paths or [f"report {i}" for i in range(len(reports))]
@@ -95,48 +94,41 @@ def merge(reports: list[dict[str, Any]], paths: list[str] | None = None) -> dict
     findings = merge_findings(reports)
     if len(reports) > 1:
         findings = straggler(reports, procs) + rank_divergence(reports) + findings
-    out = {k: v for k, v in base.items() if k not in ("findings", "processes", "aggregate")}
-    out["run"] = dict(base.get("run", {}), status=_worst_status(reports),
-                      exit_code=next((r["run"].get("exit_code") for r in reports if r["run"].get("exit_code")),
-                                     base.get("run", {}).get("exit_code")),
-                      merged_from=[os.path.abspath(p) for p in paths])
-    out["run"].pop("rank", None)
+    run = dict(base.get("run", {}), status=_worst_status(reports),
+               exit_code=next((r["run"].get("exit_code") for r in reports if r["run"].get("exit_code")),
+                              base.get("run", {}).get("exit_code")),
+               merged_from=[os.path.abspath(p) for p in paths])
+    run.pop("rank", None)
+    for key in ("status", "exit_code", "stop_reason", "started_at", "ended_at", "argv", "kind", "pid"):
+        if outcome_of and key in outcome_of:
+            run[key] = outcome_of[key]
     env = dict(base.get("environment", {}))
     env["process_count"] = max(len(reports), max(int((r.get("environment") or {}).get("process_count") or 1)
                                                  for r in reports))
     env["process_index"] = 0
     env["hosts"] = sorted({p["host"] for p in procs if p.get("host")})
-    out["environment"] = env
-    out["processes"] = procs
-    out["aggregate"] = aggregate(procs)
-    out["findings"] = findings
-    out["summary"] = dict(base.get("summary", {}), findings_by_severity=severity_counts(findings))
-    return out
+    # steps and summary are rank 0's (diff and the sweep table read them as before); the trace stays rank 0's
+    trace = base.get("trace")
+    if trace is not None:  # its findings as merged across ranks (with the ranks they occur on)
+        trace = dict(trace, findings=[f for f in findings if (f.get("evidence") or {}).get("source") == "trace"])
+    return assemble(backend=base["backend"], run=run, env=env, steps=base.get("steps", []),
+                    summary=base.get("summary", {}), findings=findings, profiler=base.get("profiler"),
+                    roofline=base.get("roofline"), trace=trace, extra=base.get("extra"), rules=base.get("rules"),
+                    processes=procs, aggregate=aggregate(procs))
 
 
 def _steady_times(report: dict[str, Any], key: str = "step") -> list[float]:
-    """Wall time of each steady training iteration (after warm-up, no compile, no attribution), in order.
-    key "host": minus the time spent waiting in device-to-host reads (the time this rank kept itself busy);
-    key "data": the time it waited for input data (session.data_wait())."""
-    summary = report.get("summary") or {}
-    warm = int(summary.get("warmup_steps") or 0)
-    train = [s for s in report.get("steps", []) if s.get("phase") in (None, "train")]
-    out = []
-    for s in train[warm:]:
-        if s.get("compiles") or s.get("attributed"):
-            continue
-        t = float(s.get("wall_time_s") or 0.0)
-        if key == "data":
-            if s.get("data_wait_s") is None:
-                return []
-            t = float(s["data_wait_s"])
-        elif key == "host":
-            wait = s.get("device_to_host_time_s")
-            if wait is None:
-                return []
-            t = max(t - float(wait), 0.0)
-        out.append(t)
-    return out
+    """A per-step figure (figures.series: "step" wall time, "host" time outside device reads, "data" wait) over
+    the rank's steady training iterations, in order: the steady set its own report used (`steps[].steady`;
+    for reports written before the flag, figures.steady_steps over its training iterations)."""
+    steps = report.get("steps", [])
+    records = [step_from_json(s) for s in steps]
+    if steps and all("steady" in s for s in steps):
+        steady = [r for r, s in zip(records, steps) if s["steady"]]
+    else:
+        warm = int((report.get("summary") or {}).get(K.WARMUP_STEPS) or 0)
+        steady = steady_steps([r for r in records if r.phase in (None, TRAIN)], warm)
+    return series(steady, key)
 
 
 def _process_row(report: dict[str, Any], path: str) -> dict[str, Any]:
@@ -150,17 +142,18 @@ def _process_row(report: dict[str, Any], path: str) -> dict[str, Any]:
         "local_rank": run.get("local_rank"),
         "report": os.path.abspath(path) if not path.startswith("report ") else None,
         "status": run.get("status"),
-        "steps": s.get("steps", 0),
-        "warmup_steps": s.get("warmup_steps", 0),
-        "step_time_s": s.get("step_time_s"),
-        "host_time_s": stats(_steady_times(report, "host")),
-        "data_wait_s": stats(_steady_times(report, "data")),
-        "compiles": s.get("compiles", 0),
-        "compile_time_s": s.get("compile_time_s", 0.0),
-        "recompiles_after_warmup": s.get("recompiles_after_warmup", 0),
-        "device_to_host_per_step": s.get("device_to_host_per_step"),
-        "throughput": s.get("throughput") or {},
-        "findings_by_severity": s.get("findings_by_severity") or severity_counts(report.get("findings", [])),
+        "steps": s.get(K.STEPS, 0),
+        "warmup_steps": s.get(K.WARMUP_STEPS, 0),
+        "step_time_s": s.get(K.STEP_TIME),
+        # the process's own figures (figures.py); derived here the same way for reports written before them
+        "host_time_s": s[K.HOST_TIME] if K.HOST_TIME in s else stats(_steady_times(report, "host")),
+        "data_wait_s": s[K.DATA_WAIT] if K.DATA_WAIT in s else stats(_steady_times(report, "data")),
+        "compiles": s.get(K.COMPILES, 0),
+        "compile_time_s": s.get(K.COMPILE_TIME, 0.0),
+        "recompiles_after_warmup": s.get(K.RECOMPILES, 0),
+        "device_to_host_per_step": s.get(K.D2H_PER_STEP),
+        "throughput": s.get(K.THROUGHPUT) or {},
+        "findings_by_severity": s.get(K.FINDINGS_BY_SEVERITY),
     }
 
 
@@ -222,7 +215,7 @@ def straggler(reports: list[dict[str, Any]], procs: list[dict[str, Any]]) -> lis
     input (session.data_wait()); phase "host", it keeps the host busy while the others wait in device reads."""
     for phase in ("step", "data", "host"):
         times = {rank_of(r): _steady_times(r, phase) for r in reports}
-        times = {k: v for k, v in times.items() if len(v) >= MIN_STEPS}
+        times = {k: v for k, v in times.items() if len(v) >= threshold("straggler_min_steps")}
         if len(times) < 2:
             continue
         typical = {k: median(v) for k, v in times.items()}
@@ -230,13 +223,13 @@ def straggler(reports: list[dict[str, Any]], procs: list[dict[str, Any]]) -> lis
         others = [typical[k] for k in typical if k != slow]
         ref = median(others)
         gap = typical[slow] - ref
-        if gap < max(STRAGGLER_SHARE * ref, STRAGGLER_MIN_S):
+        if gap < max(threshold("straggler_share") * ref, threshold("straggler_min_s")):
             continue
         n = min(len(v) for v in times.values())
         above = sum(1 for i in range(n)
                     if times[slow][i] > max(times[k][i] for k in times if k != slow))
         share = above / n if n else 0.0
-        if share < STRAGGLER_CONSISTENCY:
+        if share < threshold("straggler_consistency"):
             continue
         what = {"step": "step time", "data": "wait for input data per step",
                 "host": "host time per step (outside device waits)"}[phase]

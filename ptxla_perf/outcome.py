@@ -9,6 +9,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+class RunStopped(KeyboardInterrupt):
+    """Raised at a step boundary to stop the user's loop: a signal arrived, or a guard tripped."""
+
+    def __init__(self, signum: int | None, reason: str):
+        super().__init__(reason)
+        self.signum = signum
+        self.reason = reason
+
+    def __reduce__(self):  # crosses process boundaries: a stopped spawned child re-raises it in the parent
+        return (RunStopped, (self.signum, self.reason))
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum if self.signum else 3
+
+
+class SessionError(RuntimeError):
+    """A problem with the session's own set-up (bad port, unknown backend): a one-line message for the user."""
+
+
 @dataclass(frozen=True)
 class Outcome:
     status: str  # completed | interrupted | stopped | crashed
@@ -22,8 +42,6 @@ def exit_code_of(exc: SystemExit) -> int:
 
 
 def outcome(exc: BaseException | None) -> Outcome:
-    from .session import RunStopped  # the session raises it at a step boundary
-
     if exc is None:
         return Outcome("completed", 0)
     if isinstance(exc, RunStopped):

@@ -36,6 +36,34 @@ class Event:
 
 
 @dataclass
+class Boundary:
+    """The compact form an iteration keeps of each step boundary it grouped (index = the session's boundary
+    count): what the compile classes (slots) and the graph-break rule read, and what `steps[].boundaries` shows."""
+
+    index: int
+    wall_time_s: float
+    site: Location | None
+    compiles: int
+    compile_time_s: float
+    executions: int
+    early_executions: int
+    device_to_host: int
+    optimizer_steps: int
+    backward_calls: int
+    launched: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Boundary":
+        return cls(int(d["index"]), float(d["wall_time_s"]), location_from_json(d.get("site")),
+                   int(d.get("compiles", 0)), float(d.get("compile_time_s", 0.0)), int(d.get("executions", 0)),
+                   int(d.get("early_executions", 0)), int(d.get("device_to_host", 0)),
+                   int(d.get("optimizer_steps", 0)), int(d.get("backward_calls", 0)), bool(d.get("launched", True)))
+
+
+@dataclass
 class StepRecord:
     """One step boundary as an adapter reports it, or (after `iterations.group`) one training/eval iteration
     made of several boundaries, listed in `boundaries`."""
@@ -47,7 +75,6 @@ class StepRecord:
     compile_time_s: float = 0.0
     cached_compiles: int = 0
     executions: int = 0
-    mark_steps: int = 0
     device_to_host: Transfers = field(default_factory=Transfers)
     host_to_device: Transfers = field(default_factory=Transfers)
     fallback_ops: dict[str, int] = field(default_factory=dict)
@@ -66,7 +93,7 @@ class StepRecord:
     device_to_host_time_s: float | None = None  # time spent in device-to-host reads (incl. waiting for the device)
     closure_reads: int = 0  # reads inside xm.add_step_closure closures (the recommended pattern), not in device_to_host
     data_wait_s: float | None = None  # time the host waited for input data in this step (session.data_wait())
-    boundaries: list[dict[str, Any]] = field(default_factory=list)  # iterations: the boundaries they grouped
+    boundaries: list[Boundary] = field(default_factory=list)  # iterations: the boundaries they grouped
     # --- cost of the graphs the step ran (roofline.py); None where no cost is known (docs/roofline.md) ---
     flops: float | None = None
     bytes_accessed: float | None = None
@@ -86,8 +113,10 @@ def location_from_json(d: dict | None) -> Location | None:
 
 
 def step_from_json(d: dict[str, Any]) -> StepRecord:
-    """Rebuild a record from a report, so findings and diffs can be recomputed offline."""
+    """Rebuild an iteration record from a report's `steps[]`: `merge` derives per-rank figures with figures.py
+    from these, the same code that derived them in each process."""
     d = dict(d)
+    d["boundaries"] = [Boundary.from_json(b) for b in d.get("boundaries", [])]
     d["site"] = location_from_json(d.get("site"))
     d["device_to_host"] = Transfers(**d.get("device_to_host", {}))
     d["host_to_device"] = Transfers(**d.get("host_to_device", {}))

@@ -5,6 +5,8 @@ import os
 from typing import Any
 
 from . import roofline as _roofline
+from . import summary_keys as K
+from .figures import basis_text
 from .findings import short_path as _rel
 from .fmt import ms as _ms
 from .fmt import num as _fixed
@@ -21,22 +23,22 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
     s = report["summary"]
     run = report.get("run", {})
     what = run.get("recipe") or run.get("script") or run.get("kind")
-    st = s.get("step_time_s") or {}
-    lines = [f"ptxla_perf [{report['backend']}] {what}: {s['steps']} steps ({s['warmup_steps']} warm-up), "
+    st = s.get(K.STEP_TIME) or {}
+    lines = [f"ptxla_perf [{report['backend']}] {what}: {s[K.STEPS]} steps ({s[K.WARMUP_STEPS]} warm-up), "
              f"status {run.get('status')}"]
-    if run.get("status") == "crashed" and not s["steps"]:
+    if run.get("status") == "crashed" and not s[K.STEPS]:
         # the crash is the story: nothing per step to say
         lines[0] += f" before its first step ({run.get('stop_reason') or 'exit code ' + str(run.get('exit_code'))})"
         if report_path:
             lines.append(f"  report: {_rel(report_path)}")
         return lines
     lines.append(f"  step time   p50 {_ms(st.get('p50'))}  p90 {_ms(st.get('p90'))}  mean {_ms(st.get('mean'))}"
-                 f"  (over {st.get('n', 0)} steady steps)")
-    lines.append(f"  compiles    {s['compiles']} ({s['compile_time_s']:.2f} s), {s['recompiles_after_warmup']} after "
-                 f"warm-up;  executions/step {_num(s['executions_per_step'])};  "
-                 f"device->host/step {_num(s['device_to_host_per_step'])};  "
-                 f"host->device/step {_num(s['host_to_device_per_step'])}")
-    tp = s.get("throughput") or {}
+                 f"  ({basis_text(s.get(K.STEP_TIME_BASIS), st.get('n', 0))})")
+    lines.append(f"  compiles    {s[K.COMPILES]} ({s[K.COMPILE_TIME]:.2f} s), {s[K.RECOMPILES]} after "
+                 f"warm-up;  executions/step {_num(s[K.EXECUTIONS_PER_STEP])};  "
+                 f"device->host/step {_num(s[K.D2H_PER_STEP])};  "
+                 f"host->device/step {_num(s[K.H2D_PER_STEP])}")
+    tp = s.get(K.THROUGHPUT) or {}
     if tp:
         parts = []
         if "samples_per_s" in tp:
@@ -48,8 +50,8 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
         lines.append("  throughput  " + ", ".join(parts))
     lines += _processes_lines(report)
     lines += _roofline.summary_lines(report.get("roofline"))  # MFU, TFLOP/s, predicted vs observed
-    if s.get("fallback_ops"):
-        lines.append("  CPU fallback ops  " + ", ".join(f"{k} x{v}" for k, v in s["fallback_ops"].items()))
+    if s.get(K.FALLBACK_OPS):
+        lines.append("  CPU fallback ops  " + ", ".join(f"{k} x{v}" for k, v in s[K.FALLBACK_OPS].items()))
     findings = report.get("findings", [])
     shown = [f for f in findings if f["severity"] != "info"] + [f for f in findings if f["severity"] == "info"]
     if not findings:
@@ -97,13 +99,13 @@ def _processes_lines(report: dict[str, Any]) -> list[str]:
 
 def markdown(report: dict[str, Any]) -> str:
     s = report["summary"]
-    st = s.get("step_time_s") or {}
-    rows = [("steps (warm-up)", f"{s['steps']} ({s['warmup_steps']})"),
+    st = s.get(K.STEP_TIME) or {}
+    rows = [("steps (warm-up)", f"{s[K.STEPS]} ({s[K.WARMUP_STEPS]})"),
             ("step time p50 / p90", f"{_ms(st.get('p50'))} / {_ms(st.get('p90'))}"),
-            ("compiles (after warm-up)", f"{s['compiles']} ({s['recompiles_after_warmup']})"),
-            ("executions / step", _num(s["executions_per_step"])),
-            ("device->host / step", _num(s["device_to_host_per_step"])),
-            ("host->device / step", _num(s["host_to_device_per_step"]))]
+            ("compiles (after warm-up)", f"{s[K.COMPILES]} ({s[K.RECOMPILES]})"),
+            ("executions / step", _num(s[K.EXECUTIONS_PER_STEP])),
+            ("device->host / step", _num(s[K.D2H_PER_STEP])),
+            ("host->device / step", _num(s[K.H2D_PER_STEP]))]
     out = ["| metric | value |", "|---|---|"] + [f"| {a} | {b} |" for a, b in rows]
     if report.get("findings"):
         out += ["", "| severity | kind | where | message |", "|---|---|---|---|"]

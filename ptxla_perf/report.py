@@ -1,4 +1,10 @@
-"""Report schema v1: records + findings -> one JSON document (docs/report.md, schema/report.schema.json)."""
+"""Report schema v1: the one place a report is assembled (docs/report.md, schema/report.schema.json).
+
+`assemble` puts a report together from its parts - the analysis's steps, summary and findings, the roofline, a
+capture's trace analysis, the processes of a merged run - and derives what depends on more than one part
+(severity counts over all findings, the roofline's summary figures, the findings' source lines) in this one
+place. `from_analysis` is the front door of a process's own report (Session, `build`); `merge` assembles the
+merged report through `assemble` too, and `with_trace` re-assembles a written report with a new trace."""
 from __future__ import annotations
 
 import json
@@ -12,93 +18,12 @@ from importlib import resources
 from typing import Any
 
 from . import SCHEMA_ID, __version__
+from . import summary_keys as K
+from .figures import severity_counts as _severity_counts
 from .findings import Analysis, Finding, analyze
 from .records import StepRecord
 
-
-def stats(values: list[float], ndigits: int | None = None) -> dict[str, float] | None:
-    """p50/p90 (linear interpolation), mean, min, max, n: the one statistics shape every section of a report uses."""
-    if not values:
-        return None
-    v = sorted(values)
-
-    def pct(p: float) -> float:
-        k = (len(v) - 1) * p
-        lo, hi = int(k), min(int(k) + 1, len(v) - 1)
-        return v[lo] + (v[hi] - v[lo]) * (k - lo)
-    out = {"p50": pct(0.5), "p90": pct(0.9), "mean": sum(v) / len(v), "min": v[0], "max": v[-1]}
-    if ndigits is not None:
-        out = {k: round(float(x), ndigits) for k, x in out.items()}
-    return {**out, "n": len(v)}
-
-
-def summarize(a: Analysis, findings: list[Finding], totals: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Numbers over the training iterations (`steps`); evaluation iterations are counted apart."""
-    steps = a.train
-    n = len(steps)
-    per = (lambda total: total / n) if n else (lambda total: None)
-    fallback: dict[str, int] = {}
-    for s in a.iterations:
-        for op, c in s.fallback_ops.items():
-            fallback[op] = fallback.get(op, 0) + c
-    evals = [s for s in a.iterations if s.phase == "eval"]
-    summary: dict[str, Any] = {
-        "steps": n,
-        "warmup_steps": a.warmup,
-        "steady_steps": len(a.steady),
-        "eval_steps": len(evals),
-        "boundaries": sum(max(1, len(s.boundaries)) for s in a.iterations),
-        "wall_time_s": sum(s.wall_time_s for s in a.iterations),
-        "step_time_s": stats([s.wall_time_s for s in a.steady]),
-        "eval_step_time_s": stats([s.wall_time_s for s in evals if not s.compiles]),
-        "compiles": sum(s.compiles for s in a.iterations),
-        "compile_time_s": sum(s.compile_time_s for s in a.iterations),
-        "cached_compiles": sum(s.cached_compiles for s in a.iterations),
-        "recompiles_after_warmup": a.recompiles,
-        "distinct_graphs": len({h for s in a.iterations for h in s.graph_hashes}) or None,
-        # totals over the training steps: what the per-step figures divide, and what `diff` compares
-        "executions": sum(s.executions for s in steps),
-        "device_to_host": sum(s.device_to_host.count for s in steps),
-        "host_to_device": sum(s.host_to_device.count for s in steps),
-        "device_to_host_bytes": sum(s.device_to_host.bytes or 0 for s in steps),
-        "host_to_device_bytes": None,
-        "executions_per_step": per(sum(s.executions for s in steps)),
-        "device_to_host_per_step": per(sum(s.device_to_host.count for s in steps)),
-        "host_to_device_per_step": per(sum(s.host_to_device.count for s in steps)),
-        "device_to_host_bytes_per_step": per(sum(s.device_to_host.bytes or 0 for s in steps)),
-        "host_to_device_bytes_per_step": None,
-        "fallback_ops": fallback,
-        "throughput": _throughput(a.steady),
-        "overhead_us_per_step": stats([s.own_time_us for s in a.steady if s.own_time_us is not None]),
-        "findings_by_severity": severity_counts(findings),
-    }
-    if totals and n and totals.get("host_to_device_bytes") is not None:
-        summary["host_to_device_bytes"] = int(totals["host_to_device_bytes"])
-        summary["host_to_device_bytes_per_step"] = totals["host_to_device_bytes"] / n
-    return summary
-
-
-def severity_counts(findings: list) -> dict[str, int]:
-    sev = [f.severity if isinstance(f, Finding) else f["severity"] for f in findings]
-    return {k: sev.count(k) for k in ("error", "warning", "info")}
-
-
-def _throughput(steady: list[StepRecord]) -> dict[str, float]:
-    t = sum(s.wall_time_s for s in steady)
-    out: dict[str, float] = {}
-    if not t:
-        return out
-    moved = [s.host_to_device.bytes for s in steady if s.host_to_device.bytes is not None]
-    if moved and len(moved) == len(steady) and sum(moved):
-        out["mb_per_s"] = sum(moved) / t / 1e6  # host->device bytes per second of steady steps
-    samples = [s.samples for s in steady if s.samples]
-    if samples and len(samples) == len(steady):
-        out["samples_per_s"] = sum(samples) / t
-        out["us_per_sample"] = 1e6 * t / sum(samples)
-    tokens = [s.tokens for s in steady if s.tokens]
-    if tokens and len(tokens) == len(steady):
-        out["tokens_per_s"] = sum(tokens) / t
-    return out
+_TRACE = "trace"  # findings with evidence.source == "trace" come from a capture's analysis
 
 
 def environment(extra: dict[str, Any]) -> dict[str, Any]:
@@ -113,40 +38,65 @@ def environment(extra: dict[str, Any]) -> dict[str, Any]:
     return env
 
 
-def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], analysis: Analysis | None = None,
-          steps: list[StepRecord] | None = None, profiler: dict[str, Any] | None = None,
-          extra: dict[str, Any] | None = None, totals: dict[str, Any] | None = None,
-          extra_findings: list[Finding] | None = None, max_warmup: int = 5) -> dict[str, Any]:
-    """Assemble a report from an analysis (findings.analyze); given only boundary `steps`, analyse them here."""
-    if analysis is None:
-        analysis = analyze(steps or [], max_warmup=max_warmup, expect_steps=run.get("kind") != "trace")
-    findings = (extra_findings or []) + analysis.findings
-    report = {
-        "schema": SCHEMA_ID,
-        "tool_version": __version__,
-        "backend": backend,
-        "run": run,
-        "environment": env,
-        "profiler": profiler or {},
-        "steps": [s.to_json() for s in analysis.iterations],
-        "summary": summarize(analysis, findings, totals),
-        "findings": [f.to_json() for f in findings],
+def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list[dict[str, Any]],
+             summary: dict[str, Any], findings: list[dict[str, Any]], profiler: dict[str, Any] | None = None,
+             roofline: dict[str, Any] | None = None, trace: dict[str, Any] | None = None,
+             extra: dict[str, Any] | None = None, rules: dict[str, Any] | None = None,
+             processes: list[dict[str, Any]] | None = None, aggregate: dict[str, Any] | None = None
+             ) -> dict[str, Any]:
+    """The report from its parts. A trace's findings replace any earlier trace findings; severity counts are
+    over the final findings; the roofline's summary figures come from its section."""
+    findings = [f for f in findings if (f.get("evidence") or {}).get("source") != _TRACE]
+    if trace is not None:
+        findings += list(trace.get("findings", []))
+    summary = dict(summary)
+    summary[K.FINDINGS_BY_SEVERITY] = severity_counts(findings)
+    if roofline is not None:
+        from .roofline import summary_fields
+        summary.update(summary_fields(roofline))
+    report: dict[str, Any] = {
+        "schema": SCHEMA_ID, "tool_version": __version__, "backend": backend, "run": run, "environment": env,
+        "profiler": profiler or {}, "steps": steps, "summary": summary, "findings": findings,
     }
-    if extra:
-        report["extra"] = extra
-    from .sources import attach  # issue 12: the culprit lines travel with the report (findings[].source)
+    for key, part in (("trace", trace), ("roofline", roofline), ("extra", extra or None), ("rules", rules),
+                      ("processes", processes), ("aggregate", aggregate)):
+        if part is not None:
+            report[key] = part
+    from .sources import attach  # the culprit lines travel with the report (findings[].source)
     attach(report["findings"])
     return report
 
 
-def merge_trace(report: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:
-    """Put a trace analysis into a report: its section, and its findings (evidence.source = "trace") in place of
-    any earlier trace findings."""
-    report["trace"] = trace
-    report["findings"] = [f for f in report.get("findings", [])
-                          if (f.get("evidence") or {}).get("source") != "trace"] + list(trace.get("findings", []))
-    report.setdefault("summary", {})["findings_by_severity"] = severity_counts(report["findings"])
-    return report
+def from_analysis(analysis: Analysis, *, backend: str, run: dict[str, Any], env: dict[str, Any],
+                  extra_findings: list[Finding] | None = None, **parts: Any) -> dict[str, Any]:
+    """A process's own report: steps, summary (figures.py) and findings of its analysis."""
+    findings = (extra_findings or []) + analysis.findings
+    steady = {s.index for s in analysis.steady}
+    reads = analysis.figures.reads
+    steps = [dict(s.to_json(), **{K.STEP_STEADY: s.index in steady, K.STEP_HOST_READS: reads(s)})
+             for s in analysis.iterations]
+    return assemble(backend=backend, run=run, env=env, steps=steps, summary=analysis.figures.summary(),
+                    findings=[f.to_json() for f in findings],
+                    rules={"judged": analysis.judged, "not_judged": analysis.not_judged}, **parts)
+
+
+def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list[StepRecord],
+          max_warmup: int = 5, **parts: Any) -> dict[str, Any]:
+    """Analyse boundary records here and assemble their report (tests, offline tools)."""
+    analysis = analyze(steps, max_warmup=max_warmup, expect_steps=run.get("kind") != "trace")
+    return from_analysis(analysis, backend=backend, run=run, env=env, **parts)
+
+
+def with_trace(report: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:
+    """A written report re-assembled with a capture's trace analysis (`analyze --report`)."""
+    parts = {k: report.get(k) for k in ("profiler", "roofline", "extra", "rules", "processes", "aggregate")}
+    return assemble(backend=report["backend"], run=report.get("run", {}), env=report.get("environment", {}),
+                    steps=report.get("steps", []), summary=report.get("summary", {}),
+                    findings=report.get("findings", []), trace=trace, **parts)
+
+
+def severity_counts(findings: list) -> dict[str, int]:
+    return _severity_counts(f.severity if isinstance(f, Finding) else f["severity"] for f in findings)
 
 
 def write(report: dict[str, Any], path: str, html: bool = True) -> str:

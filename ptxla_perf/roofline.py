@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from .figures import median, step_time_s
 from .fmt import duration as _ms
 from .peaks import Peak
+from .thresholds import value as threshold
 
-OVERHEAD_RATIO = 2.0  # observed steady step time above this multiple of the prediction: overhead-bound
-UNDER_RATIO = 0.5  # below this multiple, the step time cannot have covered the work: verdict unknown
+OVERHEAD_RATIO = threshold("roofline_overhead_ratio")  # observed above this multiple of the prediction
+UNDER_RATIO = threshold("roofline_under_ratio")  # below it, the step time cannot have covered the work
 # findings that say where time goes when it is not the device's arithmetic or memory
 _TIME_SINKS = ("device_to_host_sync", "graph_break", "recompilation", "op_fallback", "host_to_device_transfer",
                "eager_compile", "input_bound", "host_bound", "collective_bound")
@@ -46,15 +48,14 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
             (f" ({out['notes'][0]})" if out["notes"] else "")
         return out
     n = len(costed)
-    time_s = sum(s.wall_time_s for s in costed)
+    time_s = sum(step_time_s(s) for s in costed)
     flops = sum(s.flops for s in costed)
     nbytes = sum(s.bytes_accessed or 0.0 for s in costed)
     out["flops_per_step"] = flops / n
     out["bytes_per_step"] = nbytes / n
     out["transcendentals_per_step"] = sum(s.transcendentals or 0.0 for s in costed) / n
     out["arithmetic_intensity"] = flops / nbytes if nbytes else None
-    times = sorted(s.wall_time_s for s in costed)
-    observed = times[(n - 1) // 2] if n % 2 else (times[n // 2 - 1] + times[n // 2]) / 2
+    observed = median(step_time_s(s) for s in costed)  # the summary's step time (figures.py), over these steps
     out["observed_step_time_s"] = observed
     if time_s > 0:
         out["achieved_flops_per_s"] = flops / time_s

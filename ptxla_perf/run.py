@@ -62,7 +62,6 @@ def _quiet_library_info() -> None:
 
 
 def run_recipe(cfg: DictConfig) -> int:
-    from .outcome import outcome
     from .session import RunStopped, Session, SessionError
     recipe = cfg.recipe
     _quiet_library_info()
@@ -88,19 +87,10 @@ def run_recipe(cfg: DictConfig) -> int:
     if capture and capture.get("start_step") is not None:  # the session owns the window and its analysis
         session.open_capture(os.path.join(out_dir, "tensorboard"), capture.start_step, capture.num_steps,
                              analyze=capture.get("analyze", True))
-    try:
-        extra = run_fn(recipe, session) or {}
-        session.extra.update(extra)
-    except BaseException as exc:
-        if isinstance(exc, RunStopped):
-            exc = session.pending_stop() or exc  # a child's stop coming back: the parent's own signal
-        end = outcome(exc)
-        session.finish(end.status, end.exit_code, end.reason)
-        if isinstance(exc, (RunStopped, KeyboardInterrupt, SystemExit)):
-            return end.exit_code
-        raise
-    session.finish("completed", 0)
-    return 0
+    end, exc = session.run(lambda: session.extra.update(run_fn(recipe, session) or {}))
+    if exc is not None and not isinstance(exc, (RunStopped, KeyboardInterrupt, SystemExit)):
+        raise exc  # the recipe's crash, as Hydra shows it (the report is written)
+    return end.exit_code
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")

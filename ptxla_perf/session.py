@@ -23,36 +23,20 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import peaks, render, report as report_mod, roofline
+from . import spawn
 from .backends.base import Adapter
 from .findings import Analysis, Finding, analyze
 from .guard import Guard
+from .outcome import Outcome, RunStopped, SessionError, outcome
 from .records import StepRecord
+from .session_report import ReportOutput
+
+__all__ = ["Session", "RunStopped", "SessionError"]
 
 
 # Profiler servers by port, kept for the life of the process: torch_xla's server stops when its object is
 # collected (pytorch/xla#7841), and a Hydra -m sweep runs several sessions in one process on the same port.
 _SERVERS: dict[tuple[int, str], Any] = {}
-
-
-class RunStopped(KeyboardInterrupt):
-    """Raised at a step boundary to stop the user's loop: a signal arrived, or a guard tripped."""
-
-    def __init__(self, signum: int | None, reason: str):
-        super().__init__(reason)
-        self.signum = signum
-        self.reason = reason
-
-    def __reduce__(self):  # crosses process boundaries: a stopped spawned child re-raises it in the parent
-        return (RunStopped, (self.signum, self.reason))
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum if self.signum else 3
-
-
-class SessionError(RuntimeError):
-    """A problem with the session's own set-up (bad port, unknown backend): a one-line message for the user."""
 
 
 def process_index() -> int:
@@ -120,7 +104,7 @@ class Session:
         self.flush_every_s = flush_every_s
         self.rank = process_index() if rank is None else int(rank)
         self._rank_known = rank is not None  # else asked of the runtime at the first boundary
-        self._console_wanted = console
+        self.console_wanted = console  # asked for; `console` is whether this process prints (rank 0)
         self.console = console and self.rank == 0
         self.rank_suffix = rank_suffix  # a spawned child writes REPORT.rankN.json even as rank 0
         self.print_summary = summary
@@ -136,31 +120,27 @@ class Session:
         self.extra_findings: list[Finding] = []
         self.profiler: dict[str, Any] = {"server_port": None, "address": None}
         self._server = None  # kept alive for the whole run: torch_xla's server stops when collected
-        self._port: int | None = None  # the server to start at the first boundary
+        self.server_port: int | None = None  # the profiler server to start at the first boundary
         self._up = False  # the first boundary has been seen: the runtime is initialised
         self.child_reports: list[str] = []  # per-process reports of followed children: finish() merges them
         self.run_id: str = str(self.run_info.get("run_id") or "")
-        self._on_stop: list[Callable[[int], None]] = []  # told of a signal (spawn.py forwards it to children)
+        self._on_stop: list[Callable[[int], None]] = []  # told of a signal (on_stop: spawn.py forwards it)
         self._data_wait: float | None = None  # cumulative data_wait() time; None until it is used
         self._data_wait_mark = 0.0
-        self._spawned = False  # the script spawned children through the backend's launcher (spawn.py)
-        self._unfollow: Callable[[], None] | None = None
+        self.follower: spawn.Follower | None = None  # following the children the script spawns (spawn.py)
         self._callbacks: list[Callable[[StepRecord], None]] = []
         self._closers: list[Callable[[], None]] = []
         self._step_info: dict[str, Any] = {}
         self._stop: RunStopped | None = None
         self._old_handlers: dict[int, Any] = {}
-        self._started_at = None
+        self.started_at = None
         self._clock = self._last_progress = self._last_flush = 0.0
         self._finished: dict[str, Any] | None = None
         self.tail: StepRecord | None = None
         self.trace: dict[str, Any] | None = None  # a capture's analysis (ptxla_perf.trace), merged into the report
-        self._window = None  # the step-window capture this session owns (open_capture), closed in finish
-        self._window_analyze = True
-        self._window_done = False
-        self._window_trace: dict[str, Any] | None = None
+        self._capture = None  # the step-window capture this session owns (open_capture), closed in finish
         self.tensorboard_dir = tensorboard_dir  # per-step scalars go here (tb_scalars.py); None: not written
-        self._scalars = None
+        self.output = ReportOutput(self)  # report assembly, its page, TensorBoard scalars, the console summary
 
     # --- public API -------------------------------------------------------------------------------
     def start(self) -> "Session":
@@ -170,18 +150,14 @@ class Session:
             raise SessionError(f"profiler port must be a number from 1 to 65535 or null, not {self.port!r}") from None
         if port is not None and (port, self.backend) not in _SERVERS:
             check_port(port)  # a plain socket bind: no runtime
-        self._port = port
-        self._started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self.server_port = port
+        self.started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old_handlers[sig] = signal.signal(sig, self._on_signal)
-        from . import spawn
-        spawn.follow(self)  # children the script spawns get sessions of their own
+        self.follower = spawn.follow(self)  # children the script spawns get sessions of their own
         if self.tensorboard_dir:
-            from .tb_scalars import ScalarLog
-            logdir = os.path.join(self.tensorboard_dir, f"rank{self.rank}") if self.rank else self.tensorboard_dir
-            self._scalars = ScalarLog(logdir, self._started_at)
-            self.profiler["scalars"] = self._scalars.to_json()
+            self.profiler["scalars"] = self.output.open_scalars(self.tensorboard_dir, self.rank, self.started_at)
         self.adapter.start(self._on_boundary)
         return self
 
@@ -193,8 +169,8 @@ class Session:
             rank = self.adapter.process_index()
             if rank is not None and (rank or not self.rank):  # a runtime that says 0 where the launcher says
                 self.rank = rank  # otherwise (torchrun + xla on the CPU: one-process worlds) is not the run's
-            self.console = self._console_wanted and self.rank == 0
-        port = self._port
+            self.console = self.console_wanted and self.rank == 0
+        port = self.server_port
         if port is None:
             return
         try:
@@ -240,56 +216,37 @@ class Session:
 
     def open_capture(self, logdir: str, start_step: int, num_steps: int, *, analyze: bool = True) -> None:
         """Trace the steps [start_step, start_step + num_steps) into `logdir` (profiler.capture.*). The session owns
-        the window: it follows the steps, is closed in `finish` (also on Ctrl-C or a crash), and, with `analyze`,
-        its analysis becomes the report's `trace` section (`analyze=False`: only `capture_analysis()` analyzes it,
-        for the caller alone). One window per session."""
-        if self._window is not None:
+        the window (session_capture.py): it follows the steps, is closed in `finish` (also on Ctrl-C or a crash),
+        and, with `analyze`, its analysis becomes the report's `trace` section (`analyze=False`: only
+        `capture_analysis()` analyzes it, for the caller alone). One window per session."""
+        if self._capture is not None:
             raise SessionError("a capture window is already open for this session")
-        from .capture import StepWindowCapture
-        self._window = StepWindowCapture(logdir, int(start_step), int(num_steps), self.backend, tail_steps=1)
-        self._window_analyze = analyze
-        self.add_step_callback(lambda rec: self._window.on_step_end(rec.index))
+        from .session_capture import CaptureWindow
+        self._capture = CaptureWindow(logdir, start_step, num_steps, self.backend, analyze)
+        self.add_step_callback(self._capture.on_step)
 
     @property
     def has_capture(self) -> bool:
-        return self._window is not None
+        return self._capture is not None
 
     def capture_analysis(self) -> dict[str, Any] | None:
         """Close the capture window (idempotent) and analyze it, once: recipes that read the trace and the report's
         `trace` section share one analysis. None when there was no capture (the reason is in `profiler.captures`)."""
-        if self._window is None or self._window_done:
-            return self._window_trace
-        self._window_done = True
-        path = self._window.close()
-        self.profiler.setdefault("captures", []).append(self._window.to_json())
-        if path is None:
-            self.say(f"ptxla_perf: no capture: {self._window.error or 'the run ended before the capture window'}")
+        if self._capture is None:
             return None
-        from .trace import analyze_trace
-        try:
-            trace = analyze_trace(path)
-        except Exception as exc:  # the report still goes out without its trace section
-            self.say(f"ptxla_perf: could not analyze {path}: {exc}")
-            return None
-        self._relate(trace)
-        if self._window_analyze:  # the report's `trace` section (and its verdicts) come from this analysis
-            self.trace = trace
-        self._window_trace = trace
+        trace = self._capture.close(self.profiler.setdefault("captures", []), self.say, self.analysis,
+                                    self.adapter.notes)
+        if trace is not None and self._capture.into_report:
+            self.trace = trace  # the report's `trace` section (and its verdicts) come from this analysis
         return trace
 
-    def _relate(self, trace: dict[str, Any]) -> None:
-        """Number the window's steps as the report does, keep phases apart, and compare traced with untraced step
-        time (trace/relate.py)."""
-        from .trace.relate import boundary_owners, relate
-        a = self.analysis()
-        first = self._window.first_step
-        owners = boundary_owners(a.iterations)
-        traced = set(owners[first:first + len(trace.get("steps") or [])])
-        untraced = sorted(s.wall_time_s for s in a.steady if s.index not in traced)
-        try:
-            relate(trace, a.iterations, first, untraced[len(untraced) // 2] if untraced else None)
-        except Exception as exc:  # a diagnostic of a diagnostic: never lose the report for it
-            self.adapter.notes.append(f"could not relate the capture to the steps: {exc}")
+    def on_stop(self, hook: Callable[[int], None]) -> None:
+        """Tell `hook(signum)` when a stop signal arrives (spawn.py forwards it to the children)."""
+        self._on_stop.append(hook)
+
+    @property
+    def finished(self) -> bool:
+        return self._finished is not None
 
     def add_finding(self, finding: Finding) -> None:
         self.extra_findings.append(finding)
@@ -307,105 +264,71 @@ class Session:
                 close()
             except Exception as exc:
                 self.say(f"ptxla_perf: could not close a step callback: {exc}")
-        if self._window is not None and not self._window_done:
-            if self._window_analyze:
+        if self._capture is not None:
+            if self._capture.into_report:
                 self.capture_analysis()
             else:
-                self._window_done = True
-                self._window.close()
-                self.profiler.setdefault("captures", []).append(self._window.to_json())
+                self._capture.close_unanalysed(self.profiler.setdefault("captures", []))
         self.tail = self.adapter.stop()
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)
         self._old_handlers.clear()
-        from . import spawn
-        spawn.unfollow(self)
-        report = self._build(status, exit_code, stop_reason)
-        if not self.steps and spawn.child_reports(self):  # a parent that only spawned: the merged report
-            report = spawn.merged(self, report)
+        if self.follower is not None:
+            self.follower.unfollow()
+        report = self.output.build(status, exit_code, stop_reason)
+        if not self.steps and self.follower is not None:  # a parent that only spawned: the merged report
+            report = self.follower.merged(report)
         self._finished = report
-        self._write_scalars(report, final=True)
-        if self.report_path:
-            path = report_mod.write(report, self._path())
-            if self.console and self.print_summary:
-                print("\n".join(render.summary_lines(report, path)), file=sys.stderr, flush=True)
+        self.output.write(report, final=True)
         return report
+
+    def run(self, body: Callable[[], Any], on_end: Callable[[Outcome, BaseException | None], None] | None = None
+            ) -> tuple[Outcome, BaseException | None]:
+        """Run `body()` inside this session and finish it: the one run-and-finish path of the runner and
+        `profile`. What `body` raises is caught and returned with the run's outcome (outcome.py), so the caller
+        decides what goes on (re-raise a crash, exit with the code); `on_end(outcome, exc)` runs before the
+        report is written (the user's own traceback prints before the summary)."""
+        try:
+            body()
+            exc = None
+        except BaseException as caught:  # the script's own end, whatever it is: the report is written all the same
+            exc = caught
+        if isinstance(exc, RunStopped):
+            exc = self.pending_stop() or exc  # a spawned child's stop coming back: the parent's own signal
+        end = outcome(exc)
+        if on_end is not None:
+            on_end(end, exc)
+        self.finish(end.status, end.exit_code, end.reason)
+        return end, exc
 
     def write_interim(self, status: str, exit_code: int | None, reason: str | None) -> None:
         """Write the report of the steps so far without finishing (hooks stay): a stopped child that may never
         reach another boundary (spawn.py)."""
         if self.report_path:
-            report_mod.write(self._build(status, exit_code, reason), self._path())
+            self.output.write(self.output.build(status, exit_code, reason), final=False, scalars=False)
 
     def analysis(self, status: str | None = None) -> Analysis:
         """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says.
         A run that crashed before its first step gets no `no_steps` finding: the crash is the story."""
         return analyze(self.steps, advice=self.adapter.advice, max_warmup=self.max_warmup,
-                       expect_steps=self.run_info.get("kind") != "trace" and status != "crashed", tail=self.tail)
+                       expect_steps=self.run_info.get("kind") != "trace" and status != "crashed", tail=self.tail,
+                       rules=self.adapter.rules, host_to_device_bytes=self._h2d_bytes())
+
+    def _h2d_bytes(self) -> int | None:
+        try:
+            return self.adapter.host_to_device_bytes() if self.steps else None
+        except Exception:  # noqa: BLE001 - a whole-run figure; the report goes out without it
+            return None
 
     def __enter__(self) -> "Session":
         return self.start()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        from .outcome import outcome
         end = outcome(exc)
         self.finish(end.status, end.exit_code, end.reason)
         return isinstance(exc, RunStopped) and exc.signum is None  # a guard stop is handled; the rest goes on
 
     # --- internals --------------------------------------------------------------------------------
-    def _path(self) -> str:
-        path = self.report_path
-        if self.rank or self.rank_suffix:
-            root, ext = os.path.splitext(path)
-            path = f"{root}.rank{self.rank}{ext or '.json'}"
-        return path
-
-    def _build(self, status: str, exit_code: int | None, stop_reason: str | None) -> dict[str, Any]:
-        env = report_mod.environment(self.adapter.environment())
-        run = dict(self.run_info, run_id=self.run_id, rank=self.rank, pid=os.getpid(),
-                   started_at=self._started_at or "",
-                   ended_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                   status=status, exit_code=exit_code, stop_reason=stop_reason)
-        run.setdefault("step_detection", self.adapter.step_detection)
-        run["attribution"] = dict(self.adapter.cfg, steps=[s.index for s in self.steps if s.attributed][:50],
-                                  notes=list(self.adapter.notes)[:10])
-        if self.tail is not None:
-            run["after_last_step"] = {"device_to_host": self.tail.device_to_host.count,
-                                      "compiles": self.tail.compiles, "executions": self.tail.executions,
-                                      "note": "work after the last step boundary (e.g. a final .item()) is not a "
-                                              "step: never a per-step cost, its compiles only explained (info)"}
-        extra_findings = list(self.extra_findings)
-        if status in ("stopped",) and stop_reason:
-            extra_findings.append(Finding("run_stopped", "error", stop_reason, 1,
-                                          self.steps[-1].site if self.steps else None, {}))
-        analysis = self.analysis(status)
-        report = report_mod.build(backend=self.backend, run=run, env=env, analysis=analysis,
-                                  profiler=self.profiler, extra=self.extra or None, totals=self.adapter.totals(),
-                                  extra_findings=extra_findings)
-        if self.trace:
-            report_mod.merge_trace(report, self.trace)
-        self._add_roofline(report, analysis, env, measure_cpu=status != "running")
-        return report
-
-    def _add_roofline(self, report: dict[str, Any], analysis: Analysis, env: dict[str, Any], measure_cpu: bool) -> None:
-        """The roofline section (roofline.py) and its summary figures. A report flushed mid-run never calibrates
-        the CPU peak (it uses the cached one, if any). Never fails the report."""
-        try:
-            peak = peaks.select([env.get("device_model"), env.get("device_kind")], self.roofline_cfg,
-                                calibrate_cpu=measure_cpu, cpu_devices=int(env.get("local_devices") or 1))
-            sec = roofline.section(analysis.steady, self.adapter.graph_costs(), peak, report.get("findings"))
-            ops = (report.get("trace") or {}).get("top_ops")
-            if ops and sec["source"] != "unavailable":  # a capture's top ops, with their instructions' costs
-                sec["top_ops"] = roofline.top_ops(ops, self.adapter.hlo_modules(), peak)
-                if not sec["top_ops"]:
-                    sec["notes"].append("no per-op costs: the capture's ops are not in a module whose optimized "
-                                        "HLO is known (torch_xla gives only the HLO it builds, before fusion)")
-        except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
-            sec = roofline.section([], {"source": "unavailable", "notes": [f"roofline failed: {exc}"]},
-                                   peaks.Peak(None, None, "unknown", "unknown", "roofline failed"))
-        report["roofline"] = sec
-        report["summary"].update(roofline.summary_fields(sec))
-
     def _on_boundary(self, rec: StepRecord) -> None:
         if not self._up:
             self._runtime_up()
@@ -426,24 +349,12 @@ class Session:
         if self.flush_every_s and self.report_path and now - self._last_flush >= self.flush_every_s:
             self._last_flush = now
             try:  # a hard kill (SIGKILL, OOM) still leaves the report of the steps so far
-                report = self._build("running", None, None)
-                report_mod.write(report, self._path())
-                self._write_scalars(report, final=False)
+                self.output.write(self.output.build("running", None, None), final=False)
             except Exception:
                 pass
         if self._stop is not None:
             stop, self._stop = self._stop, None
             raise stop
-
-    def _write_scalars(self, report: dict[str, Any], final: bool) -> None:
-        """TensorBoard scalars of the iterations so far (never per step: at a flush and at the end)."""
-        if self._scalars is None:
-            return
-        try:
-            self._scalars.write(report["steps"], final)
-        except Exception as exc:  # noqa: BLE001 - scalars are a view; the run and its report go on
-            self.say(f"ptxla_perf: note: no TensorBoard scalars in {self._scalars.logdir}: {exc}")
-            self._scalars = None
 
     def _check_guard(self, rec: StepRecord) -> None:
         decision = self.guard.check(rec)

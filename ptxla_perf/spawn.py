@@ -63,41 +63,79 @@ def new_run_id() -> tuple[str, str]:
 def plan_of(session) -> ChildPlan:
     run = {k: v for k, v in session.run_info.items() if k in ("kind", "script", "recipe", "argv", "backend_choice")}
     report = os.path.abspath(session.report_path or "ptxla_perf_report.json")
-    return ChildPlan(backend=session.backend, report_path=report, run_id=session.run_id, port=session._port,
+    return ChildPlan(backend=session.backend, report_path=report, run_id=session.run_id, port=session.server_port,
                      run=run, attribution=dict(session.adapter.cfg), max_warmup=session.max_warmup,
-                     guard=session.guard_cfg, console=session._console_wanted,
+                     guard=session.guard_cfg, console=session.console_wanted,
                      stop_file=f"{os.path.splitext(report)[0]}.{session.run_id}.{os.getpid()}.stop")
 
 
 # --- parent side ------------------------------------------------------------------------------------------
-def follow(session) -> None:
+class Follower:
+    """A parent session's following of its spawned children: the launcher patch, the stop forwarding, and the
+    children's reports merged at the end (the session talks to its children only through this)."""
+
+    def __init__(self, session, plan: ChildPlan | None):
+        self.session = session
+        self.plan = plan
+        self.spawned = False  # the script spawned children through the backend's launcher
+        self._undo = None
+        if plan is None:
+            return
+
+        def wrap(fn):
+            self.spawned = True
+            return ChildTarget(fn, plan, type(session))
+        self._undo = session.adapter.follow_spawn(wrap)
+        session.on_stop(lambda signum: _forward_stop(signum, plan.stop_file))
+
+    def unfollow(self) -> None:
+        undo, self._undo = self._undo, None
+        if undo:
+            undo()
+        if self.plan is not None:
+            try:
+                os.unlink(self.plan.stop_file)
+            except OSError:
+                pass
+
+    def child_reports(self) -> list[str]:
+        """The reports this session's children wrote: named explicitly, or found next to the report by run id."""
+        session = self.session
+        if session.child_reports:
+            return list(session.child_reports)
+        if not self.spawned or not session.report_path:
+            return []
+        root, ext = os.path.splitext(os.path.abspath(session.report_path))
+        found = []
+        for path in sorted(glob.glob(f"{glob.escape(root)}.rank*{ext or '.json'}")):
+            try:
+                with open(path) as f:
+                    if json.load(f).get("run", {}).get("run_id") == session.run_id:
+                        found.append(path)
+            except (OSError, ValueError):
+                continue
+        return found
+
+    def merged(self, own: dict[str, Any]) -> dict[str, Any]:
+        """The parent's report: its children's merged, with the parent's own run outcome."""
+        from . import merge, report as report_mod
+        paths = self.child_reports()
+        if not paths:
+            return own
+        try:
+            reports = [report_mod.load(p) for p in paths]
+            return merge.merge(reports, paths, outcome_of=own["run"])
+        except (OSError, ValueError, merge.MergeError) as exc:
+            own.setdefault("run", {}).setdefault("attribution", {}).setdefault("notes", []).append(
+                f"children's reports not merged: {exc}")
+            return own
+
+
+def follow(session) -> Follower:
     """Called by Session.start: a run id to share, and the backend's launcher patched to follow children."""
     if not session.run_id:
         session.run_id, session.run_info["run_id_source"] = new_run_id()
-    if session.report_path is None:
-        return
-    plan = plan_of(session)
-
-    def wrap(fn):
-        session._spawned = True
-        return ChildTarget(fn, plan)
-    undo = session.adapter.follow_spawn(wrap)
-
-    def unfollow() -> None:
-        if undo:
-            undo()
-        try:
-            os.unlink(plan.stop_file)
-        except OSError:
-            pass
-    session._unfollow = unfollow
-    session._on_stop.append(lambda signum: _forward_stop(signum, plan.stop_file))
-
-
-def unfollow(session) -> None:
-    undo, session._unfollow = getattr(session, "_unfollow", None), None
-    if undo:
-        undo()
+    return Follower(session, None if session.report_path is None else plan_of(session))
 
 
 def _forward_stop(signum: int, stop_file: str | None = None) -> None:
@@ -116,45 +154,6 @@ def _forward_stop(signum: int, stop_file: str | None = None) -> None:
             os.kill(child.pid, signal.SIGINT)
         except OSError:
             pass
-
-
-def child_reports(session) -> list[str]:
-    """The reports this session's children wrote: named explicitly, or found next to the report by run id."""
-    if session.child_reports:
-        return list(session.child_reports)
-    if not getattr(session, "_spawned", False) or not session.report_path:
-        return []
-    root, ext = os.path.splitext(os.path.abspath(session.report_path))
-    found = []
-    for path in sorted(glob.glob(f"{glob.escape(root)}.rank*{ext or '.json'}")):
-        try:
-            with open(path) as f:
-                if json.load(f).get("run", {}).get("run_id") == session.run_id:
-                    found.append(path)
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def merged(session, own: dict[str, Any]) -> dict[str, Any]:
-    """The parent's report: its children's merged, with the parent's own run outcome."""
-    from . import merge, report as report_mod
-    paths = child_reports(session)
-    if not paths:
-        return own
-    try:
-        reports = [report_mod.load(p) for p in paths]
-        out = merge.merge(reports, paths)
-    except (OSError, ValueError, merge.MergeError) as exc:
-        own.setdefault("run", {}).setdefault("attribution", {}).setdefault("notes", []).append(
-            f"children's reports not merged: {exc}")
-        return own
-    run = dict(out["run"])
-    for key in ("status", "exit_code", "stop_reason", "started_at", "ended_at", "argv", "kind", "pid"):
-        if key in own["run"]:
-            run[key] = own["run"][key]
-    out["run"] = run
-    return out
 
 
 # --- child side -------------------------------------------------------------------------------------------
@@ -176,11 +175,12 @@ def _child_signal(signum, frame) -> None:
         _CHILD[0].stop_on_signal(signum)
 
 
-def child_session(plan: ChildPlan, rank: int | None = None, local_rank: int | None = None):
+def child_session(plan: ChildPlan, rank: int | None = None, local_rank: int | None = None, *, factory):
     """Open (once per process) the session of a child that trains; every call must be paired with
-    `child_done`. `rank` None: asked of the runtime at the first step boundary."""
+    `child_done`. `rank` None: asked of the runtime at the first step boundary. `factory`: the session class
+    (session.Session; passed in, so that this module never imports the session that imports it)."""
     global _CHILD
-    from .session import Session, SessionError
+    from .outcome import SessionError
     with _LOCK:
         if _CHILD is None:
             local = local_rank if local_rank is not None else int(os.environ.get("PJRT_LOCAL_PROCESS_RANK") or
@@ -191,9 +191,9 @@ def child_session(plan: ChildPlan, rank: int | None = None, local_rank: int | No
                           attribution=plan.attribution, max_warmup=plan.max_warmup, guard=plan.guard,
                           console=plan.console, handle_signals=False, rank=rank, rank_suffix=True, summary=False)
             try:
-                session = Session(plan.backend, port=port, **kwargs).start()
+                session = factory(plan.backend, port=port, **kwargs).start()
             except SessionError as exc:  # e.g. port + local rank taken: no server, still a report
-                session = Session(plan.backend, port=None, **kwargs).start()
+                session = factory(plan.backend, port=None, **kwargs).start()
                 session.adapter.notes.append(f"profiler server not started: {exc}")
             if _STOP:
                 session.stop_on_signal(_STOP)
@@ -234,7 +234,7 @@ class _Watch(threading.Thread):
 
     def run(self) -> None:
         import time
-        while self.session._finished is None:
+        while not self.session.finished:
             if os.path.exists(self.path):
                 break
             time.sleep(0.2)
@@ -246,9 +246,9 @@ class _Watch(threading.Thread):
             signum = signal.SIGINT
         self.session.stop_on_signal(signum)
         deadline = time.monotonic() + self.GRACE_S
-        while self.session._finished is None and time.monotonic() < deadline:
+        while not self.session.finished and time.monotonic() < deadline:
             time.sleep(0.05)
-        if self.session._finished is None:
+        if not self.session.finished:
             try:
                 self.session.write_interim("interrupted", 128 + signum,
                                            "stopped by the parent; this process did not reach another step "
@@ -260,16 +260,17 @@ class _Watch(threading.Thread):
 class ChildTarget:
     """Stands in for the user's spawned function: same call, inside a session of the child's own."""
 
-    def __init__(self, fn, plan: ChildPlan):
+    def __init__(self, fn, plan: ChildPlan, factory):
         self.fn = fn
         self.plan = plan
+        self.factory = factory  # the session class, pickled by reference like fn
         self.__wrapped__ = fn
 
     def __call__(self, index, *args, **kwargs):
         from .outcome import outcome
         if threading.current_thread() is threading.main_thread():  # torch.multiprocessing runs fn right here
             child_main_thread()
-        child_session(self.plan, rank=index)
+        child_session(self.plan, rank=index, factory=self.factory)
         try:
             result = self.fn(index, *args, **kwargs)
         except BaseException as exc:

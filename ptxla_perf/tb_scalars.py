@@ -12,6 +12,8 @@ import queue
 import threading
 from typing import Any, Callable
 
+from .summary_keys import step_reads
+
 PREFIX = "ptxla_perf/"
 # tag -> (value of an iteration record, or None when the tag does not apply to it); step = the record's index,
 # the same index as the report's steps[] and the HTML page's timeline
@@ -20,7 +22,7 @@ SCALARS: dict[str, Callable[[dict[str, Any]], float | None]] = {
     "eval_step_time_ms": lambda s: s["wall_time_s"] * 1e3 if s.get("phase") == "eval" else None,
     "compiles": lambda s: s.get("compiles", 0),
     "executions": lambda s: s.get("executions", 0),
-    "device_to_host": lambda s: (s.get("device_to_host") or {}).get("count", 0),
+    "device_to_host": step_reads,  # host reads, net of CPU-fallback copies (as the summary counts them)
     "host_to_device": lambda s: (s.get("host_to_device") or {}).get("count", 0),
 }
 TAGS = [PREFIX + k for k in SCALARS]

@@ -1,7 +1,10 @@
 """The rules on hand-made records: iterations, compile classes, severity policy, guard - no runtime involved."""
 from __future__ import annotations
 
+import pytest
+
 from ptxla_perf import iterations as I
+from ptxla_perf.backends import jax_rules
 from ptxla_perf.findings import analyze
 from ptxla_perf.guard import Guard
 from ptxla_perf.records import Event, Location, StepRecord, Transfers
@@ -17,7 +20,7 @@ def b(line: int = 20, *, execs: int = 1, compiles: int = 0, opt: int = 0, bwd: i
       grad: bool | None = True, early: int = 0, events=(), phase=None, closure: int = 0, wall: float = 0.01,
       seconds: float = 0.0) -> StepRecord:
     return StepRecord(index=0, wall_time_s=wall, site=loc(line), compiles=compiles, compile_time_s=seconds,
-                      executions=execs, mark_steps=1, device_to_host=Transfers(d2h, 4 * d2h),
+                      executions=execs, device_to_host=Transfers(d2h, 4 * d2h),
                       optimizer_steps=opt, backward_calls=bwd, grad_enabled=grad, early_executions=early,
                       events=list(events), phase=phase, closure_reads=closure, device_to_host_time_s=0.001 * d2h)
 
@@ -155,7 +158,8 @@ def test_eager_first_use_compiles_are_info():
                                       "ops": ["add", "mul"]})
     recs = [b(20, phase="train", compiles=int(i == 0)) for i in range(9)] + [b(20, phase="train", compiles=23,
                                                                                 events=[unit])]
-    a = analyze(numbered(recs))
+    assert ("eager_compile", "info") not in kinds(analyze(numbered(recs)))  # JAX's own rule, not a neutral one
+    a = analyze(numbered(recs), rules=jax_rules.RULES)
     assert ("eager_compile", "info") in kinds(a)
     assert not kinds(a, "warning")
     f = next(f for f in a.findings if f.kind == "eager_compile")
@@ -370,3 +374,48 @@ def test_grad_accumulation_update_graph_at_the_same_sync_is_not_a_recompile():
     assert a.recompiles == 0
     assert not [k for k in kinds(a) if k[0] == "recompilation"], kinds(a)
     assert ("warmup_compiles", "info") in kinds(a)
+
+
+def test_every_rule_is_registered_once_with_its_kind():
+    from ptxla_perf.findings import RULES
+    kinds_ = [r.kind for r in (*RULES, *jax_rules.RULES)]
+    assert len(kinds_) == len(set(kinds_)) and all(kinds_)
+
+
+def test_a_rule_without_its_data_is_reported_not_judged():
+    recs = numbered([b(20, opt=1, compiles=int(i == 0)) for i in range(6)])
+    a = analyze(recs)
+    assert {"kind": "host_to_device_transfer", "reason": a.not_judged[0]["reason"]} in a.not_judged
+    assert "host_to_device_transfer" not in a.judged and "device_to_host_sync" in a.judged
+    recs[0].attributed = True  # one attribution step: every rule is judged
+    a = analyze(recs)
+    assert not a.not_judged and "host_to_device_transfer" in a.judged
+
+
+def test_reads_net_of_fallback_copies_are_one_count():
+    """The summary's device_to_host and the device_to_host_sync finding count the same reads: CPU-fallback copies
+    (measured on an attribution step) are neither."""
+    fb = Event("op_fallback", loc(30), {"ops": ["aten::nonzero"], "transfers": 2})
+    recs = []
+    for i in range(6):
+        r = b(20, opt=1, d2h=3, compiles=int(i == 0), events=[fb] if i == 1 else [])
+        r.fallback_ops = {"aten::nonzero": 1}
+        r.attributed = i == 1
+        recs.append(r)
+    a = analyze(numbered(recs))
+    summary = a.figures.summary()
+    assert summary["device_to_host"] == 6 and summary["fallback_copies"] == 12
+    assert summary["device_to_host_per_step"] == 1.0
+    f = next(f for f in a.findings if f.kind == "device_to_host_sync")
+    assert f.count == summary["device_to_host"] and f.per_step == summary["device_to_host_per_step"]
+
+
+def test_step_time_never_counts_compile_time():
+    """Every iteration after warm-up compiles (a batch size that changes every step): the statistics take each
+    iteration's wall time net of its own compile time, and say so."""
+    recs = numbered([b(20, opt=1, compiles=1, seconds=1.0, wall=1.02) for _ in range(8)])
+    summary = analyze(recs).figures.summary()
+    assert summary["step_time_basis"] == "net_of_compile"
+    assert summary["step_time_s"]["p50"] == pytest.approx(0.02)
+    clean = numbered([b(20, opt=1, compiles=int(i == 0), seconds=1.0 * (i == 0), wall=0.02) for i in range(8)])
+    assert analyze(clean).figures.summary()["step_time_basis"] == "steady"

@@ -6,7 +6,7 @@ backend's own words: how it finds steps, and the advice that goes into findings 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from ..records import StepRecord
 
@@ -18,6 +18,7 @@ class Adapter(Protocol):
     cfg: dict[str, Any]  # the attribution settings in force (report: run.attribution)
     notes: list[str]  # things that went wrong in a diagnostic, never fatal (report: run.attribution.notes)
     advice: Mapping[str, str]  # finding kind -> what to do, in this backend's terms (findings.GENERIC_ADVICE keys)
+    rules: Sequence[Any]  # the backend's own rules (findings.Rule), run beside findings.RULES
 
     def start(self, on_boundary: Callable[[StepRecord], None]) -> None:
         """Install the hooks. Touches no runtime: the first boundary is where the runtime is known to be up."""
@@ -25,8 +26,8 @@ class Adapter(Protocol):
     def stop(self) -> StepRecord | None:
         """Remove the hooks; return what happened after the last boundary (not a step), or None."""
 
-    def totals(self) -> dict[str, Any]:
-        """Whole-run figures too costly to read per step."""
+    def host_to_device_bytes(self) -> int | None:
+        """The run's host-to-device bytes, where reading it per step costs too much; None when unknown."""
 
     def environment(self) -> dict[str, Any]:
         """Versions, device kind, process count/index (report: environment)."""

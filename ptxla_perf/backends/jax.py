@@ -26,7 +26,7 @@ import sys
 import time
 import types
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -39,6 +39,7 @@ from jax._src.lib import guard_lib as _guard
 from .. import hlo_cost
 from ..frames import USER, classify, user_frame
 from ..records import Event, Location, StepRecord, Transfers
+from .jax_rules import RULES as JAX_RULES
 
 _BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 _TRACE = "/jax/core/compile/jaxpr_trace_duration"
@@ -48,7 +49,25 @@ _GUARD_TRIP = ("Disallowed host-to-device transfer", "Disallowed device-to-devic
 _SCALARS = (int, float, bool, complex)
 _MAX_EVENTS_PER_STEP = 16
 _REPEAT_WINDOW = 4  # steps: a host buffer copied again within this many steps is the same data copied again
-_SNAP = 14  # length of a counter snapshot (_snapshot)
+
+
+class Counts(NamedTuple):
+    """The adapter's running counters at one moment; a step's figures are the difference of two."""
+
+    compiles: int
+    compile_time: float
+    cached: int
+    execs: int
+    d2h: int
+    d2h_bytes: int
+    h2d: int
+    h2d_bytes: int
+    t: float  # time.perf_counter()
+    d2h_time: float
+    flops: float
+    bytes: float
+    trans: float
+    uncosted: int  # calls whose program cost is not known
 _DISALLOW = _guard.TransferGuardLevel.DISALLOW
 _GLOBAL_GUARD = _guard.global_state()
 
@@ -183,6 +202,7 @@ def _eager_op(frame) -> str | None:
 
 class JaxAdapter:
     name = "jax"
+    rules = JAX_RULES  # eager_compile: JAX's own concept (jax_rules.py)
     advice = {
         "device_to_host_sync": "Keep values on the device: accumulate metrics in the step function and read them "
                                "every N steps or after the loop (jax.device_get once).",
@@ -219,13 +239,13 @@ class JaxAdapter:
         self._annotated = False
         self._step_key: tuple | None = None
         self._step_fn: _Jitted | None = None
-        self._candidates: dict[tuple, tuple] = {}  # (fn identity, file, line) -> snapshot at its first call
-        self._mark: tuple | None = None  # snapshot at the last boundary; None before the first step
+        self._candidates: dict[tuple, tuple] = {}  # (fn identity, file, line) -> (Counts, site, events) at its first call
+        self._mark: Counts | None = None  # counters at the last boundary; None before the first step
         self._mark_site: Location | None = None
-        self._session_start: tuple | None = None
+        self._session_start: Counts | None = None
         self._saved: dict[str, Any] = {}
         self._server = None
-        self._first_mark: tuple | None = None
+        self._first_mark: Counts | None = None
         self._code_sigs: dict[tuple, tuple] = {}  # function identity -> signature at its last compile
         self._variants: dict[str, list] = {}  # compile key -> identities of its partial-bound variants
         self._nsteps = 0
@@ -351,15 +371,8 @@ class JaxAdapter:
         busy = tail.compiles or tail.device_to_host.count or tail.executions or tail.host_to_device.count
         return tail if busy else None
 
-    def totals(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"host_to_device_bytes": self._h2d_bytes, "host_to_device_transfers": self._h2d,
-                               "device_to_host_bytes": self._d2h_bytes, "device_to_host_transfers": self._d2h}
-        if self._session_start is not None and self._first_mark is not None:
-            s0, s1 = self._session_start, self._first_mark
-            out["before_first_step"] = {"compiles": s1[0] - s0[0], "compile_time_s": round(s1[1] - s0[1], 4),
-                                        "device_to_host": s1[4] - s0[4], "host_to_device": s1[6] - s0[6],
-                                        "executions": s1[3] - s0[3]}
-        return out
+    def host_to_device_bytes(self) -> int | None:
+        return self._h2d_bytes
 
     def process_index(self) -> int | None:
         from jax._src import xla_bridge
@@ -407,24 +420,26 @@ class JaxAdapter:
         return env
 
     # --- counters ---------------------------------------------------------------------------------------
-    def _snapshot(self) -> tuple:
-        return (self._compiles, self._compile_time, self._cached, self._execs, self._d2h, self._d2h_bytes,
+    def _snapshot(self) -> Counts:
+        return Counts(self._compiles, self._compile_time, self._cached, self._execs, self._d2h, self._d2h_bytes,
                 self._h2d, self._h2d_bytes, time.perf_counter(), self._d2h_time,
                 self._flops, self._bytes, self._trans, self._uncosted)
 
-    def _record(self, site: Location | None, phase: str | None = None, now: tuple | None = None) -> StepRecord:
+    def _record(self, site: Location | None, phase: str | None = None, now: Counts | None = None) -> StepRecord:
         prev, now = self._mark, now or self._snapshot()
         self._mark = now
-        execs = now[3] - prev[3]
-        rec = StepRecord(index=0, wall_time_s=max(now[8] - prev[8], 0.0), site=site or self._mark_site,
-                         compiles=now[0] - prev[0], compile_time_s=max(now[1] - prev[1], 0.0),
-                         cached_compiles=now[2] - prev[2], executions=execs,
-                         mark_steps=execs,  # every jitted call is an explicit launch
-                         device_to_host=Transfers(now[4] - prev[4], now[5] - prev[5]),
-                         host_to_device=Transfers(now[6] - prev[6], now[7] - prev[7]),
-                         events=self._events, phase=phase, device_to_host_time_s=max(now[9] - prev[9], 0.0))
-        if not execs or now[13] == prev[13]:  # every call's program cost known (or no call): the step's sum
-            rec.flops, rec.bytes_accessed, rec.transcendentals = now[10] - prev[10], now[11] - prev[11], now[12] - prev[12]
+        execs = now.execs - prev.execs
+        rec = StepRecord(index=0, wall_time_s=max(now.t - prev.t, 0.0), site=site or self._mark_site,
+                         compiles=now.compiles - prev.compiles,
+                         compile_time_s=max(now.compile_time - prev.compile_time, 0.0),
+                         cached_compiles=now.cached - prev.cached, executions=execs,
+                         device_to_host=Transfers(now.d2h - prev.d2h, now.d2h_bytes - prev.d2h_bytes),
+                         host_to_device=Transfers(now.h2d - prev.h2d, now.h2d_bytes - prev.h2d_bytes),
+                         events=self._events, phase=phase,
+                         device_to_host_time_s=max(now.d2h_time - prev.d2h_time, 0.0))
+        if not execs or now.uncosted == prev.uncosted:  # every call's program cost known (or no call): the sum
+            rec.flops, rec.bytes_accessed = now.flops - prev.flops, now.bytes - prev.bytes
+            rec.transcendentals = now.trans - prev.trans
         self._events = []
         return rec
 
@@ -437,7 +452,7 @@ class JaxAdapter:
                 return
         self._events.append(Event(kind, loc, detail))
 
-    def _emit(self, site: Location | None, phase: str | None = "train", now: tuple | None = None) -> None:
+    def _emit(self, site: Location | None, phase: str | None = "train", now: Counts | None = None) -> None:
         rec = self._record(site, phase, now)
         self._mark_site = site
         self._nsteps += 1
@@ -501,7 +516,7 @@ class JaxAdapter:
         first = self._candidates.get(key)
         if first is None:
             if len(self._candidates) < 256:
-                self._candidates[key] = self._snapshot() + (site, len(self._events))
+                self._candidates[key] = (self._snapshot(), site, len(self._events))
                 self._step_open = True
             return
         # second call from the same line: this is the step function; step 0 began at its first call
@@ -509,10 +524,9 @@ class JaxAdapter:
         self.step_detection = (f"inferred: the jitted function called repeatedly, {fn._name}, at "
                                f"{site.short() if site else '?'}; each call starts a step")
         self._candidates.clear()
-        self._mark = first[:_SNAP]
+        self._mark, self._mark_site, n_events = first
         self._first_mark = self._mark
-        self._mark_site = first[_SNAP]
-        self._events = self._events[first[_SNAP + 1]:]
+        self._events = self._events[n_events:]
         self._emit(site)
 
     # --- jitted calls ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from collections import Counter, OrderedDict
+from dataclasses import asdict
 from typing import Any, Callable
 
 import torch
@@ -27,6 +28,7 @@ import torch_xla.debug.profiler as xp
 
 from .. import hlo_cost, hlo_diff
 from ..attribution_plan import CALLS, GRAPHS, AttributionPlan
+from ..config import AttributionConfig
 from ..frames import function_at, is_user_file, user_frame
 from ..records import Event, Location, StepRecord, Transfers
 
@@ -53,14 +55,13 @@ class _Snapshot:
     compile time) are only read when a cheap counter says they changed: `_xla_metric_data` copies up to 1024
     samples (~60 us) per call."""
 
-    __slots__ = ("uncached", "cached", "marks", "d2h", "d2h_ns", "d2h_bytes", "h2d", "fallbacks", "t", "backward",
+    __slots__ = ("uncached", "cached", "d2h", "d2h_ns", "d2h_bytes", "h2d", "fallbacks", "t", "backward",
                  "opt", "closure_d2h")
 
     def __init__(self, prev: "_Snapshot | None" = None, training: "_TrainingCalls | None" = None):
         self.t = time.perf_counter()
         self.uncached = _counter("UncachedCompile")
         self.cached = _counter("CachedCompile")
-        self.marks = _counter("MarkStep")
         self.d2h, self.d2h_ns = _metric("TransferFromDeviceTime")
         self.backward = training.backward if training else 0
         self.opt = training.optimizer_steps if training else 0
@@ -240,6 +241,7 @@ class _Attribution(TorchFunctionMode):
 
 class TorchXlaAdapter:
     name = "torch_xla"
+    rules = ()  # backend rules beside findings.RULES: none of its own
     step_detection = ("each torch_xla.sync() / xm.mark_step() (StepTrace exit, MpDeviceLoader) is a step boundary; "
                       "boundaries are grouped into iterations by optimizer steps and backward passes")
     advice = {
@@ -257,7 +259,7 @@ class TorchXlaAdapter:
     }
 
     def __init__(self, attribution: dict | None = None):
-        cfg = {"mode": "auto", "initial_steps": 3, "rearm_steps": 2, "max_steps": 20, "hlo": True}
+        cfg = asdict(AttributionConfig())  # one set of defaults: the config schema's (config.py)
         cfg.update(attribution or {})
         self.cfg = cfg
         self.events: list[Event] = []
@@ -315,11 +317,9 @@ class TorchXlaAdapter:
         busy = tail.compiles or tail.device_to_host.count or tail.executions or tail.fallback_ops
         return tail if busy else None
 
-    def totals(self) -> dict[str, Any]:
-        """Whole-run figures that are too costly to read per step."""
-        out_b, out_n = _metric("OutboundData")[1], _metric("TransferToDeviceTime")[0]
-        return {"host_to_device_bytes": int(out_b - self._totals0[0]),
-                "host_to_device_transfers": int(out_n - self._totals0[1])}
+    def host_to_device_bytes(self) -> int | None:
+        """The run's host-to-device bytes: too costly to read per step (~60 us), read once at the end."""
+        return int(_metric("OutboundData")[1] - self._totals0[0])
 
     def start_server(self, port: int):
         return xp.start_server(port)
@@ -423,7 +423,6 @@ class TorchXlaAdapter:
         rec.compiles = now.uncached - prev.uncached
         rec.cached_compiles = now.cached - prev.cached
         rec.executions = now.launches - prev.launches
-        rec.mark_steps = now.marks - prev.marks
         if rec.compiles:
             rec.compile_time_s = self._compile_time_delta()
         closure = now.closure_d2h - prev.closure_d2h  # reads in the previous boundary's closures: that step's

@@ -46,7 +46,7 @@ def merge_into_report(trace: dict, report_path: str | None) -> dict:
         run = {"kind": "trace", "status": "completed", "argv": sys.argv[1:], "config": None,
                "step_detection": trace["step_summary"]["detection"]}
         rep = R.build(backend=backend, run=run, env=R.environment({}), steps=[])
-    return R.merge_trace(rep, trace)
+    return R.with_trace(rep, trace)
 
 
 

@@ -66,8 +66,7 @@ def run(args) -> int:
         raise UsageError(f"cannot read {script}: {exc.strerror}") from None
     port = parse_port(args.port)
     backend = detect_backend(source) if args.backend == "auto" else args.backend
-    from ..outcome import outcome
-    from ..session import RunStopped, Session, SessionError
+    from ..session import Session, SessionError
     try:
         session = Session(backend, report_path=args.report, port=port,
                           run={"kind": "script", "script": os.path.abspath(script), "argv": [script] + args.args,
@@ -80,17 +79,12 @@ def run(args) -> int:
         raise UsageError(str(exc)) from None
     sys.argv = [script] + list(args.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    try:
-        runpy.run_path(os.path.abspath(script), run_name="__main__")  # __file__ absolute, as `python script`
-        exc = None
-    except BaseException as caught:  # the script's own end, whatever it is: the report is written all the same
-        exc = caught
-    if isinstance(exc, RunStopped):
-        exc = session.pending_stop() or exc  # a spawned child's stop coming back: the parent's own signal
-    end = outcome(exc)
-    if isinstance(exc, SystemExit) and exc.code is not None and not isinstance(exc.code, int):
-        print(exc.code, file=sys.stderr)  # sys.exit("message"), as Python prints it
-    elif exc is not None and not isinstance(exc, (SystemExit, KeyboardInterrupt)):
-        print_user_traceback(exc)  # the user's own crash: their traceback, as Python would show it
-    session.finish(end.status, end.exit_code, end.reason)
+
+    def on_end(end, exc) -> None:
+        if isinstance(exc, SystemExit) and exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)  # sys.exit("message"), as Python prints it
+        elif exc is not None and not isinstance(exc, (SystemExit, KeyboardInterrupt)):
+            print_user_traceback(exc)  # the user's own crash: their traceback, as Python would show it
+    # __file__ absolute, as under `python script.py`
+    end, _ = session.run(lambda: runpy.run_path(os.path.abspath(script), run_name="__main__"), on_end)
     return end.exit_code

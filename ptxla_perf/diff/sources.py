@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import SCHEMA_ID
+from .. import summary_keys as K
 from ..metrics_text import MetricsParseError, Snapshot, parse
 
 NOT_A_FALLBACK = {"aten::_local_scalar_dense"}  # counts host reads of a scalar (.item()), not an un-lowered op
@@ -226,7 +227,7 @@ def from_report(report: dict, label: str = "") -> Source:
     summary = report.get("summary")
     if not isinstance(summary, dict):
         raise DiffInputError(f"{label or 'input'}: report JSON has no 'summary' object")
-    steps = summary.get("steps")
+    steps = summary.get(K.STEPS)
     steps = int(steps) if isinstance(steps, int) and not isinstance(steps, bool) else None
     values: dict[str, tuple[float | None, str | None]] = {}
 
@@ -239,10 +240,10 @@ def from_report(report: dict, label: str = "") -> Source:
         per = _num(summary.get(f"{key}_per_step"))
         return per * steps if per is not None and steps is not None else None
 
-    values["compiles"] = (_num(summary.get("compiles")), None)
-    values["cached_compiles"] = (_num(summary.get("cached_compiles")), None)
-    values["recompiles_after_warmup"] = (_num(summary.get("recompiles_after_warmup")), None)
-    values["compile_time_s"] = (_num(summary.get("compile_time_s")), "s")
+    values["compiles"] = (_num(summary.get(K.COMPILES)), None)
+    values["cached_compiles"] = (_num(summary.get(K.CACHED_COMPILES)), None)
+    values["recompiles_after_warmup"] = (_num(summary.get(K.RECOMPILES)), None)
+    values["compile_time_s"] = (_num(summary.get(K.COMPILE_TIME)), "s")
     values["executions"] = (summed("executions"), None)
     for direction in ("device_to_host", "host_to_device"):
         values[direction] = (summed(direction), None)
@@ -250,21 +251,23 @@ def from_report(report: dict, label: str = "") -> Source:
         for key in (f"{direction}_per_step", f"{direction}_bytes_per_step"):
             if _num(summary.get(key)) is not None:
                 values[key] = (_num(summary[key]), "B" if "bytes" in key else None)
-    if _num(summary.get("executions_per_step")) is not None:
-        values["executions_per_step"] = (_num(summary["executions_per_step"]), None)
-    stats = summary.get("step_time_s")
+    if _num(summary.get(K.EXECUTIONS_PER_STEP)) is not None:
+        values["executions_per_step"] = (_num(summary[K.EXECUTIONS_PER_STEP]), None)
+    stats = summary.get(K.STEP_TIME)
     if isinstance(stats, dict):
         for k in ("p50", "p90", "mean", "min", "max"):
             if _num(stats.get(k)) is not None:
                 values[f"step_time_{k}"] = (_num(stats[k]), "s")
-    for k in ("mfu", "achieved_tflops_per_s", "flops_per_step"):  # roofline figures (absent: unknown)
+    if _num(summary.get(K.FALLBACK_COPIES)) is not None:  # copies CPU fallbacks made (not in device_to_host)
+        values[K.FALLBACK_COPIES] = (_num(summary[K.FALLBACK_COPIES]), None)
+    for k in (K.MFU, K.ACHIEVED_TFLOPS, K.FLOPS_PER_STEP):  # roofline figures (absent: unknown)
         if _num(summary.get(k)) is not None:
             values[k] = (_num(summary[k]), None)
-    for k in ("wall_time_s", "warmup_steps", "distinct_graphs"):
+    for k in (K.WALL_TIME, K.WARMUP_STEPS, K.DISTINCT_GRAPHS):
         if _num(summary.get(k)) is not None:
             values[k] = (_num(summary[k]), "s" if k.endswith("_s") else None)
     values["steps"] = (float(steps) if steps is not None else None, None)
-    fallback = {k: int(v) for k, v in (summary.get("fallback_ops") or {}).items()
+    fallback = {k: int(v) for k, v in (summary.get(K.FALLBACK_OPS) or {}).items()
                 if isinstance(v, (int, float)) and not isinstance(v, bool)}
     values["fallback_ops"] = (float(sum(v for k, v in fallback.items() if k not in NOT_A_FALLBACK)), None)
     for k, v in fallback.items():

@@ -10,6 +10,8 @@ from html import escape
 from typing import Any
 
 from .. import fmt
+from .. import summary_keys as K
+from ..figures import basis_text
 from . import assets, charts
 
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -96,10 +98,10 @@ def _kpi(name: str, value: str, note: str = "", key: str = "") -> str:
 
 def headline_section(report: dict[str, Any]) -> str:
     s = report.get("summary") or {}
-    st = s.get("step_time_s") or {}
-    tp = s.get("throughput") or {}
-    sev = s.get("findings_by_severity") or {}
-    kpis = [_kpi("step time p50", fmt.ms(st.get("p50"), 2), f"over {st.get('n', 0)} steady steps", "p50"),
+    st = s.get(K.STEP_TIME) or {}
+    tp = s.get(K.THROUGHPUT) or {}
+    sev = s.get(K.FINDINGS_BY_SEVERITY) or {}
+    kpis = [_kpi("step time p50", fmt.ms(st.get("p50"), 2), basis_text(s.get(K.STEP_TIME_BASIS), st.get("n", 0)), "p50"),
             _kpi("step time p90", fmt.ms(st.get("p90"), 2), f"mean {fmt.ms(st.get('mean'), 2)}", "p90")]
     if "samples_per_s" in tp:
         kpis.append(_kpi("throughput", f"{tp['samples_per_s']:.1f} samples/s",
@@ -113,14 +115,14 @@ def headline_section(report: dict[str, Any]) -> str:
     mfu = (report.get("roofline") or {}).get("mfu") if isinstance(report.get("roofline"), dict) else None
     if mfu is not None:
         kpis.append(_kpi("MFU", fmt.pct(mfu, 1), "model FLOPs utilisation", "mfu"))
-    kpis += [_kpi("compiles", fmt.num(s.get("compiles")),
-                  f"{fmt.seconds(s.get('compile_time_s'))}, {fmt.num(s.get('recompiles_after_warmup'))} "
+    kpis += [_kpi("compiles", fmt.num(s.get(K.COMPILES)),
+                  f"{fmt.seconds(s.get(K.COMPILE_TIME))}, {fmt.num(s.get(K.RECOMPILES))} "
                   "after warm-up", "compiles"),
-             _kpi("syncs / step", fmt.num(s.get("device_to_host_per_step")), "device→host reads", "syncs"),
-             _kpi("executions / step", fmt.num(s.get("executions_per_step")),
-                  f"host→device/step {fmt.num(s.get('host_to_device_per_step'))}", "executions"),
-             _kpi("steps", fmt.num(s.get("steps")),
-                  f"{fmt.num(s.get('warmup_steps'))} warm-up, {fmt.num(s.get('eval_steps'))} eval", "steps"),
+             _kpi("host reads / step", fmt.num(s.get(K.D2H_PER_STEP)), "device→host, net of fallback copies", "reads"),
+             _kpi("executions / step", fmt.num(s.get(K.EXECUTIONS_PER_STEP)),
+                  f"host→device/step {fmt.num(s.get(K.H2D_PER_STEP))}", "executions"),
+             _kpi("steps", fmt.num(s.get(K.STEPS)),
+                  f"{fmt.num(s.get(K.WARMUP_STEPS))} warm-up, {fmt.num(s.get(K.EVAL_STEPS))} eval", "steps"),
              _kpi("findings", f"{sev.get('warning', 0) + sev.get('error', 0)} to fix",
                   f"{sev.get('error', 0)} error, {sev.get('warning', 0)} warning, {sev.get('info', 0)} info",
                   "findings")]
@@ -156,7 +158,7 @@ def _processes(report: dict[str, Any]) -> str:
             f"<p class=\"sub\">{escape('; '.join(note))}</p>{charts.rank_bars(procs)}"
             "<table><tr><th>rank</th><th>host</th><th>status</th><th class=\"r\">steps</th>"
             "<th class=\"r\">p50</th><th class=\"r\">p90</th><th class=\"r\">compiles</th>"
-            "<th class=\"r\">syncs/step</th><th class=\"r\">samples/s</th><th class=\"r\">to fix</th></tr>"
+            "<th class=\"r\">host reads/step</th><th class=\"r\">samples/s</th><th class=\"r\">to fix</th></tr>"
             f"{''.join(rows)}</table></section>")
 
 
@@ -276,7 +278,7 @@ def _trace(report: dict[str, Any]) -> str:
     ss = tr.get("step_summary") or {}
     out = ["<h2>Capture</h2><section class=\"box\" id=\"capture\">"]
     src = tr.get("source") or {}
-    out.append(f"<p class=\"sub\">{escape(str(src.get('path') or ''))} · {fmt.num(ss.get('steps'))} steps traced, "
+    out.append(f"<p class=\"sub\">{escape(str(src.get('path') or ''))} · {fmt.num(ss.get(K.STEPS))} steps traced, "
                f"{fmt.num(ss.get('steady_steps'))} steady · {escape(str(ss.get('detection') or ''))}</p>")
     share = ss.get("breakdown_share") or {}
     if share:

@@ -12,6 +12,7 @@ from html import escape
 from typing import Any, Iterable
 
 from .. import fmt
+from .. import summary_keys as K
 
 W = 1000.0  # viewBox width of every plot
 TIMELINE_H = 200.0
@@ -98,7 +99,7 @@ def step_flags(step: dict[str, Any]) -> list[str]:
         flags.append("cp")
     if step.get("attributed"):
         flags.append("at")
-    if (step.get("device_to_host") or {}).get("count"):
+    if K.step_reads(step):
         flags.append("rd")
     if step.get("fallback_ops"):
         flags.append("fb")
@@ -106,7 +107,7 @@ def step_flags(step: dict[str, Any]) -> list[str]:
 
 
 def _tip(step: dict[str, Any]) -> str:
-    d2h = (step.get("device_to_host") or {}).get("count", 0)
+    d2h = K.step_reads(step)
     h2d = (step.get("host_to_device") or {}).get("count", 0)
     what = f"step {step.get('index')}"
     if step.get("last_index") is not None:  # a bin of steps: the slowest step's time, the largest counts
@@ -148,8 +149,7 @@ def binned(steps: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
                     "compiles": max(s.get("compiles") or 0 for s in group),
                     "executions": max(s.get("executions") or 0 for s in group),
                     "attributed": any(s.get("attributed") for s in group),
-                    "device_to_host": {"count": max((s.get("device_to_host") or {}).get("count") or 0
-                                                    for s in group)},
+                    K.STEP_HOST_READS: max(K.step_reads(s) for s in group),
                     "host_to_device": {"count": max((s.get("host_to_device") or {}).get("count") or 0
                                                     for s in group)},
                     "fallback_ops": fallback})
@@ -232,7 +232,7 @@ def timeline(steps: list[dict[str, Any]], *, warmup: int = 0, captures: list[dic
 
 COUNT_SERIES = (("compiles", "compiles", lambda s: s.get("compiles") or 0),
                 ("executions", "executions", lambda s: s.get("executions") or 0),
-                ("d2h", "device→host", lambda s: (s.get("device_to_host") or {}).get("count") or 0),
+                ("d2h", "host reads", K.step_reads),
                 ("h2d", "host→device", lambda s: (s.get("host_to_device") or {}).get("count") or 0))
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import analyses as A
 from .events import Capture, load_capture
-from ..report import stats
+from ..figures import stats
 from .locate import TraceError, list_runs, locate_xplanes
 
 __all__ = ["analyze_trace", "locate_xplanes", "list_runs", "TraceError", "load_capture", "Capture"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ..report import stats
+from ..figures import stats
 
 
 def per_host(files: list[Path], analyze_one: Callable[[Path], dict]) -> dict:

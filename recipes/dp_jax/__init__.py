@@ -71,9 +71,11 @@ def worker(rank: int, n: int, port: int, cfg: dict, plan_json: str) -> None:
     """One rank (a spawned process): its own session, opened before JAX starts its backend."""
     from ptxla_perf import spawn
     from ptxla_perf.outcome import outcome
+    from ptxla_perf.session import Session
     spawn.child_main_thread()  # SIGINT/SIGTERM: stop at the next step, write the report
     os.environ.setdefault("JAX_PROCESS_ID", str(rank))  # the rank until JAX says (a crash before the first step)
-    session = spawn.child_session(spawn.ChildPlan.from_json(plan_json), rank=None, local_rank=rank)
+    session = spawn.child_session(spawn.ChildPlan.from_json(plan_json), rank=None, local_rank=rank,
+                                  factory=Session)
     try:
         import jax
         jax.config.update("jax_platforms", os.environ.get("JAX_PLATFORMS") or "cpu")

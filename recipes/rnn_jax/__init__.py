@@ -74,18 +74,18 @@ def run(cfg, session) -> dict:
 
 def throughput(session, batch_bytes: int) -> dict:
     """Compile time of the first steps apart from the steady step time; us/sample and MB/s of input data."""
-    from ptxla_perf.report import stats
+    from ptxla_perf import summary_keys as K
     analysis = session.analysis()
     steady = analysis.steady
     first = [{"step": s.index, "wall_time_s": round(s.wall_time_s, 4), "compile_time_s": round(s.compile_time_s, 4),
               "compiles": s.compiles} for s in analysis.train[:max(analysis.warmup, 1)]]
     out: dict = {"first_steps": first}
     if steady:
-        p50 = stats([s.wall_time_s for s in steady])["p50"]
-        samples = steady[0].samples or 0
-        out.update(steady_step_time_ms=round(p50 * 1e3, 4),
-                   us_per_sample=round(p50 * 1e6 / samples, 3) if samples else None,
-                   mb_per_s=round(batch_bytes / p50 / 1e6, 3) if p50 else None,
+        summary = analysis.figures.summary()  # the report's own figures (figures.py), not a second derivation
+        st, tp = summary[K.STEP_TIME], summary[K.THROUGHPUT]
+        out.update(steady_step_time_ms=round(st["p50"] * 1e3, 4),
+                   us_per_sample=round(tp["us_per_sample"], 3) if "us_per_sample" in tp else None,
+                   mb_per_s=round(batch_bytes / st["mean"] / 1e6, 3) if st["mean"] else None,
                    host_to_device_bytes_per_step=int(sum(s.host_to_device.bytes or 0 for s in steady)
                                                      / len(steady)))
     return out

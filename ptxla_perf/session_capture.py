@@ -1,0 +1,62 @@
+"""A session's step-window capture: the trace of steps [start, start + n) written while the run goes, closed at
+the end of the run (also on Ctrl-C or a crash), analysed once and related to the report's steps. The session
+owns one of these at most (Session.open_capture); its analysis becomes the report's `trace` section."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .figures import median
+
+
+class CaptureWindow:
+    def __init__(self, logdir: str, start_step: int, num_steps: int, backend: str, analyze: bool):
+        from .capture import StepWindowCapture
+        self.window = StepWindowCapture(logdir, int(start_step), int(num_steps), backend, tail_steps=1)
+        self.into_report = analyze  # its analysis is the report's trace section (else only the caller's)
+        self.done = False
+        self.trace: dict[str, Any] | None = None
+
+    def on_step(self, rec) -> None:
+        self.window.on_step_end(rec.index)
+
+    def close(self, captures: list[dict], say: Callable[[str], None], analysis: Callable[[], Any],
+              notes: list[str]) -> dict[str, Any] | None:
+        """Close the window (idempotent) and analyze it, once. `captures`: the report's `profiler.captures`,
+        which records the window whatever happened; `analysis()`: the session's analysis, to number the traced
+        steps as the report does."""
+        if self.done:
+            return self.trace
+        self.done = True
+        path = self.window.close()
+        captures.append(self.window.to_json())
+        if path is None:
+            say(f"ptxla_perf: no capture: {self.window.error or 'the run ended before the capture window'}")
+            return None
+        from .trace import analyze_trace
+        try:
+            trace = analyze_trace(path)
+        except Exception as exc:  # the report still goes out without its trace section
+            say(f"ptxla_perf: could not analyze {path}: {exc}")
+            return None
+        self._relate(trace, analysis(), notes)
+        self.trace = trace
+        return trace
+
+    def close_unanalysed(self, captures: list[dict]) -> None:
+        if not self.done:
+            self.done = True
+            self.window.close()
+            captures.append(self.window.to_json())
+
+    def _relate(self, trace: dict[str, Any], a, notes: list[str]) -> None:
+        """Number the window's steps as the report does, keep phases apart, and compare traced with untraced step
+        time (trace/relate.py)."""
+        from .trace.relate import boundary_owners, relate
+        first = self.window.first_step
+        owners = boundary_owners(a.iterations)
+        traced = set(owners[first:first + len(trace.get("steps") or [])])
+        untraced = median(s.wall_time_s for s in a.steady if s.index not in traced)
+        try:
+            relate(trace, a.iterations, first, untraced)
+        except Exception as exc:  # a diagnostic of a diagnostic: never lose the report for it
+            notes.append(f"could not relate the capture to the steps: {exc}")

@@ -1,0 +1,47 @@
+"""Every threshold a rule compares against, named once with what it means: the rules (findings.py, merge.py,
+roofline.py, backends' own rules) read them from here, and docs/report.md renders this table (a test checks)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Threshold:
+    name: str
+    value: float
+    meaning: str
+
+
+_ALL = (
+    Threshold("recurring_min_hits", 2,
+              "a finding recurs (warning) when it hits at least this many iterations..."),
+    Threshold("recurring_share", 0.5, "...and at least this share of its phase's iterations"),
+    Threshold("eager_recurring_min_hits", 3,
+              "eager (JAX) ops at one line compile in at least this many training iterations (and recurring_share "
+              "of them) to be a warning"),
+    Threshold("cycle_min_boundaries", 6,
+              "no optimizer in the run: at least this many boundaries taking turns in a fixed cycle of sync sites "
+              "before the cycle is called a graph break"),
+    Threshold("cycle_max_sites", 4, "...with at most this many sites in the cycle"),
+    Threshold("straggler_share", 0.25,
+              "a rank is a straggler when its typical step is this share slower than the others'..."),
+    Threshold("straggler_min_s", 0.002, "...and at least this many seconds slower..."),
+    Threshold("straggler_consistency", 0.75, "...in at least this share of the steady steps compared step by step"),
+    Threshold("straggler_min_steps", 3, "a rank needs at least this many steady steps to be compared"),
+    Threshold("roofline_overhead_ratio", 2.0,
+              "observed steady step above this multiple of the roofline prediction: overhead-bound"),
+    Threshold("roofline_under_ratio", 0.5,
+              "observed step below this multiple of the prediction: the wall time cannot cover the device's work"),
+)
+THRESHOLDS: dict[str, Threshold] = {t.name: t for t in _ALL}
+
+
+def value(name: str) -> float:
+    return THRESHOLDS[name].value
+
+
+def markdown_table() -> str:
+    """The table docs/report.md carries (regenerate it from here when a threshold changes)."""
+    rows = ["| threshold | value | meaning |", "|---|---|---|"]
+    rows += [f"| `{t.name}` | {t.value:g} | {t.meaning} |" for t in _ALL]
+    return "\n".join(rows) + "\n"

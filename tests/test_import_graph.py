@@ -1,0 +1,101 @@
+"""The package's import graph has no cycles: every `from .x import` / `import ptxla_perf.x` arrow, at module level
+or inside a function, read from the source with `ast` (a lazy import is still a dependency)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "ptxla_perf"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _resolve(modname: str, is_pkg: bool, node: ast.ImportFrom) -> list[str]:
+    base = modname.split(".") if is_pkg else modname.split(".")[:-1]
+    if node.level:
+        base = base[: len(base) - (node.level - 1)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    if not target.startswith("ptxla_perf"):
+        return []
+    # `from . import x` names submodules when they exist
+    out = []
+    for alias in node.names:
+        sub = f"{target}.{alias.name}"
+        out.append(sub if sub in MODULES else target)
+    return out
+
+
+MODULES = {_module_name(p) for p in PKG.rglob("*.py")}
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in PKG.rglob("*.py"):
+        name = _module_name(path)
+        is_pkg = path.name == "__init__.py"
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                deps.update(_resolve(name, is_pkg, node))
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name.startswith("ptxla_perf"))
+        # a package's __init__ is not a dependency of its own submodules' imports of siblings
+        graph[name] = {d for d in deps if d in MODULES and d != name and d != "ptxla_perf"}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_graph_is_read():
+    g = import_graph()
+    assert "ptxla_perf.findings" in g["ptxla_perf.report"]  # the reader sees module-level imports
+    assert any("ptxla_perf.backends.torch_xla" in deps for deps in g.values())  # and lazy ones
+
+
+def test_no_import_cycles():
+    assert cycles(import_graph()) == []
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
