@@ -69,10 +69,7 @@ class Context:
     figures: Figures
     advice: Mapping[str, str]
     expect_steps: bool
-
-    @property
-    def attributed(self) -> bool:
-        return any(b.attributed for b in self.boundaries)
+    attribution: bool  # line attribution ran (the adapter's mode is not "off")
 
 
 class Rule:
@@ -84,8 +81,8 @@ class Rule:
     needs: tuple[str, ...] = ()
 
     def unmet(self, ctx: Context) -> str | None:
-        if "attribution" in self.needs and ctx.boundaries and not ctx.attributed:
-            return "no attribution step ran (attribution 'off'): this rule reads only what attribution sees"
+        if "attribution" in self.needs and not ctx.attribution:
+            return "attribution was off: this rule reads only what attribution sees (calls, lines, shapes)"
         return None
 
     def run(self, ctx: Context) -> list["Finding"]:
@@ -619,11 +616,12 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = None, max_warmup: int = 5,
             expect_steps: bool = True, tail: StepRecord | None = None, rules: Sequence[Rule] = (),
-            host_to_device_bytes: int | None = None) -> Analysis:
+            host_to_device_bytes: int | None = None, attribution: bool = True) -> Analysis:
     """The one analysis pass: iterations, compile classes, warm-up, figures, then every rule (`RULES` and the
     adapter's own `rules`), findings worst first. `tail`: work after the last step boundary (a final
     evaluation). It is no step; its compiles are only explained (first uses, a function's first compile), never
-    counted as per-step costs. `host_to_device_bytes`: the adapter's whole-run total, where it has one."""
+    counted as per-step costs. `host_to_device_bytes`: the adapter's whole-run total, where it has one.
+    `attribution`: whether line attribution ran at all (rules that need it are reported as not judged)."""
     advice = {**GENERIC_ADVICE, **(advice or {})}
     it = I.group(boundaries)
     train = [s for s in it if s.phase != I.EVAL]
@@ -633,7 +631,7 @@ def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = 
     warmup = _warmup(train, all_units, max_warmup)
     recompiles = sum(u.count for u in all_units if u.klass == C.RECOMPILE)
     figures = Figures.derive(it, train, warmup, recompiles, host_to_device_bytes)
-    ctx = Context(boundaries, it, with_tail, train, warmup, by_key, figures, advice, expect_steps)
+    ctx = Context(boundaries, it, with_tail, train, warmup, by_key, figures, advice, expect_steps, attribution)
     findings: list[Finding] = []
     judged: list[str] = []
     not_judged: list[dict[str, str]] = []

@@ -312,7 +312,8 @@ class Session:
         A run that crashed before its first step gets no `no_steps` finding: the crash is the story."""
         return analyze(self.steps, advice=self.adapter.advice, max_warmup=self.max_warmup,
                        expect_steps=self.run_info.get("kind") != "trace" and status != "crashed", tail=self.tail,
-                       rules=self.adapter.rules, host_to_device_bytes=self._h2d_bytes())
+                       rules=self.adapter.rules, host_to_device_bytes=self._h2d_bytes(),
+                       attribution=self.adapter.cfg.get("mode") != "off")
 
     def _h2d_bytes(self) -> int | None:
         try:
