@@ -90,11 +90,11 @@ def units(iterations: list[StepRecord]) -> list[CompileUnit]:
         compile_events = [e for e in it.events if e.kind == "compile"]
         covered = 0
         for e in compile_events:
-            if e.detail.get("unit"):
-                n = int(e.detail.get("count", 1))
+            if e.detail.unit:
+                n = int(e.detail.count)
                 covered += n
-                out.append(CompileUnit(GraphKey.parse(e.detail["key"]), j, pos, it.phase or "train", n,
-                                       float(e.detail.get("seconds", 0.0)), e.location, [e]))
+                out.append(CompileUnit(GraphKey.parse(e.detail.key), j, pos, it.phase or "train", n,
+                                       float(e.detail.seconds), e.location, [e]))
         rest = it.compiles - covered
         if rest <= 0:
             continue
@@ -104,9 +104,9 @@ def units(iterations: list[StepRecord]) -> list[CompileUnit]:
                                True), 0)]
         for b, slot in parts:
             key = site_key(b.site) + (f"#{slot}" if slot else "")
-            ev = [e for e in compile_events if not e.detail.get("unit") and (
-                e.detail["boundary"] == b.index if "boundary" in e.detail and b.index >= 0
-                else e.detail.get("key", key) == site_key(b.site))]
+            ev = [e for e in compile_events if not e.detail.unit and (
+                e.detail.boundary == b.index if e.detail.boundary is not None and b.index >= 0
+                else (e.detail.key or key) == site_key(b.site))]
             loc = next((e.location for e in ev if e.location), None) or b.site
             out.append(CompileUnit(GraphKey.parse(key), j, pos, it.phase or "train", b.compiles, b.compile_time_s,
                                    loc, ev))
@@ -140,7 +140,7 @@ def classify(all_units: list[CompileUnit], phase_lengths: dict[str, int], max_wa
             # warm-up is what a loop does once (state appearing); a compile whose own evidence is a changed input
             # shape or baked-in value is the kind that comes back with the next new value, early or not - and so
             # is one right after it whose evidence says the ops did not change (same graph size)
-            varying = any(e.detail.get("cause") in VARYING for e in u.evidence) or (varying and _same_ops(u))
+            varying = any(e.detail.cause in VARYING for e in u.evidence) or (varying and _same_ops(u))
             u.klass = RECOMPILE if varying else WARMUP
         for u in us[start:]:
             u.klass = RECOMPILE
@@ -150,8 +150,8 @@ def classify(all_units: list[CompileUnit], phase_lengths: dict[str, int], max_wa
 def _same_ops(u: CompileUnit) -> bool:
     """The unit's only evidence is the cheap one, and it says the graph kept its size: inputs or constants
     changed, not the ops."""
-    sizes = [e.detail.get("graph_size") for e in u.evidence]
-    return bool(sizes) and all(s and len(s) == 2 and s[0] == s[1] and not e.detail.get("cause")
+    sizes = [e.detail.graph_size for e in u.evidence]
+    return bool(sizes) and all(s and len(s) == 2 and s[0] == s[1] and not e.detail.cause
                                for s, e in zip(sizes, u.evidence))
 
 
@@ -161,7 +161,7 @@ def causes(us: list[CompileUnit]) -> tuple[Counter, list[Event]]:
     events: list[Event] = []
     for u in us:
         for e in u.evidence:
-            c = e.detail.get("cause")
+            c = e.detail.cause
             if c and c != "identical":
                 seen[c] += 1
                 events.append(e)

@@ -105,7 +105,7 @@ class FallbackCopies:
         self.by_ops: dict[frozenset, int] = {}
         copies = calls = 0
         for s in iterations:
-            seen = [e.detail.get("transfers", 0) for e in s.events if e.kind == "op_fallback"]
+            seen = [e.detail.transfers for e in s.events if e.kind == "op_fallback"]
             if not seen or not s.fallback_ops:
                 continue
             self.by_ops[frozenset(s.fallback_ops.items())] = sum(seen)

@@ -217,8 +217,8 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
     seconds = sum(u.seconds for u in re_)
     hits = len({u.iteration for u in re_})
     seen, events = C.causes(re_)
-    explained = len({id(u) for u in re_ if any(e.detail.get("cause") not in (None, "identical") for e in u.evidence)})
-    special = all(e.detail.get("special_scalars") for e in events) and events and explained == len(re_)
+    explained = len({id(u) for u in re_ if any(e.detail.cause not in (None, "identical") for e in u.evidence)})
+    special = all(e.detail.special_scalars for e in events) and events and explained == len(re_)
     # the latest explained compile is the steadiest: its line (the first graphs also differ by start-up work)
     loc = next((e.location for e in events[::-1] if e.location), None) or re_[0].location
     phase = re_[0].phase
@@ -229,11 +229,11 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
         "unexplained": len(re_) - explained}
     if events:
         # the latest explanation is the steadiest one: the first graphs also differ by start-up work
-        top = events[-1].detail["cause"]
+        top = events[-1].detail.cause
         evidence["cause"] = "special_scalar" if special else top
         evidence["causes"] = dict(seen)
-        evidence["differences"] = [d for e in events[::-1] for d in e.detail.get("differences", [])][:8]
-        hashes = sorted({h for e in events for h in e.detail.get("graph_hashes", [])})
+        evidence["differences"] = [d for e in events[::-1] for d in e.detail.differences][:8]
+        hashes = sorted({h for e in events for h in e.detail.graph_hashes})
         if hashes:
             evidence["graph_hashes"] = hashes[:8]
     recurring = hits >= threshold("recurring_min_hits")
@@ -249,7 +249,7 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
         if len(re_) > explained:
             why += f" (seen on {explained} of {len(re_)} recompiling iterations; the others were not captured)"
     else:
-        partial = [d for u in re_ for e in u.evidence for d in e.detail.get("differences", [])]
+        partial = [d for u in re_ for e in u.evidence for d in e.detail.differences]
         why = ("cause unknown: no graph or signature was captured for these compiles (capture is armed after an "
                "unexplained recompile; rerun with attribution 'always' to see what differs)")
         if partial:
@@ -264,12 +264,12 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
 def _warmup_finding(first: C.CompileUnit, warm: list[C.CompileUnit]) -> Finding:
     n = first.count + sum(u.count for u in warm)
     seen, events = C.causes(warm)
-    special = bool(events) and all(e.detail.get("special_scalars") for e in events)
+    special = bool(events) and all(e.detail.special_scalars for e in events)
     if special:
         why = ("one because a value that was 0 or 1 (a warm-up learning rate, a freshly zeroed tensor) is baked "
                "into the first graph as a constant")
     elif events:
-        why = "the graphs differ: " + "; ".join(d for e in events for d in e.detail.get("differences", [])[:2])
+        why = "the graphs differ: " + "; ".join(d for e in events for d in e.detail.differences[:2])
     else:
         why = "what differed was not captured (e.g. optimizer state appearing after the first update)"
     loc = next((e.location for e in events if e.location), None) or first.location
@@ -278,7 +278,7 @@ def _warmup_finding(first: C.CompileUnit, warm: list[C.CompileUnit]) -> Finding:
         f"{n} graphs compiled in the first {len(warm) + 1} {first.phase} iterations{where(loc)}, then no more: "
         f"{why}. Expected warm-up; excluded from step time.", n, loc,
         {"key": str(first.key), "cause": (seen.most_common(1)[0][0] if seen else None), "special_scalars": special,
-         "differences": [d for e in events for d in e.detail.get("differences", [])][:6],
+         "differences": [d for e in events for d in e.detail.differences][:6],
          "compile_time_s": round(first.seconds + sum(u.seconds for u in warm), 4)},
         None, [first.iteration] + [u.iteration for u in warm])
 
@@ -294,11 +294,11 @@ def _by_location(events: Iterable[tuple[int, Event]]) -> dict[tuple, list[tuple[
 
 def _merge_details(events: list[Event]) -> dict[str, Any]:
     detail: dict[str, Any] = {}
-    calls = Counter(e.detail.get("call") for e in events if e.detail.get("call"))
+    calls = Counter(e.detail.call for e in events if e.detail.call)
     if calls:
         detail["calls"] = dict(calls)
     for key in ("via", "shapes", "bytes", "ops", "dtype", "source"):
-        vals = [e.detail[key] for e in events if key in e.detail]
+        vals = [v for e in events if (v := getattr(e.detail, key, e.detail.extra.get(key))) is not None]
         if vals:
             detail[key] = vals[0]
     return detail
@@ -322,7 +322,7 @@ def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str], figures
         if not hit:
             continue
         events = [(s.index, e) for s in steps for e in s.events
-                  if e.kind == "device_to_host_sync" and not e.detail.get("closure")]
+                  if e.kind == "device_to_host_sync" and not e.detail.closure]
         per_pass = _once_per_pass(it, phase, hit, reads)
         recurring = recurs(len(hit), len(steps)) and not per_pass
         total = sum(reads(s) for s in hit)
@@ -379,7 +379,7 @@ def _once_per_pass(it: list[StepRecord], phase: str | None, hit: list[StepRecord
         return False
     for s in hit:
         launches = s.executions - s.early_executions
-        per_line = [e.detail.get("transfers", 1) for e in s.events if e.kind == "device_to_host_sync"]
+        per_line = [e.detail.transfers for e in s.events if e.kind == "device_to_host_sync"]
         reads = max(per_line) if per_line else reads_of(s)
         if launches >= 2 and reads >= launches:
             return False
@@ -397,7 +397,7 @@ def _closure_reads(it: list[StepRecord], advice: Mapping[str, str]) -> list[Find
     hit = [s for s in it if s.closure_reads]
     if not hit:
         return []
-    events = [e for s in it for e in s.events if e.kind == "device_to_host_sync" and e.detail.get("closure")]
+    events = [e for s in it for e in s.events if e.kind == "device_to_host_sync" and e.detail.closure]
     loc = events[0].location if events else None
     n = sum(s.closure_reads for s in hit)
     return [Finding(
@@ -502,7 +502,7 @@ def op_fallback(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding
     events = [e for s in it for e in s.events if e.kind == "op_fallback"]
     out = []
     for op, n in totals.most_common():
-        ev = [e for e in events if op in e.detail.get("ops", [])]
+        ev = [e for e in events if op in e.detail.ops]
         loc = next((e.location for e in ev if e.location), None)
         hit = [s.index for s in it if op in s.fallback_ops]
         recurring = recurs(len(hit), len(it))
@@ -511,7 +511,7 @@ def op_fallback(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding
             f"{op} ran on the CPU (no device lowering){where(loc)}: {n / max(1, len(it)):.2f} times per step in "
             f"{len(hit)} iterations, each one copying its inputs to the host and back. "
             f"{advice.get('op_fallback', GENERIC_ADVICE['op_fallback'])}", n, loc,
-            {"op": op, "calls": dict(Counter(e.detail.get("call") for e in ev)) if ev else {}},
+            {"op": op, "calls": dict(Counter(e.detail.call for e in ev)) if ev else {}},
             n / max(1, len(it)), hit))
     return out
 
@@ -525,11 +525,11 @@ def host_to_device_transfer(it: list[StepRecord], advice: Mapping[str, str]) -> 
     for _, evs in _by_location(events).items():
         loc = evs[0][1].location
         steps_hit = sorted({j for j, _ in evs})
-        avoidable = [e for _, e in evs if e.detail.get("avoidable", True)]
-        recurring = recurs(len({j for j, e in evs if e.detail.get("avoidable", True)}), len(it))
+        avoidable = [e for _, e in evs if e.detail.avoidable]
+        recurring = recurs(len({j for j, e in evs if e.detail.avoidable}), len(it))
         n = len(evs)  # calls that transferred; the arrays they moved are in the evidence
         detail = _merge_details([e for _, e in (evs if not avoidable else [(0, e) for e in avoidable])])
-        detail["arrays"] = sum(int(e.detail.get("transfers", 1)) for _, e in evs)
+        detail["arrays"] = sum(int(e.detail.transfers) for _, e in evs)
         detail["avoidable_calls"] = len(avoidable)
         if recurring:
             msg = (f"Host data passed into a compiled call{where(loc)} is copied to the device implicitly in "

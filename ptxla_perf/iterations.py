@@ -101,7 +101,7 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
         attributed=any(p.attributed for p in parts), phase=phase,
         samples=close.samples, tokens=close.tokens,
         # each event keeps the boundary it came from: compiles are judged per boundary slot (compiles.py)
-        events=[Event(e.kind, e.location, {**e.detail, "boundary": p.index}) for p in parts for e in p.events],
+        events=[Event(e.kind, e.location, replace(e.detail, boundary=p.index)) for p in parts for e in p.events],
         own_time_us=sum(p.own_time_us for p in parts) if all(p.own_time_us is not None for p in parts) else None,
         optimizer_steps=sum(p.optimizer_steps for p in parts), backward_calls=sum(p.backward_calls for p in parts),
         grad_enabled=any(grads) if grads else None,

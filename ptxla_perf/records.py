@@ -1,7 +1,7 @@
 """Backend-neutral per-step records: the one shape every adapter produces and every analysis reads."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -24,15 +24,117 @@ class Transfers:
 
 
 @dataclass
+class CallEvidence:
+    """What attribution saw at one user call: the call, the library frame it went through (`via`), the shapes and
+    bytes it moved, how many transfers it made (repeats at one line in one step add up)."""
+
+    call: str | None = None
+    via: str | None = None
+    shapes: list | None = None
+    bytes: int | None = None
+    transfers: int = 1
+    compiles: int | None = None  # torch_xla: compiles and graph launches the call caused
+    launches: int | None = None
+    boundary: int | None = None  # the boundary of an iteration it came from (iterations.group)
+    extra: dict[str, Any] = field(default_factory=dict)  # what an adapter adds beyond these fields
+
+
+@dataclass
+class ReadEvidence(CallEvidence):
+    """A device-to-host read (`device_to_host_sync`), or a graph executed early without one (`graph_break`)."""
+
+    closure: bool = False  # inside xm.add_step_closure (the recommended pattern)
+
+
+@dataclass
+class FallbackEvidence(CallEvidence):
+    """A call whose ops fell back to the CPU (`op_fallback`): the ops, and the copies to the host they made."""
+
+    transfers: int = 0
+    ops: list[str] = field(default_factory=list)
+    closure: bool = False
+
+
+@dataclass
+class TransferEvidence(CallEvidence):
+    """Host data copied into a compiled call (`host_to_device_transfer`, JAX): what kind of host data, and
+    whether the copy is avoidable (the same host buffer again, Python lists, arrays resharded every call)."""
+
+    arrays: int | None = None
+    source: list[str] | None = None
+    repeated_buffers: int | None = None
+    avoidable: bool = True
+
+
+@dataclass
+class CompileEvidence:
+    """A compile of one graph identity (`key`, compiles.GraphKey) and what its own evidence says differed."""
+
+    key: str | None = None
+    unit: bool = False  # JAX: this event is a compile unit of its own (count, seconds)
+    count: int = 1
+    seconds: float = 0.0
+    first: bool = False
+    cause: str | None = None
+    special_scalars: bool = False
+    differences: list[str] = field(default_factory=list)
+    graph_hashes: list[str] = field(default_factory=list)
+    graph_size: list[int] | None = None
+    ops: list[str] = field(default_factory=list)
+    call: str | None = None
+    evidence: str | None = None  # which cheap evidence explained it ("graph size")
+    indexed_with: list | None = None  # a changing Python int index (torch_xla)
+    boundary: int | None = None
+    new_shapes: list | None = field(default=None, metadata={"private": True})  # resolved into a line, not shown
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+EVIDENCE: dict[str, type] = {"device_to_host_sync": ReadEvidence, "graph_break": ReadEvidence,
+                             "op_fallback": FallbackEvidence, "host_to_device_transfer": TransferEvidence,
+                             "compile": CompileEvidence}
+Evidence = CallEvidence | CompileEvidence
+
+
+def evidence(kind: str, detail: "dict[str, Any] | Evidence | None" = None) -> Evidence:
+    """The typed evidence of an event kind from an adapter's keywords (unknown keys kept in `extra`)."""
+    cls = EVIDENCE.get(kind, ReadEvidence)
+    if isinstance(detail, cls):
+        return detail
+    d = dict(detail or {}) if not isinstance(detail, (CallEvidence, CompileEvidence)) else evidence_json(detail)
+    known = {f.name for f in fields(cls)} - {"extra"}
+    ev = cls(**{k: v for k, v in d.items() if k in known})
+    ev.extra.update({k: v for k, v in d.items() if k not in known})
+    return ev
+
+
+def evidence_json(ev: Evidence) -> dict[str, Any]:
+    """The evidence as the report shows it: the fields an adapter set (not the defaults), and its extras."""
+    out = {f.name: getattr(ev, f.name) for f in fields(ev)
+           if f.name != "extra" and not f.metadata.get("private") and getattr(ev, f.name) != _default(f)}
+    out.update(ev.extra)
+    return out
+
+
+def _default(f) -> Any:
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+@dataclass
 class Event:
     """Something that happened inside a step at a user line: a host read, a fallback op, an early execution,
-    an implicit transfer. Adapters emit these only on attribution steps (see docs/attribution.md)."""
+    an implicit transfer, a compile. Adapters emit these only on attribution steps (see docs/attribution.md).
+    `detail` is the kind's typed evidence (EVIDENCE); an adapter may pass its keywords as a dict."""
 
     kind: str  # device_to_host_sync | op_fallback | graph_break | host_to_device_transfer | compile
-    # compile events: detail["key"] names the graph identity (torch_xla: step site; JAX: jitted function or
-    # "eager:<line>"), detail["first"] says it is that identity's first compile, detail["cause"] what differed
     location: Location | None
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: Any = None
+
+    def __post_init__(self) -> None:
+        self.detail = evidence(self.kind, self.detail)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "location": asdict(self.location) if self.location else None,
+                "detail": evidence_json(self.detail)}
 
 
 @dataclass
@@ -101,6 +203,7 @@ class StepRecord:
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
+        d["events"] = [e.to_json() for e in self.events]
         if not d["events"]:
             del d["events"]
         if not d["boundaries"]:

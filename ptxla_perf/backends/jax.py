@@ -448,7 +448,7 @@ class JaxAdapter:
             return
         for e in self._events:  # one event per line and kind per step; repeats add up in detail["transfers"]
             if e.kind == kind and e.location == loc and kind != "compile":
-                e.detail["transfers"] = e.detail.get("transfers", 1) + detail.get("transfers", 1)
+                e.detail.transfers += detail.get("transfers", 1)
                 return
         self._events.append(Event(kind, loc, detail))
 
@@ -665,10 +665,10 @@ class JaxAdapter:
                 key = f"eager:{loc.file}:{loc.line}" if loc else "eager:?"
                 op = _eager_op(frame) or "op"
                 for e in self._events:
-                    if e.kind == "compile" and e.detail.get("key") == key:
-                        e.detail["count"] += 1
-                        e.detail["seconds"] = round(e.detail["seconds"] + duration, 6)
-                        e.detail["ops"] = e.detail["ops"] + [op] if len(e.detail["ops"]) < 16 else e.detail["ops"]
+                    if e.kind == "compile" and e.detail.key == key:
+                        e.detail.count += 1
+                        e.detail.seconds = round(e.detail.seconds + duration, 6)
+                        e.detail.ops = e.detail.ops + [op] if len(e.detail.ops) < 16 else e.detail.ops
                         break
                 else:
                     self._events.append(Event("compile", loc if self.lines else None, {
@@ -813,7 +813,7 @@ class JaxAdapter:
             self._code_sigs[key] = sig
         # an eager op on the same line (e.g. the slice that made the new shape) is explained by this one
         self._events = [e for e in self._events if not (e.kind == "compile" and e.location == loc
-                                                        and e.detail.get("key", "").startswith("eager:"))]
+                                                        and (e.detail.key or "").startswith("eager:"))]
         if old is None and prev_same_code is None:
             self._events.append(Event("compile", loc, {**unit, "first": True, "cause": None}))
             return

@@ -77,5 +77,5 @@ def _eager(groups: list[list[C.CompileUnit]], phase_len: Counter, wall: float, a
 
 
 def _ops(units: list[C.CompileUnit]) -> dict[str, int]:
-    return dict(Counter(op for u in units for e in u.evidence for op in e.detail.get("ops", [])).most_common(8))
+    return dict(Counter(op for u in units for e in u.evidence for op in e.detail.ops).most_common(8))
 

@@ -595,7 +595,7 @@ class TorchXlaAdapter:
                 "differences": d.summary_lines(), "graph_hashes": [old_digest, digest],
                 "graph_size": list(d.size)})
             if d.input_shapes:
-                event.detail["_new_shapes"] = [b for _, b in d.input_shapes]
+                event.detail.new_shapes = [b for _, b in d.input_shapes]
             self._unresolved.append(event)
             rec.events.append(event)
         graphs[digest] = hlo
@@ -621,7 +621,7 @@ class TorchXlaAdapter:
         varying = [loc for loc, shapes in self.h2d_lines.values() if len(shapes) > 1]
         indexed = [loc for loc, ints in self.index_lines.values() if len(ints) > 1]
         for event in self._unresolved:
-            new_shapes = event.detail.pop("_new_shapes", None)
+            new_shapes, event.detail.new_shapes = event.detail.new_shapes, None
             if new_shapes is not None:
                 dims = {_dims(s) for s in new_shapes}
                 match = [loc for loc, shapes in self.h2d_lines.values() if shapes & dims]
@@ -629,10 +629,10 @@ class TorchXlaAdapter:
                     event.location = varying[0]
                 elif match and event.location is None:
                     event.location = match[0]
-            elif event.detail.get("cause") == "constant" and len(indexed) == 1:
+            elif event.detail.cause == "constant" and len(indexed) == 1:
                 # a device tensor indexed by a changing Python int: the getitem line itself, not where torch_xla
                 # materialised the view (HLO metadata can name the later line that first used it)
-                event.detail["indexed_with"] = sorted(self.index_lines[(indexed[0].file, indexed[0].line)][1])[:6]
+                event.detail.indexed_with = sorted(self.index_lines[(indexed[0].file, indexed[0].line)][1])[:6]
                 event.location = indexed[0]
         self._unresolved.clear()
 
@@ -660,7 +660,7 @@ def _dims(shape: str) -> tuple[int, ...] | None:
 
 def _anomaly_key(kind: str, rec: StepRecord, event: Event | None = None, op: str | None = None) -> tuple:
     if kind == "op_fallback":
-        ops = event.detail.get("ops", []) if event else [op]
+        ops = event.detail.ops if event else [op]
         return (kind, ops[0] if ops else None)
     if kind == "compile":
         return (kind, _site_key(rec.site))
