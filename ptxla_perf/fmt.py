@@ -36,6 +36,15 @@ def pct(share: float | None, digits: int = 0) -> str:
     return MISSING if share is None else f"{share * 100:.{digits}f}%"
 
 
+def ratio(x: float | None) -> str:
+    """A ratio that stays readable: "1.18x", "37x", "> 1000x" (never "2402845.40x")."""
+    if x is None:
+        return MISSING
+    if x > 1000:
+        return "> 1000x"
+    return f"{x:.2f}x" if x < 10 else f"{x:.0f}x"
+
+
 def num(value: float | None, digits: int = 2, keep_int: bool = True) -> str:
     """A count or rate: integers stay integers (3), others get `digits` decimals (1.88); keep_int=False always
     shows the decimals (a per-step rate in a fixed-width line)."""

@@ -16,14 +16,17 @@ from typing import Any
 
 from .figures import median, step_time_s
 from .fmt import duration as _ms
+from .fmt import ratio as fmt_ratio
 from .peaks import Peak
 from .thresholds import value as threshold
 
 OVERHEAD_RATIO = threshold("roofline_overhead_ratio")  # observed above this multiple of the prediction
 UNDER_RATIO = threshold("roofline_under_ratio")  # below it, the step time cannot have covered the work
 # findings that say where time goes when it is not the device's arithmetic or memory
-_TIME_SINKS = ("device_to_host_sync", "graph_break", "recompilation", "op_fallback", "host_to_device_transfer",
-               "eager_compile", "input_bound", "host_bound", "collective_bound")
+# findings that say where steady step time goes when it is not the device's arithmetic or memory (compiles are not
+# among them: the steady steps the roofline measures are those that compiled nothing)
+_TIME_SINKS = ("device_to_host_sync", "graph_break", "op_fallback", "host_to_device_transfer", "input_bound",
+               "host_bound", "collective_bound")
 
 
 def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict] | None = None) -> dict[str, Any]:
@@ -63,10 +66,11 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
     if peak.flops_per_s and out["achieved_flops_per_s"] is not None:
         out["mfu"] = out["achieved_flops_per_s"] / peak.flops_per_s
     if out["mfu"] is not None and out["mfu"] > 1.0:
-        out["notes"].append("achieved FLOP/s above the peak: " + (
+        out["notes"].append("MFU not given: achieved FLOP/s above the peak (" + (
             "the CPU calibration ran under load or below what XLA's kernels reach; measure again with "
             "`python -m ptxla_perf.peaks --recalibrate`" if peak.name.startswith("cpu") else
-            "the peak is set too low, or the step time does not cover the device's work"))
+            "the peak is set too low, or the step time does not cover the device's work") + ")")
+        out["mfu"] = None  # never a utilisation above 100%
     if peak.bytes_per_s and out["achieved_bytes_per_s"] is not None:
         out["bandwidth_utilization"] = out["achieved_bytes_per_s"] / peak.bytes_per_s
     compute = flops / n / peak.flops_per_s if peak.flops_per_s else None
@@ -80,11 +84,16 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
         return out
     ratio = observed / predicted
     out["observed_over_predicted"] = ratio
-    sinks = [f for f in findings or [] if f.get("kind") in _TIME_SINKS and f.get("severity") in ("warning", "error")]
+    gap = max(observed - predicted, 0.0)
+    sinks = [f for f in findings or [] if f.get("kind") in _TIME_SINKS and f.get("severity") in ("warning", "error")
+             and _explains(f, gap)]
     out["related_findings"] = sorted({f["kind"] for f in sinks})
     bound = "compute" if (compute or 0.0) >= (memory or 0.0) else "memory"
     if ratio < UNDER_RATIO:
-        out["explanation"] = (f"the observed step ({_ms(observed)}) is {ratio:.2f}x the prediction ({_ms(predicted)}): "
+        if out["mfu"] is not None:
+            out["mfu"] = None
+            out["notes"].append("MFU not given: the step's wall time does not cover the device's work")
+        out["explanation"] = (f"the observed step ({_ms(observed)}) is {fmt_ratio(ratio)} the prediction ({_ms(predicted)}): "
                               "the step's wall time does not cover the device's work (torch_xla's sync and JAX's "
                               "dispatch return before the device finishes: a loop whose steps neither depend on each "
                               "other nor read a value measures dispatch) or the peak is set too low; MFU is not "
@@ -94,7 +103,7 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
         where = (f"see the findings: {', '.join(out['related_findings'])}" if sinks else
                  "no finding explains it: host time between graphs, small ops (launch overhead), or a "
                  "calibrated peak the runtime cannot reach (docs/roofline.md); a capture (`analyze`) shows where")
-        out["explanation"] = (f"the steady step takes {ratio:.1f}x the {bound}-bound prediction "
+        out["explanation"] = (f"the steady step takes {fmt_ratio(ratio)} the {bound}-bound prediction "
                               f"({_ms(observed)} observed vs {_ms(predicted)} predicted): the time goes elsewhere; "
                               f"{where}")
     else:
@@ -102,9 +111,18 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
         ai, ridge = out["arithmetic_intensity"], peak.ridge
         side = (f"arithmetic intensity {ai:.1f} FLOP/B {'above' if ai >= ridge else 'below'} the ridge point "
                 f"{ridge:.1f}" if ai is not None and ridge else "")
-        out["explanation"] = (f"{side + ': ' if side else ''}observed {_ms(observed)} is {ratio:.2f}x the "
+        out["explanation"] = (f"{side + ': ' if side else ''}observed {_ms(observed)} is {fmt_ratio(ratio)} the "
                               f"predicted {_ms(predicted)}")
     return out
+
+
+def _explains(f: dict, gap_s: float) -> bool:
+    """A finding explains an overhead-bound step unless its own measured cost per step is a small part of the gap
+    between observed and predicted (a finding whose cost was not measured is named, as possibly explaining)."""
+    wait_ms = (f.get("evidence") or {}).get("wait_ms_per_step")
+    if wait_ms is None or not gap_s:
+        return True
+    return wait_ms / 1e3 >= threshold("roofline_explains_share") * gap_s
 
 
 def top_ops(ops: list[dict], modules: dict[str, str], peak: Peak, limit: int = 10) -> list[dict[str, Any]]:
@@ -169,7 +187,7 @@ def summary_lines(sec: dict[str, Any] | None) -> list[str]:
         why = f" (see {', '.join(sec['related_findings'])})" if sec.get("related_findings") and \
             sec.get("verdict") == "overhead-bound" else ""
         lines.append(f"              predicted {_ms(sec['predicted_step_time_s'])} vs observed "
-                     f"{_ms(sec['observed_step_time_s'])} ({sec['observed_over_predicted']:.2f}x): "
+                     f"{_ms(sec['observed_step_time_s'])} ({fmt_ratio(sec['observed_over_predicted'])}): "
                      f"{sec['verdict']}{why}")
     return lines
 

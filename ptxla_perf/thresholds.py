@@ -30,6 +30,9 @@ _ALL = (
     Threshold("straggler_min_steps", 3, "a rank needs at least this many steady steps to be compared"),
     Threshold("roofline_overhead_ratio", 2.0,
               "observed steady step above this multiple of the roofline prediction: overhead-bound"),
+    Threshold("roofline_explains_share", 0.1,
+              "an overhead-bound verdict names a finding only if its measured cost per step is at least this share "
+              "of the gap between observed and predicted step time"),
     Threshold("roofline_under_ratio", 0.5,
               "observed step below this multiple of the prediction: the wall time cannot cover the device's work"),
 )
