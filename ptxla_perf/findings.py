@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import compiles as C
 from . import iterations as I
-from .figures import NET_OF_COMPILE, Figures, basis, steady_steps
+from .figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
 from .fmt import ms as _ms
 from .records import Event, Location, StepRecord
 from .thresholds import value as threshold
@@ -36,6 +36,8 @@ GENERIC_ADVICE = {
     "closure_read": "",
     "input_pipeline": "",
     "no_steps": "",
+    "input_bound": "Prefetch batches ahead of the step (loader workers, a device prefetcher) and move per-batch "
+                   "host work (decoding, augmentation) out of the loop or cache it.",
 }
 
 
@@ -598,6 +600,36 @@ class CompileTime(Rule):
         return compile_time(ctx.iterations, ctx.warmup, ctx.figures)
 
 
+class InputBound(Rule):
+    """The loop waits for its next batch: a large share of each steady step is the host waiting in the loader's
+    next() (measured by the adapter on every step, or by `session.data_wait()`), no capture needed."""
+
+    kind = "input_bound"
+
+    def run(self, ctx: Context) -> list[Finding]:
+        steady = ctx.figures.steady
+        waits, times = series(steady, "data"), series(steady, "step")
+        if not waits or not sum(times):
+            return []
+        wait, step = sum(waits) / len(waits), sum(times) / len(times)
+        share = wait / step
+        bound = threshold("input_bound_share")
+        hits = [s.index for s, w, t in zip(steady, waits, times) if t and w / t >= bound]
+        if share < bound or not recurs(len(hits), len(steady)):
+            return []
+        site = next((e for s in ctx.iterations for e in s.events if e.kind == "data_wait"), None)
+        loc = site.location if site else None
+        call = site.detail.call if site else None
+        return [Finding(
+            "input_bound", "warning",
+            f"The loop waits for its input{where(loc)}: {_ms(wait)} of each {_ms(step)} step ({share:.0%}) goes "
+            f"to the next batch{f' ({call})' if call else ''}, in {len(hits)} of {len(steady)} steady steps, while "
+            f"the device has nothing to run. {ctx.advice.get('input_bound', GENERIC_ADVICE['input_bound'])}",
+            len(hits), loc, {"wait_ms_per_step": round(wait * 1e3, 3), "step_ms": round(step * 1e3, 3),
+                             "share": round(share, 4), "call": call, "source": "runtime"},
+            len(hits) / len(steady), hits)]
+
+
 class NoSteps(Rule):
     kind = "no_steps"
 
@@ -610,7 +642,7 @@ class NoSteps(Rule):
 
 
 RULES: tuple[Rule, ...] = (Recompilation(), WarmupCompiles(), NewGraph(), DeviceToHostSync(), OpFallback(),
-                           GraphBreak(), HostToDeviceTransfer(), CompileTime(), NoSteps())
+                           GraphBreak(), HostToDeviceTransfer(), InputBound(), CompileTime(), NoSteps())
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 

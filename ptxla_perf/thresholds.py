@@ -23,6 +23,9 @@ _ALL = (
               "no optimizer in the run: at least this many boundaries taking turns in a fixed cycle of sync sites "
               "before the cycle is called a graph break"),
     Threshold("cycle_max_sites", 4, "...with at most this many sites in the cycle"),
+    Threshold("input_bound_share", 0.3,
+              "input_bound: the loop waits for its next batch this share of the steady step (on average, and in "
+              "recurring_share of the steady steps)"),
     Threshold("straggler_share", 0.25,
               "a rank is a straggler when its typical step is this share slower than the others'..."),
     Threshold("straggler_min_s", 0.002, "...and at least this many seconds slower..."),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import threading
 import time
 from collections import Counter, OrderedDict
 from dataclasses import asdict
@@ -56,7 +57,7 @@ class _Snapshot:
     samples (~60 us) per call."""
 
     __slots__ = ("uncached", "cached", "d2h", "d2h_ns", "d2h_bytes", "h2d", "fallbacks", "t", "backward",
-                 "opt", "closure_d2h")
+                 "opt", "closure_d2h", "data_wait")
 
     def __init__(self, prev: "_Snapshot | None" = None, training: "_TrainingCalls | None" = None):
         self.t = time.perf_counter()
@@ -66,6 +67,7 @@ class _Snapshot:
         self.backward = training.backward if training else 0
         self.opt = training.optimizer_steps if training else 0
         self.closure_d2h = training.closure_reads if training else 0
+        self.data_wait = training.data_wait if training else 0.0
         self.h2d = _counter("xla::_copy_from") + _counter("DeviceDataCacheMiss")
         if prev is not None and self.d2h == prev.d2h:
             # a CPU fallback copies its inputs to the host, so no transfer means no fallback: skip listing every
@@ -90,6 +92,13 @@ class _TrainingCalls:
         self.closure_reads = 0
         self.in_closure = False
         self.batch_shapes: tuple | None = None  # shapes of the batch an MpDeviceLoader yielded last
+        # time the main thread waited in a loader's next() (DataLoader, MpDeviceLoader), and where the loop pulls
+        self.data_wait = 0.0
+        self.data_seen = False
+        self.data_site: Location | None = None
+        self.data_call: str | None = None
+        self._in_next = False
+        self._main = threading.main_thread()
         self._saved: dict[str, Any] = {}
         self._handle = None
 
@@ -128,13 +137,37 @@ class _TrainingCalls:
         real_next = self._saved["loader_next"] = pl.PerDeviceLoader.next
 
         def loader_next(loader, *args, **kwargs):  # the batch's shapes: cheap evidence for an input-shape recompile
-            item = real_next(loader, *args, **kwargs)
+            item = calls.timed_next(real_next, "MpDeviceLoader", loader, *args, **kwargs)
             calls.batch_shapes = _shapes(item)
             return item
         loader_next.__wrapped__ = real_next
         pl.PerDeviceLoader.next = loader_next
+        from torch.utils.data import dataloader as dl
+        real_iter_next = self._saved["iter_next"] = dl._BaseDataLoaderIter.__next__
+
+        def iter_next(it, *args, **kwargs):  # the DataLoader's own next(): the time the loop waits for a batch
+            return calls.timed_next(real_iter_next, "DataLoader", it, *args, **kwargs)
+        iter_next.__wrapped__ = real_iter_next
+        dl._BaseDataLoaderIter.__next__ = iter_next
         from torch.optim.optimizer import register_optimizer_step_post_hook
         self._handle = register_optimizer_step_post_hook(self._on_optimizer_step)
+
+    def timed_next(self, real, what: str, *args, **kwargs):
+        """Time a loader's next() on the main thread (a loader's own prefetch thread is not the training loop
+        waiting), the outermost call only (MpDeviceLoader's next waits on a queue its thread fills from the
+        DataLoader). Two clock reads per batch; the loop's line is looked up once."""
+        if self._in_next or threading.current_thread() is not self._main:
+            return real(*args, **kwargs)
+        self._in_next = True
+        t0 = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            self.data_wait += time.perf_counter() - t0
+            self._in_next = False
+            if not self.data_seen:
+                self.data_seen, self.data_call = True, what
+                self.data_site = user_frame(sys._getframe(2))[0]
 
     def _on_optimizer_step(self, *_args) -> None:
         self.optimizer_steps += 1
@@ -148,6 +181,8 @@ class _TrainingCalls:
         xm._run_step_closures = self._saved["closures"]
         import torch_xla.distributed.parallel_loader as pl
         pl.PerDeviceLoader.next = self._saved["loader_next"]
+        from torch.utils.data import dataloader as dl
+        dl._BaseDataLoaderIter.__next__ = self._saved["iter_next"]
         if self._handle is not None:
             self._handle.remove()
         self._saved = {}
@@ -256,6 +291,9 @@ class TorchXlaAdapter:
         "no_steps": "The loop never called torch_xla.sync() / xm.mark_step() in this process (work in xmp.spawn "
                     "children or through torch.compile is not seen here).",
         "host_to_device_transfer": "Create tensors on the device, or move data once outside the loop.",
+        "input_bound": "Give the DataLoader workers (num_workers > 0, persistent_workers=True), wrap it in "
+                       "torch_xla's MpDeviceLoader to prefetch batches to the device, and move per-sample work "
+                       "(decoding, augmentation) out of __getitem__ or cache it.",
     }
 
     def __init__(self, attribution: dict | None = None):
@@ -287,6 +325,7 @@ class TorchXlaAdapter:
         self._costs: dict[str, hlo_cost.GraphCost] = {}  # graph hash -> its cost, computed once (roofline)
         self._site_cost: dict[tuple, tuple[str, hlo_cost.GraphCost]] = {}  # site -> its last captured graph's cost
         self._cost_counts = Counter()  # how each launching boundary got its cost: captured | carried | unknown
+        self._data_site_sent = False  # the loader line, sent once as a data_wait event
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[..., None]) -> None:
@@ -430,6 +469,11 @@ class TorchXlaAdapter:
             self._last.closure_reads += closure
         rec.device_to_host = Transfers(max(0, now.d2h - prev.d2h - closure), int(now.d2h_bytes - prev.d2h_bytes))
         rec.device_to_host_time_s = (now.d2h_ns - prev.d2h_ns) / 1e9 if now.d2h != prev.d2h else 0.0
+        if self.training.data_seen:  # the loop pulls from a loader: its wait for each batch (session.data_wait()
+            rec.data_wait_s = now.data_wait - prev.data_wait  # overrides where the program times it itself)
+            if not self._data_site_sent and self.training.data_site is not None:
+                self._data_site_sent = True
+                self.events.append(Event("data_wait", self.training.data_site, {"call": self.training.data_call}))
         rec.backward_calls = now.backward - prev.backward
         rec.optimizer_steps = now.opt - prev.opt
         rec.host_to_device = Transfers(now.h2d - prev.h2d, None)
