@@ -12,6 +12,7 @@ compile, execute early or copy to the host. See docs/attribution.md.
 """
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import sys
@@ -40,6 +41,12 @@ _SCALAR_READ = "aten::_local_scalar_dense"
 
 def _counter(name: str) -> int:
     return X._xla_counter_value(name) or 0
+
+
+def _since(now: int, before: int) -> int:
+    """A counter's increase. Counters can go back to zero: torch.compile's openxla backend clears them all while it
+    compiles (UnsupportedNodesCollector); then what was counted since the reset is what we know."""
+    return now - before if now >= before else now
 
 
 def _metric(name: str) -> tuple[int, float]:
@@ -110,11 +117,11 @@ class _TrainingCalls:
         calls = self
 
         def backward(*args, **kwargs):
-            calls.backward += 1
+            calls.backward += _not_fake()
             return real_backward(*args, **kwargs)
 
         def grad(*args, **kwargs):
-            calls.backward += 1
+            calls.backward += _not_fake()  # torch.compile's aot_autograd traces with grad on fake tensors
             return real_grad(*args, **kwargs)
 
         def run_step_closures(*args, **kwargs):
@@ -131,6 +138,7 @@ class _TrainingCalls:
         for f, real in ((backward, real_backward), (grad, real_grad), (run_step_closures, real_closures)):
             f.__wrapped__ = real
             f.__doc__ = real.__doc__
+        _not_traced(backward, grad, run_step_closures)
         torch.autograd.backward, torch.autograd.grad = backward, grad
         xm._run_step_closures = run_step_closures
         import torch_xla.distributed.parallel_loader as pl
@@ -141,6 +149,7 @@ class _TrainingCalls:
             calls.batch_shapes = _shapes(item)
             return item
         loader_next.__wrapped__ = real_next
+        _not_traced(loader_next)
         pl.PerDeviceLoader.next = loader_next
         from torch.utils.data import dataloader as dl
         real_iter_next = self._saved["iter_next"] = dl._BaseDataLoaderIter.__next__
@@ -188,6 +197,30 @@ class _TrainingCalls:
         self._saved = {}
 
 
+def _not_traced(*fns: Callable) -> None:
+    """Dynamo neither compiles frames of these functions nor inlines them (a graph break, as at the binding or torch
+    function they stand in for); what they call is compiled as before. Without it, a hook that runs eagerly inside a
+    compiled region (Tensor.backward after a graph break, a sync inside a compiled function) is compiled as a frame of
+    its own, guarded on the values of our counters: a recompile at every step."""
+    try:
+        from torch._dynamo.decorators import skip
+    except Exception:  # no dynamo (or it moved): nothing to keep out of
+        return
+    for fn in fns:
+        try:
+            skip(fn)
+        except Exception:
+            pass
+
+
+def _not_fake() -> int:
+    """1 unless a FakeTensorMode is active (torch.compile tracing its graphs): then 0."""
+    try:
+        return int(torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is None)
+    except Exception:
+        return 1
+
+
 def _shapes(item, limit: int = 8) -> tuple:
     """The shapes of the tensors in a batch (a tensor, or a dict/list/tuple of them), in order, at most `limit`."""
     out: list = []
@@ -221,6 +254,8 @@ class _Attribution(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if torch.compiler.is_compiling():  # dynamo traces modes on the stack: give it nothing to trace (no breaks)
+            return func(*args, **kwargs)
         before = _call_signal()
         result = func(*args, **kwargs)
         name = getattr(func, "__name__", str(func))
@@ -326,13 +361,17 @@ class TorchXlaAdapter:
         self._site_cost: dict[tuple, tuple[str, hlo_cost.GraphCost]] = {}  # site -> its last captured graph's cost
         self._cost_counts = Counter()  # how each launching boundary got its cost: captured | carried | unknown
         self._data_site_sent = False  # the loader line, sent once as a data_wait event
+        self._dynamo = False  # the script called torch.compile: no TorchFunctionMode from then on
+        self._real_compile: Callable | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[..., None]) -> None:
         self._on_boundary = on_boundary
         self._real_marker = X._xla_step_marker
+        _not_traced(TorchXlaAdapter._marker)
         X._xla_step_marker = self._marker
         self.training.install()
+        self._watch_torch_compile()
         self._snap = _Snapshot(None, self.training)
         self._ir_debug0 = bool(X._get_ir_debug())  # the user's own XLA_IR_DEBUG / XLA_HLO_DEBUG setting stays
         self._compile_total = _metric("CompileTime")[1] / 1e9
@@ -349,6 +388,8 @@ class TorchXlaAdapter:
             X._xla_step_marker = self._real_marker
             self._real_marker = None
         self.training.uninstall()
+        if self._real_compile is not None:
+            torch.compile, self._real_compile = self._real_compile, None
         if self._snap is None:
             return None
         tail = self._record(-1, None, _Snapshot(self._snap, self.training))
@@ -415,12 +456,32 @@ class TorchXlaAdapter:
             self._mode = None
         if self._current == GRAPHS:
             X._set_ir_debug(self._ir_debug0)
+        if kind == CALLS and self._dynamo:
+            kind = None  # see _watch_torch_compile
         if kind == CALLS:
             self._mode = _Attribution(self)
             self._mode.__enter__()
         elif kind == GRAPHS:
             X._set_ir_debug(True)
         self._current = kind
+
+    def _watch_torch_compile(self) -> None:
+        """Dynamo traces the TorchFunctionModes on the stack into its graphs and guards on the stack: a calls step's
+        mode around a compiled function would recompile it each time the mode comes or goes (and break its graph
+        wherever the mode's own code cannot be traced). So once the script calls torch.compile (nn.Module.compile
+        and @torch.compile go through it), calls attribution stops; graph capture goes on."""
+        real = self._real_compile = torch.compile
+        adapter = self
+
+        def compile(*args, **kwargs):
+            adapter._dynamo = True
+            mode = adapter._mode
+            if mode is not None and torch.overrides._get_current_function_mode_stack()[-1:] == [mode]:
+                adapter._activate(None)  # ours is the innermost mode: leave now, not at the next boundary
+            return real(*args, **kwargs)
+        functools.update_wrapper(compile, real)
+        _not_traced(compile)
+        torch.compile = compile
 
     # --- the step boundary ---------------------------------------------------------------------------
     def _marker(self, *args, **kwargs):
@@ -437,7 +498,7 @@ class TorchXlaAdapter:
             t1 = time.perf_counter()
             result = self._real_marker(*args, **kwargs)
             t2 = time.perf_counter()
-            own = _counter("UncachedCompile") + _counter("CachedCompile") - launches0
+            own = _since(_counter("UncachedCompile") + _counter("CachedCompile"), launches0)
             rec = self._record(0, site, _Snapshot(self._snap, self.training))
             rec.early_executions = max(0, rec.executions - own)
             rec.grad_enabled = grad
@@ -459,9 +520,9 @@ class TorchXlaAdapter:
         prev = self._snap
         self._snap = now
         rec = StepRecord(index=index, wall_time_s=now.t - prev.t, site=site)
-        rec.compiles = now.uncached - prev.uncached
-        rec.cached_compiles = now.cached - prev.cached
-        rec.executions = now.launches - prev.launches
+        rec.compiles = _since(now.uncached, prev.uncached)
+        rec.cached_compiles = _since(now.cached, prev.cached)
+        rec.executions = rec.compiles + rec.cached_compiles
         if rec.compiles:
             rec.compile_time_s = self._compile_time_delta()
         closure = now.closure_d2h - prev.closure_d2h  # reads in the previous boundary's closures: that step's
@@ -476,10 +537,10 @@ class TorchXlaAdapter:
                 self.events.append(Event("data_wait", self.training.data_site, {"call": self.training.data_call}))
         rec.backward_calls = now.backward - prev.backward
         rec.optimizer_steps = now.opt - prev.opt
-        rec.host_to_device = Transfers(now.h2d - prev.h2d, None)
+        rec.host_to_device = Transfers(_since(now.h2d, prev.h2d), None)
         for name, value in now.fallbacks.items():
-            if value != prev.fallbacks.get(name, 0):
-                rec.fallback_ops[name] = value - prev.fallbacks.get(name, 0)
+            if value != prev.fallbacks.get(name, 0) and _since(value, prev.fallbacks.get(name, 0)):
+                rec.fallback_ops[name] = _since(value, prev.fallbacks.get(name, 0))
         rec.events = list(self.events)
         self.events.clear()
         if index >= 0:
@@ -607,11 +668,9 @@ class TorchXlaAdapter:
     def _pending_graph(self) -> tuple[str, str] | None:
         """Hash and HLO of what this sync is about to run. Costs a heap scan (~0.1 s): attribution steps only."""
         try:
-            # type(), not isinstance(): isinstance reads `__class__`, which some objects answer with a
-            # DeprecationWarning; and no warnings.catch_warnings(), whose exit resets every once-per-line
-            # registry, so the user's own warnings would print again after each attribution step
-            tensor = torch.Tensor
-            live = [o for o in gc.get_objects() if issubclass(type(o), tensor) and o.device.type == "xla"]
+            # no warnings.catch_warnings(): its exit resets every once-per-line registry, so the user's own warnings
+            # would print again after each attribution step
+            live = _live_xla_tensors()
             if not live:
                 return None
             digest = X._get_graph_hash(live)
@@ -679,6 +738,39 @@ class TorchXlaAdapter:
                 event.detail.indexed_with = sorted(self.index_lines[(indexed[0].file, indexed[0].line)][1])[:6]
                 event.location = indexed[0]
         self._unresolved.clear()
+
+
+def _live_xla_tensors() -> list[torch.Tensor]:
+    """The live tensors that torch_xla itself backs: the only ones the graph-hash/HLO bindings may be given.
+
+    A device that says "xla" is not enough: torch.compile leaves FakeTensors (and functional wrappers around them)
+    of its traced graphs alive, SPMD has XLAShardedTensor wrappers, and `_get_graph_hash` aborts the whole process (a
+    C++ check, no Python error) on any tensor whose impl is not an XLA tensor. `_xla_get_tensor_id` resolves a
+    tensor the same way but raises a RuntimeError instead, so a tensor it answers for is one the bindings accept.
+    A tensor found through the heap can also be one whose Python object C++ keeps alive (its impl owns the object,
+    not the other way round): holding it does not keep the impl alive, and when the C++ owner lets go the object
+    becomes an undefined tensor, which `_get_graph_hash` aborts on just the same. `_fix_weakref()` (what torch does
+    for a tensor reached through a weak reference) makes the object own its impl again for as long as we hold it;
+    on a tensor that already owns it, it does nothing (tests/test_modes.py)."""
+    tensor = torch.Tensor
+    candidates = []
+    for o in gc.get_objects():
+        # type(), not isinstance(): isinstance reads `__class__`, which some objects answer with a DeprecationWarning
+        if issubclass(type(o), tensor):
+            try:
+                o._fix_weakref()  # own the impl while we hold the object (what torch's WeakIdRef does)
+                if o.device.type == "xla":  # a subclass may run Python here (__torch_function__)
+                    candidates.append(o)
+            except Exception:
+                pass
+    tensor_id, live = X._xla_get_tensor_id, []
+    for o in candidates:
+        try:
+            tensor_id(o)
+        except Exception:  # fake, functional over fake, wrapper subclass, freed: not an XLA tensor
+            continue
+        live.append(o)
+    return live
 
 
 def _python_ints(index) -> tuple | None:

@@ -1,0 +1,78 @@
+"""torch_xla's execution modes under `profile`: each tests/scripts/mode_*.py, written as torch_xla's guides write
+that mode, must run under `profile --attribution always` as it runs alone (same stdout, same exit code) and leave
+a valid report whose graph captures worked.
+
+The modes and what they once broke (issue 19): torch.compile(backend="openxla") leaves FakeTensors of its traced
+graphs on the heap, whose device says xla, and SPMD has XLAShardedTensor wrappers; graph capture handed them to
+`_XLAC._get_graph_hash`, which aborts the process from C++ on any tensor that is not an XLA tensor (exit 134).
+Tensors that C++ keeps alive (their Python object owned by the impl) turned into undefined tensors under our
+references, with the same abort. Dynamo also traced our TorchFunctionMode and hooks: extra graph breaks and
+recompiles in the user's program, which mode_dynamo.py prints (dynamo's own counters). Eager mode with a
+torch_xla.compile'd step and the torch_xla.step() context manager are the other two ways a step is cut.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import SCRIPTS, cli_env, load_report
+
+MODES = ("dynamo", "eager", "step", "spmd")
+
+
+@dataclass
+class ModeRun:
+    script: Path
+    plain: subprocess.CompletedProcess
+    profiled: subprocess.CompletedProcess
+    report: Path
+
+
+def _start(args: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen(args, cwd=cwd, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.fixture(scope="module", params=MODES)
+def mode_run(request, tmp_path_factory) -> ModeRun:
+    """The mode's script run plain and under `profile`, side by side (two processes at once: the pair takes the
+    time of the slower one)."""
+    script = SCRIPTS / f"mode_{request.param}.py"
+    tmp = tmp_path_factory.mktemp(request.param)
+    report = tmp / "report.json"
+    plain = _start([sys.executable, str(script)], tmp)
+    profiled = _start([sys.executable, "-m", "ptxla_perf", "profile", "--attribution", "always", "--port", "none",
+                       "--report", str(report), str(script)], tmp)
+    return ModeRun(script, _finish(plain), _finish(profiled), report)
+
+
+def test_the_script_runs_as_it_runs_alone(mode_run):
+    plain, profiled = mode_run.plain, mode_run.profiled
+    assert plain.returncode == 0 and plain.stdout.strip(), plain.stderr[-3000:]
+    assert profiled.returncode == plain.returncode, profiled.stderr[-3000:]
+    assert profiled.stdout == plain.stdout  # mode_dynamo.py: dynamo's graph and graph-break counts too
+    assert "Deallocating Tensor that still has live PyObject references" not in profiled.stderr
+
+
+def test_the_report_is_valid_and_graphs_were_captured(mode_run):
+    assert mode_run.report.exists(), mode_run.profiled.stderr[-3000:]
+    data = load_report(mode_run.report)
+    assert (data["run"]["status"], data["run"]["exit_code"]) == ("completed", 0)
+    assert data["steps"], "no step boundary seen"
+    notes = data["run"]["attribution"]["notes"]
+    assert not [n for n in notes if "graph capture failed" in n], notes
+    assert any(s["graph_hashes"] for s in data["steps"]), "no graph-capture step captured a graph"
+    for s in data["steps"]:  # counters reset by torch.compile's openxla backend must not give negative counts
+        assert min(s["compiles"], s["cached_compiles"], s["executions"], s["mark_steps"]) >= 0, s
