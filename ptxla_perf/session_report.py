@@ -8,8 +8,10 @@ import os
 import sys
 from typing import Any
 
-from . import peaks, render, report as report_mod, roofline
+from . import oom, peaks, render, report as report_mod, roofline
 from .findings import Analysis, Finding
+from .frames import function_at, is_user_file
+from .records import Location
 
 
 class ReportOutput:
@@ -74,6 +76,8 @@ class ReportOutput:
         if status == "stopped" and stop_reason:
             extra_findings.append(Finding("run_stopped", "error", stop_reason, 1,
                                           s.steps[-1].site if s.steps else None, {}))
+        if status == "crashed" and oom.is_oom(stop_reason):
+            extra_findings.append(oom_finding(stop_reason, s.steps))
         analysis = s.analysis(status)
         findings = [f.to_json() for f in extra_findings + analysis.findings] + list((s.trace or {}).get(
             "findings", []))
@@ -101,3 +105,14 @@ class ReportOutput:
             sec = roofline.section([], {"source": "unavailable", "notes": [f"roofline failed: {exc}"]},
                                    peaks.Peak(None, None, "unknown", "unknown", "roofline failed"))
         return sec
+
+
+def oom_finding(reason: str, steps: list) -> Finding:
+    """The run died out of device memory: what XLA's message says (oom.py), at the user's line of the largest
+    allocation where its metadata names one, else at the last step boundary."""
+    r = oom.parse(reason)
+    last = steps[-1] if steps else None
+    loc = next((Location(a.source_file, a.source_line, function_at(a.source_file, a.source_line)) for a in r.largest
+                if a.source_file and a.source_line and is_user_file(a.source_file)), None)
+    return Finding("oom", "error", oom.message(r, len(steps)), 1,
+                   loc or (last.site if last else None), {**r.to_json(), "after_boundary": last.index if last else None})
