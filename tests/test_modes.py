@@ -22,10 +22,13 @@ import pytest
 from conftest import SCRIPTS, cli_env, load_report
 
 MODES = ("dynamo", "eager", "step", "spmd")
+EXECUTION_MODES = {"dynamo": ["dynamo", "lazy"], "eager": ["eager", "torch_xla.compile"],
+                   "step": ["lazy", "torch_xla.compile"], "spmd": ["lazy", "spmd"]}
 
 
 @dataclass
 class ModeRun:
+    mode: str
     script: Path
     plain: subprocess.CompletedProcess
     profiled: subprocess.CompletedProcess
@@ -55,7 +58,7 @@ def mode_run(request, tmp_path_factory) -> ModeRun:
     plain = _start([sys.executable, str(script)], tmp)
     profiled = _start([sys.executable, "-m", "ptxla_perf", "profile", "--attribution", "always", "--port", "none",
                        "--report", str(report), str(script)], tmp)
-    return ModeRun(script, _finish(plain), _finish(profiled), report)
+    return ModeRun(request.param, script, _finish(plain), _finish(profiled), report)
 
 
 def test_the_script_runs_as_it_runs_alone(mode_run):
@@ -76,3 +79,10 @@ def test_the_report_is_valid_and_graphs_were_captured(mode_run):
     assert any(s["graph_hashes"] for s in data["steps"]), "no graph-capture step captured a graph"
     for s in data["steps"]:  # counters reset by torch.compile's openxla backend must not give negative counts
         assert min(s["compiles"], s["cached_compiles"], s["executions"], s["host_reads"]) >= 0, s
+
+
+def test_the_report_names_the_execution_mode(mode_run):
+    """mode_step.py cuts graphs with torch_xla.step() and then with torch_xla.sync(); mode_eager.py only through
+    torch_xla.compile; mode_dynamo.py syncs after each compiled call itself."""
+    env = load_report(mode_run.report)["environment"]
+    assert env["execution_modes"] == EXECUTION_MODES[mode_run.mode]

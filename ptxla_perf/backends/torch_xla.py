@@ -197,6 +197,19 @@ class _TrainingCalls:
         self._saved = {}
 
 
+def _sync_caller(frame) -> str:
+    """Who called torch_xla.sync() (`frame` is the marker's caller: sync itself, or another wrapper of the binding):
+    torch_xla.compile / torch_xla.step (its `_compile` region), torch.compile's openxla bridge, or anyone else."""
+    caller = frame.f_back if frame is not None and frame.f_code.co_name == "sync" else None
+    if caller is None:
+        return "lazy"
+    path = caller.f_code.co_filename.replace(os.sep, "/")
+    if caller.f_code.co_name in ("_compile", "_clear_pending_ops_before_compile") \
+            and path.endswith("torch_xla/torch_xla.py"):
+        return "torch_xla.compile"
+    return "dynamo" if "/torch_xla/_dynamo/" in path else "lazy"
+
+
 def _not_traced(*fns: Callable) -> None:
     """Dynamo neither compiles frames of these functions nor inlines them (a graph break, as at the binding or torch
     function they stand in for); what they call is compiled as before. Without it, a hook that runs eagerly inside a
@@ -362,6 +375,7 @@ class TorchXlaAdapter:
         self._cost_counts = Counter()  # how each launching boundary got its cost: captured | carried | unknown
         self._data_site_sent = False  # the loader line, sent once as a data_wait event
         self._dynamo = False  # the script called torch.compile: no TorchFunctionMode from then on
+        self._sync_callers: set[str] = set()  # who cut the graphs: "lazy" | "torch_xla.compile" | "dynamo"
         self._real_compile: Callable | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -428,7 +442,8 @@ class TorchXlaAdapter:
 
     def environment(self) -> dict[str, Any]:
         import torch_xla.runtime as xr
-        env: dict[str, Any] = {"versions": {"torch": torch.__version__, "torch_xla": torch_xla.__version__}}
+        env: dict[str, Any] = {"versions": {"torch": torch.__version__, "torch_xla": torch_xla.__version__},
+                               "execution_modes": self._execution_modes()}
         if not X._xla_runtime_is_initialized():  # a parent that only spawned: asking would initialise it
             env["device_kind"] = os.environ.get("PJRT_DEVICE")
             return env
@@ -443,6 +458,24 @@ class TorchXlaAdapter:
             env["device_kind"] = os.environ.get("PJRT_DEVICE")
             env["device_error"] = str(exc).splitlines()[0]
         return env
+
+    def _execution_modes(self) -> list[str]:
+        """How the script ran its graphs: "lazy" (syncs it made itself: torch_xla.sync, mark_step, step loaders),
+        "torch_xla.compile" (syncs of torch_xla.compile / torch_xla.step regions), "eager" (eager mode on at the end),
+        "dynamo" (it called torch.compile), "spmd". Read when the report is built."""
+        modes = {m for m in self._sync_callers if m != "dynamo"}
+        if self._dynamo:
+            modes.add("dynamo")
+        try:
+            if X._xla_runtime_is_initialized():
+                import torch_xla.runtime as xr
+                if X._get_use_eager_mode():
+                    modes.add("eager")
+                if xr.is_spmd():
+                    modes.add("spmd")
+        except Exception:
+            pass
+        return sorted(modes)
 
     # --- attribution ----------------------------------------------------------------------------------
     def _activate(self, kind: str | None) -> None:
@@ -491,6 +524,7 @@ class TorchXlaAdapter:
         try:
             t0 = time.perf_counter()
             site, _ = user_frame(sys._getframe(1))
+            self._sync_callers.add(_sync_caller(sys._getframe(1)))
             kind = self._current
             pending = self._pending_graph() if kind == GRAPHS else None
             grad = torch.is_grad_enabled()
