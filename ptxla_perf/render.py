@@ -24,7 +24,9 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
     run = report.get("run", {})
     what = run.get("recipe") or run.get("script") or run.get("kind")
     st = s.get(K.STEP_TIME) or {}
-    lines = [f"ptxla_perf [{report['backend']}] {what}: {s[K.STEPS]} steps ({s[K.WARMUP_STEPS]} warm-up), "
+    modes = [m for m in (report.get("environment") or {}).get("execution_modes") or [] if m != "lazy"]
+    backend = ", ".join([report["backend"], *modes])  # torch_xla: how the script cut its graphs, when not lazy
+    lines = [f"ptxla_perf [{backend}] {what}: {s[K.STEPS]} steps ({s[K.WARMUP_STEPS]} warm-up), "
              f"status {run.get('status')}"]
     if run.get("status") == "crashed" and not s[K.STEPS]:
         # the crash is the story: nothing per step to say
