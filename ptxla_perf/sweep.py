@@ -88,7 +88,7 @@ def write_html(reports: list[Path], root: str | Path, out: str | Path | None = N
         return None
     runs.sort(key=lambda pr: _sort_key(" ".join(pr[1].get("run", {}).get("overrides", []))[:40]))
     from .html import sweep_page
-    return sweep_page.write(runs, root, out)
+    return sweep_page.write(runs, root, out, COLUMNS)
 
 
 def _sort_key(overrides: str):

@@ -22,10 +22,12 @@ METRICS: list[tuple[str, Callable[[dict], float | None], Callable[[float], str]]
 ]
 
 
-def render(runs: list[tuple[Path, dict[str, Any]]], root: str | Path, page_dir: str | Path | None = None) -> str:
+def render(runs: list[tuple[Path, dict[str, Any]]], root: str | Path, page_dir: str | Path | None = None,
+           columns: list | None = None) -> str:
     """`runs`: (report path, report) per job, in table order; each job links to its report.html, relative to the
-    folder the page goes in (`page_dir`, default `root`), so the sweep folder can be moved as a whole."""
-    from ..sweep import COLUMNS
+    folder the page goes in (`page_dir`, default `root`), so the sweep folder can be moved as a whole. `columns`:
+    the console table's (header, getter) columns (sweep.COLUMNS, passed in by sweep.py: no import back)."""
+    COLUMNS = columns or []
 
     root = Path(root)
     page_dir = Path(page_dir or root)
@@ -73,9 +75,10 @@ def _labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
     return [" ".join(o for o in ov if o not in common) or p.parent.name for (p, _), ov in zip(runs, ovs)]
 
 
-def write(runs: list[tuple[Path, dict[str, Any]]], root: str | Path, out: str | Path | None = None) -> str:
+def write(runs: list[tuple[Path, dict[str, Any]]], root: str | Path, out: str | Path | None = None,
+          columns: list | None = None) -> str:
     out = os.path.abspath(out or os.path.join(root, "sweep.html"))
-    text = render(runs, root, os.path.dirname(out))
+    text = render(runs, root, os.path.dirname(out), columns)
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
         f.write(text)
