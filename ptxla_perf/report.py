@@ -46,8 +46,8 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
              ) -> dict[str, Any]:
     """The report from its parts. A trace's findings replace any earlier trace findings; severity counts are
     over the final findings; the roofline's summary figures come from its section."""
-    findings = [f for f in findings if (f.get("evidence") or {}).get("source") != _TRACE]
-    if trace is not None:
+    if trace is not None:  # its findings in place of any earlier trace findings
+        findings = [f for f in findings if (f.get("evidence") or {}).get("source") != _TRACE]
         findings += list(trace.get("findings", []))
     summary = dict(summary)
     summary[K.FINDINGS_BY_SEVERITY] = severity_counts(findings)
