@@ -11,6 +11,13 @@ from . import __version__
 COMMANDS = ["profile", "capture", "analyze", "diff", "view", "merge"]
 
 
+def describe(doc: str | None) -> str:
+    """A command's description for --help: the first paragraph of its module docstring, whole (not its first line
+    cut mid-sentence)."""
+    para = (doc or "").strip().split("\n\n")[0]
+    return " ".join(line.strip() for line in para.splitlines())
+
+
 class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
 
@@ -21,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m ptxla_perf", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="python -m ptxla_perf", description=describe(__doc__))
     parser.add_argument("--version", action="version", version=f"ptxla_perf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
@@ -46,3 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"ptxla_perf: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before a session owns the signal (e.g. during `import torch_xla`): one line
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the interpreter's shutdown is not interrupted again
+        print("ptxla_perf: interrupted before the run started (nothing measured, no report)", file=sys.stderr)
+        return 130

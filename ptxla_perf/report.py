@@ -105,6 +105,7 @@ def write(report: dict[str, Any], path: str, html: bool = True) -> str:
     path = os.path.abspath(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".ptxla_perf.", dir=os.path.dirname(path))
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600: readable by teammates and `merge`, as open() would
     with os.fdopen(fd, "w") as f:
         json.dump(report, f, indent=1, default=_json_default)
         f.write("\n")
@@ -112,6 +113,20 @@ def write(report: dict[str, Any], path: str, html: bool = True) -> str:
     if html:
         write_html(report, path)
     return path
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where the OS says it (Linux), else set and restored."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_html(report: dict[str, Any], path: str) -> str | None:

@@ -117,3 +117,49 @@ def test_help_and_version():
     assert proc.returncode == 0 and "profile" in proc.stdout
     proc = run_cli("--version")
     assert proc.returncode == 0 and "ptxla_perf" in proc.stdout
+
+
+def test_every_help_text_is_whole():
+    """Descriptions are whole sentences (they had been cut at the docstring's first line: "... inside"), and no
+    help shows argparse's escaped "%%"."""
+    from ptxla_perf.cli import COMMANDS, build_parser
+    parser = build_parser()
+    subs = next(a for a in parser._actions if a.dest == "command").choices
+    for name in COMMANDS:
+        text = subs[name].format_help()
+        desc = subs[name].description
+        assert desc.rstrip().endswith("."), (name, desc)
+        assert "%%" not in text, (name, text)
+    assert parser.description.rstrip().endswith(".")
+
+
+def test_report_file_follows_the_umask(tmp_path):
+    """report.json had mode 0600 (mkstemp) beside a 0644 page: unreadable to teammates on shared storage."""
+    import os
+    import stat
+    from ptxla_perf import report as R
+    old = os.umask(0o022)
+    try:
+        path = R.write(R.build(backend="torch_xla", run={"kind": "api", "status": "completed"},
+                               env=R.environment({}), steps=[]), str(tmp_path / "r.json"))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
+    assert stat.S_IMODE(os.stat(tmp_path / "r.html").st_mode) == 0o644
+
+
+def test_ctrl_c_during_start_up_is_one_line_and_exit_130(tmp_path):
+    """Ctrl-C while `profile` still imports torch_xla (~seconds) printed a 40-line KeyboardInterrupt traceback."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import SCRIPTS, cli_env
+    proc = subprocess.Popen([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report",
+                             str(tmp_path / "r.json"), str(SCRIPTS / "clean_loop.py")], cwd=tmp_path, env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # inside the imports (torch, torch_xla), long before the first step
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 3, err[-2000:]

@@ -7,12 +7,12 @@ import json
 import os
 import sys
 
-from ..cli import UsageError
+from ..cli import UsageError, describe
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="analyze a profile capture (.xplane.pb / run folder / logdir)",
-                       description=__doc__.splitlines()[0], epilog="See docs/analyze.md.")
+                       description=describe(__doc__), epilog="See docs/analyze.md.")
     p.add_argument("path", metavar="PATH", help=".xplane.pb file, run folder, or logdir (plugins/profile/<run>/)")
     p.add_argument("--run", default=None, metavar="NAME", help="run folder name under LOGDIR/plugins/profile "
                                                                 "(default: the newest)")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import UsageError
+from ..cli import UsageError, describe
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("capture", help="capture a profile from a running job's profiler server",
-                       description=__doc__.splitlines()[0], epilog="See docs/capture.md.")
+                       description=describe(__doc__), epilog="See docs/capture.md.")
     p.add_argument("--service", required=True, metavar="HOST:PORT[,HOST:PORT...]",
                    help="the job's profiler server (torch_xla.debug.profiler.start_server / jax.profiler.start_server); "
                         "a comma-separated list captures every host of a multi-host job into one run folder")

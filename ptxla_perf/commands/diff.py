@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import UsageError
+from ..cli import UsageError, describe
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "diff", help="compare two metrics reports / report JSONs; gate CI with --fail-on",
-        description=__doc__.splitlines()[0],
+        description=describe(__doc__),
         epilog="rules: NAME OP THRESHOLD, comma-separated. OP: > >= < <= == !=. THRESHOLD: N (B's value), "
-               "+N/-N (B minus A), N%%/+N%%/-N%% (change from A to B); units allowed (20ms, 1MB). "
+               "+N/-N (B minus A), N%/+N%/-N% (change from A to B); units allowed (20ms, 1MB). "
                "NAME: a row name (compiles, device_to_host_per_step, step_time_p50, UncachedCompile, "
                "ExecuteTime, ExecuteTime.p50, ...) or a glob (aten::*). See docs/diff.md.")
     p.add_argument("a", metavar="A", help="baseline: metrics-report text file or ptxla_perf report JSON")

@@ -7,12 +7,12 @@ import argparse
 import json
 import sys
 
-from ..cli import UsageError
+from ..cli import UsageError, describe
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("merge", help="merge the per-process reports of one run",
-                       description=__doc__.splitlines()[0])
+                       description=describe(__doc__))
     p.add_argument("reports", nargs="+", metavar="REPORT", help="per-process reports (JSON)")
     p.add_argument("--report", default="ptxla_perf_merged.json", help="merged report path (default: %(default)s)")
     return p

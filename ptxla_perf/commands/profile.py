@@ -8,13 +8,13 @@ import re
 import runpy
 import sys
 
-from ..cli import UsageError
+from ..cli import UsageError, describe
 from ..frames import print_user_traceback
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("profile", help="profile an unmodified training script",
-                       description=__doc__.splitlines()[0])
+                       description=describe(__doc__))
     p.add_argument("--report", default="ptxla_perf_report.json", help="JSON report path (default: %(default)s)")
     p.add_argument("--backend", choices=["auto", "torch_xla", "jax"], default="auto")
     p.add_argument("--port", default="9012", help="profiler server port, or 'none' (default: %(default)s)")

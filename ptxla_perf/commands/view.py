@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 
-from ..cli import UsageError
+from ..cli import UsageError, describe
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("view", help="build the HTML page of a report (report.html)",
-                       description=__doc__.splitlines()[0], epilog="See docs/html.md.")
+                       description=describe(__doc__), epilog="See docs/html.md.")
     p.add_argument("report", metavar="REPORT.json", help="a ptxla_perf report (schema ptxla_perf.report/1)")
     p.add_argument("--out", default=None, metavar="PATH",
                    help="where to write the page (default: beside the report, same name, .html)")
