@@ -34,7 +34,8 @@ class CaptureConfig:
 
 @dataclass
 class ProfilerConfig:
-    port: Optional[int] = _f(9012, "profiler server port (TensorBoard > Capture Profile); null disables it")
+    port: Optional[int] = _f(9012, "profiler server port (TensorBoard > Capture Profile); null disables it; the "
+                                   "default gives way to the next free port when taken, a port you set does not")
     scalars: bool = _f(True, "per-step scalars as TensorBoard event files in <run dir>/tensorboard (docs/html.md)")
     capture: CaptureConfig = _f(CaptureConfig, "in-process capture of a step window", factory=True)
 

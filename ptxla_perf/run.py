@@ -78,19 +78,37 @@ def run_recipe(cfg: DictConfig) -> int:
             guard=None if cfg.get("guard") is None else OmegaConf.to_container(cfg.guard),
             progress_every_s=cfg.progress_every_s,
             tensorboard_dir=os.path.join(out_dir, "tensorboard") if cfg.profiler.get("scalars", True) else None,
-            roofline=OmegaConf.to_container(cfg.roofline) if cfg.get("roofline") is not None else None)
+            roofline=OmegaConf.to_container(cfg.roofline) if cfg.get("roofline") is not None else None,
+            port_fallback=not any(o.lstrip("+").startswith("profiler.port=")
+                                  for o in HydraConfig.get().overrides.task))
         session.start()
     except SessionError as exc:
-        print(f"ptxla_perf: error: {exc}", file=sys.stderr)
+        msg = str(exc).replace("turn the server off", "turn the server off: profiler.port=null")
+        print(f"ptxla_perf: error: {msg}", file=sys.stderr)
         return 2
     capture = cfg.profiler.get("capture")
     if capture and capture.get("start_step") is not None:  # the session owns the window and its analysis
         session.open_capture(os.path.join(out_dir, "tensorboard"), capture.start_step, capture.num_steps,
                              analyze=capture.get("analyze", True))
     end, exc = session.run(lambda: session.extra.update(run_fn(recipe, session) or {}))
+    _log_summary(session)
     if exc is not None and not isinstance(exc, (RunStopped, KeyboardInterrupt, SystemExit)):
         raise exc  # the recipe's crash, as Hydra shows it (the report is written)
     return end.exit_code
+
+
+def _log_summary(session) -> None:
+    """The summary the console shows, also in Hydra's `run.log` of the run directory (it was empty)."""
+    from .render import summary_lines
+    try:
+        report = session.finish()  # already finished: the same report (idempotent)
+        files = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
+        for line in summary_lines(report, session.output.path() if session.report_path else None):
+            record = logging.LogRecord("ptxla_perf", logging.INFO, __file__, 0, line, None, None)
+            for h in files:  # the run.log file only: the console has printed the summary already
+                h.handle(record)
+    except Exception:  # noqa: BLE001 - a log of a view: never fail the run for it
+        pass
 
 
 @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base="1.3")

@@ -54,7 +54,7 @@ def check_port(port: int) -> None:
         try:
             s.bind(("0.0.0.0", port))
         except OSError:
-            raise SessionError(f"profiler port {port} is already in use; pass another port (or null to disable "
+            raise SessionError(f"profiler port {port} is already in use; pass another port (or turn the server off: "
                                "the profiler server)") from None
 
 
@@ -94,10 +94,11 @@ class Session:
                  max_warmup: int = 5, guard: dict | None | str = "default", progress_every_s: float | None = 10.0,
                  flush_every_s: float | None = 30.0, console: bool = True, handle_signals: bool = True,
                  rank: int | None = None, rank_suffix: bool = False, summary: bool = True,
-                 tensorboard_dir: str | None = None, roofline: dict | None = None):
+                 tensorboard_dir: str | None = None, roofline: dict | None = None, port_fallback: bool = False):
         self.backend = backend
         self.report_path = report_path
         self.port = port
+        self.port_fallback = port_fallback  # `port` is a default: a taken one gives way to the next free one
         self.run_info = {"kind": "api", "argv": list(sys.argv), **(run or {})}
         self.max_warmup = max_warmup
         self.progress_every_s = progress_every_s
@@ -149,7 +150,7 @@ class Session:
         except (TypeError, ValueError):
             raise SessionError(f"profiler port must be a number from 1 to 65535 or null, not {self.port!r}") from None
         if port is not None and (port, self.backend) not in _SERVERS:
-            check_port(port)  # a plain socket bind: no runtime
+            port = self._free_port(port)  # a plain socket bind: no runtime
         self.server_port = port
         self.started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         if self.handle_signals and threading.current_thread() is threading.main_thread():
@@ -160,6 +161,25 @@ class Session:
             self.profiler["scalars"] = self.output.open_scalars(self.tensorboard_dir, self.rank, self.started_at)
         self.adapter.start(self._on_boundary)
         return self
+
+    def _free_port(self, port: int) -> int:
+        """The port asked for; a default port that is taken (a second job, a notebook) gives way to the next free
+        one (`port_fallback`), said on the console. A port the user chose fails with a one-line error."""
+        try:
+            check_port(port)
+            return port
+        except SessionError:
+            if not self.port_fallback:
+                raise
+        for other in range(port + 1, min(port + 50, 65535)):
+            try:
+                check_port(other)
+            except SessionError:
+                continue
+            self.adapter.notes.append(f"profiler port {port} was in use: the server is on port {other}")
+            return other
+        raise SessionError(f"profiler ports {port}-{port + 49} are all in use; pass a free port (or turn the "
+                           "server off)")
 
     def _runtime_up(self) -> None:
         """First boundary: the user's code has initialised the runtime, so now ask it for the rank and start

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import signal
+import json
 import socket
 import subprocess
 import sys
@@ -37,8 +38,26 @@ def test_port_in_use(tmp_path):
         port = s.getsockname()[1]
         line = one_line_error(run_cli("profile", "--port", str(port), str(SCRIPTS / "clean_loop.py"),
                                       cwd=tmp_path))
-    assert "already in use" in line and str(port) in line
+    assert "already in use" in line and str(port) in line and "--port none" in line and "null" not in line
     assert not (tmp_path / "ptxla_perf_report.json").exists()
+
+
+def test_default_port_in_use_takes_the_next_free_one(tmp_path):
+    """A second job, a sweep or a notebook holds 9012: the default gives way (an explicit --port does not)."""
+    import re
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", 9012))
+            s.listen()
+        except OSError:
+            pass  # held by another process already: the same situation
+        proc = run_cli("profile", "--report", str(tmp_path / "r.json"), str(SCRIPTS / "clean_loop.py"),
+                       cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    m = re.search(r"profiler server at localhost:(\d+)", proc.stderr)
+    assert m and int(m.group(1)) != 9012, proc.stderr[-2000:]
+    notes = json.loads((tmp_path / "r.json").read_text())["run"]["attribution"]["notes"]
+    assert any("9012 was in use" in n for n in notes)
 
 
 def test_unknown_command_and_option(tmp_path):

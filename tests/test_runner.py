@@ -27,6 +27,9 @@ def test_recipe_run_writes_report_in_hydra_dir(tmp_path):
     assert report["summary"]["throughput"]["samples_per_s"] > 0
     assert not [f for f in report["findings"] if f["severity"] != "info"]
     assert "report: out/report.json" in proc.stderr
+    log = (tmp_path / "out" / "run.log").read_text()  # Hydra's run.log has the summary (it was empty)...
+    assert "ptxla_perf [torch_xla] mlp: 6 steps" in log and "step time" in log
+    assert (proc.stdout + proc.stderr).count("step time   p50") == 1  # ...printed once on the console
 
 
 def test_knob_gives_finding_at_recipe_line(tmp_path):

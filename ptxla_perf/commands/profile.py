@@ -17,7 +17,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        description=describe(__doc__))
     p.add_argument("--report", default="ptxla_perf_report.json", help="JSON report path (default: %(default)s)")
     p.add_argument("--backend", choices=["auto", "torch_xla", "jax"], default="auto")
-    p.add_argument("--port", default="9012", help="profiler server port, or 'none' (default: %(default)s)")
+    p.add_argument("--port", default=None,
+                   help="profiler server port, or 'none' (default: 9012, or the next free port when it is taken)")
     p.add_argument("--attribution", choices=["auto", "always", "off"], default="auto",
                    help="line attribution: first steps and after anomalies (auto), every step, or never")
     p.add_argument("--guard", choices=["on", "off"], default="on",
@@ -48,7 +49,12 @@ def detect_backend(source: str) -> str:
     return "torch_xla"
 
 
-def parse_port(text: str) -> int | None:
+DEFAULT_PORT = 9012
+
+
+def parse_port(text: str | None) -> int | None:
+    if text is None:
+        return DEFAULT_PORT
     if text.lower() in ("none", "null", "off", "0"):
         return None
     if not text.isdigit() or not 0 < int(text) < 65536:
@@ -73,10 +79,11 @@ def run(args) -> int:
                                "backend_choice": args.backend},
                           attribution={"mode": args.attribution}, max_warmup=args.max_warmup,
                           guard=None if args.guard == "off" else "default", tensorboard_dir=args.tensorboard,
-                          roofline={"peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps})
+                          roofline={"peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps},
+                          port_fallback=args.port is None)
         session.start()
     except SessionError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc).replace("turn the server off", "turn the server off: --port none")) from None
     sys.argv = [script] + list(args.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
 
