@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from . import compiles as C
 from . import iterations as I
 from .figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
+from . import fmt
 from .fmt import ms as _ms
 from .records import Event, Location, StepRecord
 from .thresholds import value as threshold
@@ -348,8 +349,11 @@ def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str], figures
                      f"{1 + early * share / max(1, len(hit)):.0f} graphs instead of 1." if early else "")
             cost = f"{_ms(waited * share / len(steps))} per {phase} step waiting" if waited else "cost not measured"
             if recurring:
-                msg = (f"Device-to-host sync{where(loc)}: {calls} copies a value to the host {per:.2f} times per "
-                       f"{phase} step, stalling the host until the device finishes ({cost}).{split} "
+                # how often: per step that reads ("once per train step"), and in how many of the phase's steps
+                often = fmt.times(n / len(hit)) + f" per {phase} step" + (
+                    "" if len(hit) == len(steps) else f", in {len(hit)} of {len(steps)} {phase} steps")
+                msg = (f"Device-to-host sync{where(loc)}: {calls} copies a value to the host {often}, stalling the "
+                       f"host until the device finishes ({cost}).{split} "
                        f"{advice.get('device_to_host_sync', GENERIC_ADVICE['device_to_host_sync'])}")
             elif per_pass:
                 detail["once_per_pass"] = True
@@ -615,7 +619,7 @@ class InputBound(Rule):
         share = wait / step
         bound = threshold("input_bound_share")
         hits = [s.index for s, w, t in zip(steady, waits, times) if t and w / t >= bound]
-        if share < bound or not recurs(len(hits), len(steady)):
+        if share < bound or wait < threshold("input_bound_min_s") or not recurs(len(hits), len(steady)):
             return []
         site = next((e for s in ctx.iterations for e in s.events if e.kind == "data_wait"), None)
         loc = site.location if site else None

@@ -36,6 +36,14 @@ def pct(share: float | None, digits: int = 0) -> str:
     return MISSING if share is None else f"{share * 100:.{digits}f}%"
 
 
+def times(per: float) -> str:
+    """How often, as a person says it: "once", "twice", "3 times", "1.50 times" (a rate that is not whole)."""
+    k = round(per)
+    if k >= 1 and abs(per - k) < 0.05 * k:
+        return {1: "once", 2: "twice"}.get(k, f"{k} times")
+    return f"{per:.2f} times"
+
+
 def ratio(x: float | None) -> str:
     """A ratio that stays readable: "1.18x", "37x", "> 1000x" (never "2402845.40x")."""
     if x is None:

@@ -26,6 +26,9 @@ _ALL = (
     Threshold("input_bound_share", 0.3,
               "input_bound: the loop waits for its next batch this share of the steady step (on average, and in "
               "recurring_share of the steady steps)"),
+    Threshold("input_bound_min_s", 0.002,
+              "...and at least this many seconds per step (a loader's own sub-millisecond queue hand-off in a toy "
+              "step is no input pipeline problem)"),
     Threshold("straggler_share", 0.25,
               "a rank is a straggler when its typical step is this share slower than the others'..."),
     Threshold("straggler_min_s", 0.002, "...and at least this many seconds slower..."),

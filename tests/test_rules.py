@@ -418,3 +418,15 @@ def test_step_time_never_counts_compile_time():
     assert summary["step_time_s"]["p50"] == pytest.approx(0.02)
     clean = numbered([b(20, opt=1, compiles=int(i == 0), seconds=1.0 * (i == 0), wall=0.02) for i in range(8)])
     assert analyze(clean).figures.summary()["step_time_basis"] == "steady"
+
+
+def test_a_read_every_step_reads_as_every_step():
+    """A read in 29 of 30 steps printed as "0.97 times per train step"; one read in each step that reads is
+    "once per train step", with how many steps had it."""
+    from ptxla_perf import fmt
+    recs = numbered([b(20, opt=1, d2h=int(i != 5), compiles=int(i == 0)) for i in range(30)])
+    f = next(f for f in analyze(recs).findings if f.kind == "device_to_host_sync")
+    assert f.severity == "warning" and "once per train step, in 29 of 30 train steps" in f.message
+    assert "0.97" not in f.message
+    assert (fmt.times(1.0), fmt.times(2.02), fmt.times(3.0), fmt.times(1.5)) == ("once", "twice", "3 times",
+                                                                                 "1.50 times")
