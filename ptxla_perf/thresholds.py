@@ -26,7 +26,7 @@ _ALL = (
     Threshold("input_bound_share", 0.3,
               "input_bound: the loop waits for its next batch this share of the steady step (on average, and in "
               "recurring_share of the steady steps)"),
-    Threshold("input_bound_min_s", 0.002,
+    Threshold("input_bound_min_s", 0.005,
               "...and at least this many seconds per step (a loader's own sub-millisecond queue hand-off in a toy "
               "step is no input pipeline problem)"),
     Threshold("straggler_share", 0.25,

@@ -99,7 +99,7 @@ class _TrainingCalls:
         self.closure_reads = 0
         self.in_closure = False
         self.batch_shapes: tuple | None = None  # shapes of the batch an MpDeviceLoader yielded last
-        # time the main thread waited in a loader's next() (DataLoader, MpDeviceLoader), and where the loop pulls
+        # time the main thread waited in a DataLoader's next(), and where the loop pulls from it
         self.data_wait = 0.0
         self.data_seen = False
         self.data_site: Location | None = None
@@ -145,7 +145,9 @@ class _TrainingCalls:
         real_next = self._saved["loader_next"] = pl.PerDeviceLoader.next
 
         def loader_next(loader, *args, **kwargs):  # the batch's shapes: cheap evidence for an input-shape recompile
-            item = calls.timed_next(real_next, "MpDeviceLoader", loader, *args, **kwargs)
+            # not timed as a data wait: its own thread prefetches, and its queue hand-off under CPU contention is
+            # noise, not an input pipeline (a toy step measured 0.9-3 ms of it)
+            item = real_next(loader, *args, **kwargs)
             calls.batch_shapes = _shapes(item)
             return item
         loader_next.__wrapped__ = real_next
@@ -162,9 +164,9 @@ class _TrainingCalls:
         self._handle = register_optimizer_step_post_hook(self._on_optimizer_step)
 
     def timed_next(self, real, what: str, *args, **kwargs):
-        """Time a loader's next() on the main thread (a loader's own prefetch thread is not the training loop
-        waiting), the outermost call only (MpDeviceLoader's next waits on a queue its thread fills from the
-        DataLoader). Two clock reads per batch; the loop's line is looked up once."""
+        """Time a DataLoader's next() on the main thread (a loader's own prefetch thread, MpDeviceLoader's, is not
+        the training loop waiting), the outermost call only. Two clock reads per batch; the loop's line is looked
+        up once."""
         if self._in_next or threading.current_thread() is not self._main:
             return real(*args, **kwargs)
         self._in_next = True
