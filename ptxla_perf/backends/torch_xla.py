@@ -199,17 +199,22 @@ class _TrainingCalls:
         self._saved = {}
 
 
-def _sync_caller(frame) -> str:
+def _sync_caller(frame) -> tuple[str, bool]:
     """Who called torch_xla.sync() (`frame` is the marker's caller: sync itself, or another wrapper of the binding):
-    torch_xla.compile / torch_xla.step (its `_compile` region), torch.compile's openxla bridge, or anyone else."""
+    torch_xla.compile / torch_xla.step (its `_compile` region), torch.compile's openxla bridge, or anyone else; and
+    whether eager mode was on in the stretch of the program this sync ends. `_compile` turns eager mode off for its
+    region and keeps the user's setting in a local: its first sync (clearing what ran before the region) ends a
+    stretch in the user's mode, its last sync ends the region, traced lazily."""
     caller = frame.f_back if frame is not None and frame.f_code.co_name == "sync" else None
     if caller is None:
-        return "lazy"
+        return "lazy", bool(X._get_use_eager_mode())
     path = caller.f_code.co_filename.replace(os.sep, "/")
     if caller.f_code.co_name in ("_compile", "_clear_pending_ops_before_compile") \
             and path.endswith("torch_xla/torch_xla.py"):
-        return "torch_xla.compile"
-    return "dynamo" if "/torch_xla/_dynamo/" in path else "lazy"
+        region = caller.f_back if caller.f_code.co_name == "_clear_pending_ops_before_compile" else None
+        eager = bool(region.f_locals.get("saved_eager_mode_status")) if region is not None else False
+        return "torch_xla.compile", eager
+    return ("dynamo" if "/torch_xla/_dynamo/" in path else "lazy"), bool(X._get_use_eager_mode())
 
 
 def _not_traced(*fns: Callable) -> None:
@@ -320,6 +325,8 @@ class _Attribution(TorchFunctionMode):
                 self.adapter.events.append(Event("op_fallback", loc, detail))
                 return
             self.adapter.events.append(Event("device_to_host_sync", loc, detail))
+        elif X._get_use_eager_mode():  # eager mode runs each op as it is called: no pending graph was cut
+            self.adapter.events.append(Event("eager_ops", loc, detail))
         else:
             self.adapter.events.append(Event("graph_break", loc, detail))
 
@@ -378,6 +385,10 @@ class TorchXlaAdapter:
         self._data_site_sent = False  # the loader line, sent once as a data_wait event
         self._dynamo = False  # the script called torch.compile: no TorchFunctionMode from then on
         self._sync_callers: set[str] = set()  # who cut the graphs: "lazy" | "torch_xla.compile" | "dynamo"
+        # graph launches since the last boundary that ran no pending lazy graph early: torch.compile's graphs
+        # (_run_cached_graph calls) and what the openxla bridge's own syncs ran while it compiled
+        self._not_early = 0
+        self._real_run_cached: Callable | None = None
         self._real_compile: Callable | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------------
@@ -388,6 +399,7 @@ class TorchXlaAdapter:
         X._xla_step_marker = self._marker
         self.training.install()
         self._watch_torch_compile()
+        self._watch_dynamo_graphs()
         self._snap = _Snapshot(None, self.training)
         self._ir_debug0 = bool(X._get_ir_debug())  # the user's own XLA_IR_DEBUG / XLA_HLO_DEBUG setting stays
         self._compile_total = _metric("CompileTime")[1] / 1e9
@@ -406,6 +418,8 @@ class TorchXlaAdapter:
         self.training.uninstall()
         if self._real_compile is not None:
             torch.compile, self._real_compile = self._real_compile, None
+        if self._real_run_cached is not None:
+            X._run_cached_graph, self._real_run_cached = self._real_run_cached, None
         if self._snap is None:
             return None
         tail = self._record(-1, None, _Snapshot(self._snap, self.training))
@@ -518,15 +532,41 @@ class TorchXlaAdapter:
         _not_traced(compile)
         torch.compile = compile
 
+    def _watch_dynamo_graphs(self) -> None:
+        """torch.compile's openxla bridge runs each compiled graph through `_run_cached_graph`, outside any sync:
+        count those calls (a Python call each), so that they are not taken for a pending graph run early."""
+        real = self._real_run_cached = getattr(X, "_run_cached_graph", None)
+        if real is None:
+            return
+        adapter = self
+
+        def run_cached_graph(*args, **kwargs):
+            adapter._not_early += 1
+            return real(*args, **kwargs)
+        X._run_cached_graph = run_cached_graph
+
     # --- the step boundary ---------------------------------------------------------------------------
     def _marker(self, *args, **kwargs):
         if self._in_marker:  # re-entrant (a callback that syncs): not another step
             return self._real_marker(*args, **kwargs)
+        caller, eager = _sync_caller(sys._getframe(1))
+        self._sync_callers.add(caller)
+        if caller == "dynamo":  # the openxla bridge syncs while it compiles a graph: not the user's step boundary
+            launches0 = _counter("UncachedCompile") + _counter("CachedCompile")
+            result = self._real_marker(*args, **kwargs)
+            self._not_early += _since(_counter("UncachedCompile") + _counter("CachedCompile"), launches0)
+            return result
+        if caller == "torch_xla.compile" and eager:
+            # torch_xla.compile's first sync, in eager mode: there is no pending graph to clear, and what launched
+            # since the last boundary were eager ops, one by one by design. The region's last sync is the boundary.
+            result = self._real_marker(*args, **kwargs)
+            self._not_early = max(self._not_early, _since(_counter("UncachedCompile") + _counter("CachedCompile"),
+                                                          self._snap.launches))
+            return result
         self._in_marker = True
         try:
             t0 = time.perf_counter()
             site, _ = user_frame(sys._getframe(1))
-            self._sync_callers.add(_sync_caller(sys._getframe(1)))
             kind = self._current
             pending = self._pending_graph() if kind == GRAPHS else None
             grad = torch.is_grad_enabled()
@@ -536,7 +576,10 @@ class TorchXlaAdapter:
             t2 = time.perf_counter()
             own = _since(_counter("UncachedCompile") + _counter("CachedCompile"), launches0)
             rec = self._record(0, site, _Snapshot(self._snap, self.training))
-            rec.early_executions = max(0, rec.executions - own)
+            # early: the pending lazy graph ran before this sync. Not early: dynamo's graphs, and in eager mode
+            # (outside torch_xla.compile) every op, which runs as it is called (no pending graph to cut)
+            not_early, self._not_early = self._not_early, 0
+            rec.early_executions = 0 if eager else max(0, rec.executions - own - not_early)
             rec.grad_enabled = grad
             rec.attributed = kind is not None
             if pending is not None:
