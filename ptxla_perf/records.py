@@ -90,7 +90,7 @@ class CompileEvidence:
 
 
 EVIDENCE: dict[str, type] = {"device_to_host_sync": ReadEvidence, "graph_break": ReadEvidence,
-                             "data_wait": CallEvidence,
+                             "data_wait": CallEvidence, "eager_ops": CallEvidence,
                              "op_fallback": FallbackEvidence, "host_to_device_transfer": TransferEvidence,
                              "compile": CompileEvidence}
 Evidence = CallEvidence | CompileEvidence
