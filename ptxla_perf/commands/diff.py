@@ -27,6 +27,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--fail-on", action="append", default=None, metavar="RULES",
                    help="comma-separated rules, e.g. 'compiles>+0,device_to_host_per_step>0,"
                         "step_time_p50>+5%%,aten::*>0'; exit 1 when any breaks (repeatable)")
+    p.add_argument("--strict", action="store_true",
+                   help="fail a step-time rule even when the change is within the noise band (the larger per-step "
+                        "spread, p90 - p50, of A and B; docs/diff.md)")
     p.add_argument("--html", default=None, metavar="OUT.html",
                    help="also write before/after side by side as a self-contained HTML page (docs/html.md)")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
@@ -50,7 +53,7 @@ def run(args) -> int:
     violations = None
     if rules is not None:
         try:
-            violations = d.check(comparison, rules)
+            violations = d.check(comparison, rules, strict=args.strict)
         except d.RuleError as exc:
             raise UsageError(f"--fail-on: {exc}") from None
     n_rules = len(rules or [])

@@ -15,7 +15,7 @@ class Row:
     b: float | None
     delta: float | None
     ratio: float | None
-    status: str  # new | vanished | changed | same | n/a (one side cannot know this value)
+    status: str  # new | vanished | changed | noise (changed within the step-time noise band) | same | n/a
     unit: str | None = None
     group: str = "headline"  # headline | fallback | metric | counter
 
@@ -34,6 +34,8 @@ class Comparison:
     vanished_fallback_ops: list[str] = field(default_factory=list)
     new_counters: list[str] = field(default_factory=list)
     vanished_counters: list[str] = field(default_factory=list)
+    noise_band_s: float | None = None  # step-time rows: a change this small is noise (noise_band)
+    within_noise: list = field(default_factory=list)  # rules that broke within the noise band (check, not strict)
 
     def row(self, name: str) -> Row | None:
         for r in self.rows:
@@ -46,7 +48,24 @@ class Comparison:
         return {"a": side(self.a), "b": side(self.b), "per_step": self.per_step, "notes": self.notes,
                 "new_fallback_ops": self.new_fallback_ops, "vanished_fallback_ops": self.vanished_fallback_ops,
                 "new_counters": self.new_counters, "vanished_counters": self.vanished_counters,
+                "noise_band_s": _json_num(self.noise_band_s), "within_noise": [v.to_dict() for v in self.within_noise],
                 "rows": [r.to_dict() for r in self.rows]}
+
+
+NOISE_ROWS = ("step_time_p50", "step_time_p90", "step_time_mean", "step_time_min", "step_time_max")
+
+
+def noise_band(a: Source, b: Source) -> float | None:
+    """How far step time moves between steps of one run: the larger of the two runs' per-step spread, p90 - p50
+    (a slow step against a typical one). A step-time change no larger than this cannot be told from the noise of
+    the machine the runs shared. None unless both inputs carry step-time statistics (report JSON)."""
+    spreads = []
+    for side in (a, b):
+        p50, p90 = side.values.get("step_time_p50", (None,))[0], side.values.get("step_time_p90", (None,))[0]
+        if p50 is None or p90 is None:
+            return None
+        spreads.append(max(p90 - p50, 0.0))
+    return max(spreads)
 
 
 def _json_num(v: float | None):
@@ -97,6 +116,7 @@ def compare(a: Source, b: Source, per_step: bool = False) -> Comparison:
             notes.append(f"--per-step ignored: step count unknown for {missing} "
                          "(metrics text: no MarkStep counter; report JSON: summary.steps)")
     rows: list[Row] = []
+    band = noise_band(a, b)
     for name, unit, additive in CANONICAL:
         va, vb = a.values.get(name, (None, unit))[0], b.values.get(name, (None, unit))[0]
         if va is None and vb is None:
@@ -105,6 +125,8 @@ def compare(a: Source, b: Source, per_step: bool = False) -> Comparison:
             va = va * scale_a if va is not None else None
             vb = vb * scale_b if vb is not None else None
         rows.append(_row(name, va, vb, unit, "headline", zero_default=False))
+        if name in NOISE_ROWS and rows[-1].status == "changed" and band and abs(rows[-1].delta) <= band:
+            rows[-1].status = "noise"
     # fallback ops, new ones first
     ops = set(a.fallback) | set(b.fallback)
     if a.kind != b.kind:  # whether a report JSON lists .item() reads among its fallback ops is up to its adapter
@@ -149,4 +171,5 @@ def compare(a: Source, b: Source, per_step: bool = False) -> Comparison:
         notes.append("inputs are of different kinds (metrics text vs report JSON): only the shared rows "
                      "are compared")
     return Comparison(a=a, b=b, rows=rows, per_step=per_step, notes=notes, new_fallback_ops=new_ops,
-                      vanished_fallback_ops=gone_ops, new_counters=new_counters, vanished_counters=gone_counters)
+                      vanished_fallback_ops=gone_ops, new_counters=new_counters, vanished_counters=gone_counters,
+                      noise_band_s=band)

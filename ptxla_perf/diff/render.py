@@ -42,15 +42,19 @@ def _preamble(cmp: Comparison) -> list[str]:
     if cmp.vanished_counters:
         lines.append("Counters gone in B: " + ", ".join(cmp.vanished_counters))
     lines.extend(f"note: {n}" for n in cmp.notes)
+    if any(r.status == "noise" for r in cmp.rows):
+        lines.append(f"Step-time noise band: +/-{format_value(cmp.noise_band_s, 's')} (the larger per-step spread "
+                     "p90 - p50 of A and B); a step-time change within it is marked noise.")
     return lines
 
 
-def _rule_lines(violations: list[Violation] | None, n_rules: int) -> list[str]:
+def _rule_lines(violations: list[Violation] | None, n_rules: int, noise: list[Violation] = ()) -> list[str]:
     if violations is None:
         return []
+    waived = [f"NOISE {v.message}: not failing (--strict fails it)" for v in noise]
     if not violations:
-        return [f"All {n_rules} rule(s) passed."]
-    return [f"FAILED {len(violations)} rule check(s):"] + [f"FAIL {v.message}" for v in violations]
+        return [f"All {n_rules} rule(s) passed" + (", some within the noise band:" if waived else ".")] + waived
+    return [f"FAILED {len(violations)} rule check(s):"] + [f"FAIL {v.message}" for v in violations] + waived
 
 
 def render_table(cmp: Comparison, violations: list[Violation] | None = None, n_rules: int = 0,
@@ -76,7 +80,7 @@ def render_table(cmp: Comparison, violations: list[Violation] | None = None, n_r
             out.append(line.rstrip())
             if k == 0:
                 out.append("  ".join("-" * w for w in widths))
-    rl = _rule_lines(violations, n_rules)
+    rl = _rule_lines(violations, n_rules, cmp.within_noise)
     if rl:
         out.append("")
         out.extend(rl)
@@ -94,7 +98,7 @@ def _render_rich(cmp: Comparison, violations, n_rules) -> str:
                       force_terminal=True, color_system="standard")
     for line in _preamble(cmp):
         console.print(line, style="bold red" if line.startswith("!!!") else None, markup=False, highlight=False)
-    styles = {"new": "bold red", "vanished": "yellow", "changed": "cyan", "same": "dim", "n/a": "dim"}
+    styles = {"new": "bold red", "vanished": "yellow", "changed": "cyan", "noise": "dim", "same": "dim", "n/a": "dim"}
     for group in ("headline", "fallback", "metric", "counter"):
         rows = [r for r in cmp.rows if r.group == group]
         if not rows:
@@ -105,8 +109,9 @@ def _render_rich(cmp: Comparison, violations, n_rules) -> str:
         for r in rows:
             table.add_row(*_cells(r), style=styles.get(r.status))
         console.print(table)
-    for line in _rule_lines(violations, n_rules):
-        console.print(line, style="bold red" if line.startswith("FAIL") else "green", markup=False,
+    for line in _rule_lines(violations, n_rules, cmp.within_noise):
+        console.print(line, style="bold red" if line.startswith("FAIL") else "yellow" if line.startswith("NOISE")
+                      else "green", markup=False,
                       highlight=False)
     return console.file.getvalue()
 
@@ -126,9 +131,10 @@ def render_markdown(cmp: Comparison, violations: list[Violation] | None = None, 
             if r.status == "new" and r.group == "fallback":
                 cells[5] = "**NEW**"
             out.append("| " + " | ".join(cells) + " |")
-    rl = _rule_lines(violations, n_rules)
+    rl = _rule_lines(violations, n_rules, cmp.within_noise)
     if rl:
         out += ["", rl[0]] + [f"- `{esc(v.rule)}`: {esc(v.message)}" for v in violations or []]
+        out += [f"- noise, not failing: `{esc(v.rule)}`: {esc(v.message)}" for v in cmp.within_noise]
     return "\n".join(out) + "\n"
 
 

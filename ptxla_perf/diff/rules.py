@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from ..metrics_text import parse_value
-from .compare import Comparison, _json_num
+from .compare import NOISE_ROWS, Comparison, _json_num
 from ..fmt import value as format_value
 from .sources import ALIASES, Source
 
@@ -112,14 +112,16 @@ def _resolve(src: Source, other: Source, name: str) -> tuple[float | None, str |
     return None
 
 
-def check(comparison: Comparison, rules: list[Rule] | str) -> list[Violation]:
+def check(comparison: Comparison, rules: list[Rule] | str, strict: bool = False) -> list[Violation]:
     """Evaluate rules on a comparison; return the broken ones (empty list: all passed). Raises RuleError for a
     rule whose name neither input knows, or that needs a value an input cannot provide (e.g. step_time_p50 from
-    metrics text, X_per_step without a step count)."""
+    metrics text, X_per_step without a step count). A +N or N% rule on a step-time row that breaks with a change
+    within `comparison.noise_band_s` goes to `comparison.within_noise` instead, unless `strict`."""
     if isinstance(rules, str):
         rules = parse_rules(rules)
     a, b = comparison.a, comparison.b
     broken: list[Violation] = []
+    comparison.within_noise = []
     for rule in rules:
         if rule.is_glob:
             names = sorted({n for n in (*a.values, *b.values) if fnmatch.fnmatchcase(n, rule.name)}
@@ -167,6 +169,13 @@ def check(comparison: Comparison, rules: list[Rule] | str) -> list[Violation]:
                     desc = (f"change {value:+.1f}% (A {format_value(aval, unit)} -> "
                             f"B {format_value(bval, unit)})")
             if _OPS[rule.op](value, rule.threshold):
-                broken.append(Violation(rule=rule.text, name=name, a=aval, b=bval, value=value,
-                                        message=f"{rule.text}: {name}: {desc}"))
+                band = comparison.noise_band_s
+                noise = rule.mode != "absolute" and name in NOISE_ROWS and band is not None and \
+                    abs(bval - aval) <= band
+                if noise:
+                    desc += (f", within the noise band +/-{format_value(band, 's')} (the larger per-step spread "
+                             "p90 - p50 of A and B)")
+                v = Violation(rule=rule.text, name=name, a=aval, b=bval, value=value,
+                              message=f"{rule.text}: {name}: {desc}")
+                (comparison.within_noise if noise and not strict else broken).append(v)
     return broken

@@ -1,0 +1,56 @@
+"""Rough edges a new user hit (issue 21), each pinned by a test that failed before the fix."""
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+from conftest import SCRIPTS, cli_env
+
+
+def _with_step_times(tmp_path, name: str, p50: float, p90: float) -> str:
+    import json
+    from pathlib import Path
+    report = json.loads((Path(__file__).parent / "fixtures" / "metrics" / "report_fixed.json").read_text())
+    report["summary"]["step_time_s"] = {"p50": p50, "p90": p90, "mean": (p50 + p90) / 2, "min": p50 * 0.95,
+                                        "max": p90 * 1.05, "n": 40}
+    path = tmp_path / name
+    path.write_text(json.dumps(report))
+    return str(path)
+
+
+def test_diff_step_time_change_within_the_noise_band_is_noise_not_a_regression(tmp_path):
+    """`--fail-on step_time_p50>+5%` failed on noise: a +6 % p50 change where steps of either run spread by 20 %
+    (p90 - p50) is reported as noise and passes, unless --strict; a change beyond the spread still fails."""
+    def diff(a, b, *extra):
+        return subprocess.run([sys.executable, "-m", "ptxla_perf", "diff", a, b, "--fail-on", "step_time_p50>+5%",
+                               *extra], env=cli_env(), capture_output=True, text=True, timeout=120)
+
+    base = _with_step_times(tmp_path, "a.json", 0.010, 0.012)  # a busy machine: p90 20 % above p50
+    noisy = _with_step_times(tmp_path, "b.json", 0.0106, 0.0127)  # +6 %, within the 2 ms spread
+    proc = diff(base, noisy)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("step_time_p50 "))
+    assert row.split()[-1] == "noise"
+    noise = [line for line in proc.stdout.splitlines() if line.startswith("NOISE step_time_p50>+5%")]
+    assert len(noise) == 1 and "within the noise band" in noise[0] and "--strict" in noise[0], proc.stdout
+    assert "FAIL" not in proc.stdout
+    proc = diff(base, noisy, "--strict")
+    assert proc.returncode == 1 and "FAIL step_time_p50>+5%" in proc.stdout, proc.stdout
+    # beyond the spread: a regression
+    slow = _with_step_times(tmp_path, "c.json", 0.0135, 0.016)
+    proc = diff(base, slow)
+    assert proc.returncode == 1 and "FAIL step_time_p50>+5%" in proc.stdout and "NOISE" not in proc.stdout
+    # a quiet machine (1 % spread): the same +6 % is a regression
+    quiet_a = _with_step_times(tmp_path, "qa.json", 0.010, 0.0101)
+    quiet_b = _with_step_times(tmp_path, "qb.json", 0.0106, 0.0107)
+    proc = diff(quiet_a, quiet_b)
+    assert proc.returncode == 1 and "FAIL step_time_p50>+5%" in proc.stdout
+    # JSON carries the band and the rule within it
+    import json
+    doc = json.loads(diff(base, noisy, "--format", "json").stdout)
+    assert doc["violations"] == [] and [v["name"] for v in doc["within_noise"]] == ["step_time_p50"]
+    assert abs(doc["noise_band_s"] - 0.0021) < 1e-9
+
+
