@@ -16,7 +16,7 @@ from typing import Any
 
 from . import fmt
 
-COLUMNS = [  # header, getter
+COLUMNS = [  # header, getter; "overrides" is each job's label (labels: what differs between the jobs)
     ("job", lambda r, p: p.parent.name),
     ("overrides", lambda r, p: _overrides(r.get("run", {}).get("overrides", []))),
     ("batch", lambda r, p: _extra(r, "batch_size") or "-"),
@@ -61,40 +61,59 @@ def find_reports(root: str | Path, name: str = "report.json") -> list[Path]:
     return sorted(root.rglob(name), key=lambda p: (len(p.parts), str(p)))
 
 
-def table(reports: list[Path]) -> list[str]:
-    rows = []
-    for p in reports:
-        try:
-            r = json.loads(p.read_text())
-        except (OSError, ValueError):
-            continue
-        rows.append([str(get(r, p)) for _, get in COLUMNS])
-    rows.sort(key=lambda row: _sort_key(row[1]))
-    head = [h for h, _ in COLUMNS]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(head)]
-    fmt = lambda cells: "  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-    return [fmt(head), fmt(["-" * w for w in widths])] + [fmt(row) for row in rows]
-
-
-def write_html(reports: list[Path], root: str | Path, out: str | Path | None = None) -> str | None:
-    """The sweep's page (html/sweep_page.py): `<root>/sweep.html` unless `out`; None when no report could be read."""
+def read(reports: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """(path, report) of each report that can be read, in job order (Hydra's job number, else the path)."""
     runs = []
     for p in reports:
         try:
             runs.append((p, json.loads(p.read_text())))
         except (OSError, ValueError):
             continue
+    name = lambda p: p.parent.name
+    return sorted(runs, key=lambda pr: (0, int(name(pr[0])), "") if name(pr[0]).isdigit() else (1, 0, str(pr[0])))
+
+
+def labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """Each job by the overrides that differ between the jobs (the swept values, whole), else by its folder; a
+    sweep of one job by its overrides."""
+    ovs = [list((r.get("run") or {}).get("overrides") or []) for _, r in runs]
+    if len(runs) == 1:
+        return [_overrides(ovs[0]) or fmt.MISSING]
+    common = set.intersection(*map(set, ovs)) if ovs else set()
+    return [" ".join(o for o in ov if o not in common) or p.parent.name for (p, _), ov in zip(runs, ovs)]
+
+
+def table_rows(runs: list[tuple[Path, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
+    """The table's header and rows: jobs labelled by what differs between them; a column no job has a value in
+    is left out."""
+    out = []
+    for (p, r), label in zip(runs, labels(runs)):
+        cells = []
+        for h, get in COLUMNS:
+            try:
+                cells.append(label if h == "overrides" else str(get(r, p)))
+            except Exception:  # noqa: BLE001 - a report missing a field shows "-"
+                cells.append(fmt.MISSING)
+        out.append(cells)
+    keep = [i for i, (h, _) in enumerate(COLUMNS) if h in ("job", "overrides") or
+            any(row[i] != fmt.MISSING for row in out)]
+    return [COLUMNS[i][0] for i in keep], [[row[i] for i in keep] for row in out]
+
+
+def table(reports: list[Path]) -> list[str]:
+    head, rows = table_rows(read(reports))
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(head)]
+    line = lambda cells: "  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    return [line(head), line(["-" * w for w in widths])] + [line(row) for row in rows]
+
+
+def write_html(reports: list[Path], root: str | Path, out: str | Path | None = None) -> str | None:
+    """The sweep's page (html/sweep_page.py): `<root>/sweep.html` unless `out`; None when no report could be read."""
+    runs = read(reports)
     if not runs:
         return None
-    runs.sort(key=lambda pr: _sort_key(" ".join(pr[1].get("run", {}).get("overrides", []))[:40]))
     from .html import sweep_page
-    return sweep_page.write(runs, root, out, COLUMNS)
-
-
-def _sort_key(overrides: str):
-    import re
-    nums = [float(x) for x in re.findall(r"=(\d+(?:\.\d+)?)", overrides)]
-    return (nums, overrides)
+    return sweep_page.write(runs, root, out, table_rows(runs), labels(runs))
 
 
 def main(argv: list[str] | None = None) -> int:

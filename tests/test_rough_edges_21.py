@@ -54,3 +54,46 @@ def test_diff_step_time_change_within_the_noise_band_is_noise_not_a_regression(t
     assert abs(doc["noise_band_s"] - 0.0021) < 1e-9
 
 
+def test_sweep_labels_jobs_by_what_differs_in_job_order_without_empty_columns(tmp_path):
+    """The sweep table showed `+recipe=mlp recipe.batch_size=16 +2` for both values of log_every, listed job 1
+    before job 0 and kept columns that are "-" for every job; sweep.html cut its labels to 24 characters."""
+    import re
+    proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", "-m", "+recipe=mlp", "recipe.batch_size=16",
+                           "recipe.steps=3", "profiler.port=null", "profiler.scalars=false", "recipe.log_every=10,1",
+                           "hydra.sweep.dir=sweep"], cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = proc.stdout[proc.stdout.index("ptxla_perf sweep: 2 run(s)"):].splitlines()[1:5]
+    head, rule, *rows = table
+    widths = [len(cell) for cell in rule.split("  ")]
+    cut = lambda line: [line[sum(widths[:i]) + 2 * i:sum(widths[:i + 1]) + 2 * i].strip() for i in range(len(widths))]
+    names, rows = cut(head), [cut(row) for row in rows]
+    assert [row[:2] for row in rows] == [["0", "recipe.log_every=10"], ["1", "recipe.log_every=1"]], table
+    empty = [n for i, n in enumerate(names) if all(row[i] == "-" for row in rows)]
+    assert not empty and "fusion share" not in names and "MFU" in names, table
+    page = (tmp_path / "sweep" / "sweep.html").read_text()
+    assert re.findall(r'<tr data-job="(\d+)">', page) == ["0", "1"]
+    assert ">recipe.log_every=10</text>" in page and ">recipe.log_every=1</text>" in page
+    assert "<th>fusion share</th>" not in page and "<th>MFU</th>" in page
+
+
+def test_sweep_page_keeps_whole_labels_when_two_overrides_differ(tmp_path):
+    """Labels made of two swept overrides were cut to `recipe.batch_size=16 rec` on the page's charts: two jobs
+    looked the same."""
+    import json
+    from ptxla_perf.html import sweep_page
+    runs = []
+    for job, (bs, every) in enumerate([(16, 1), (16, 10), (32, 1)]):
+        p = tmp_path / str(job) / "report.json"
+        p.parent.mkdir()
+        report = {"run": {"overrides": ["+recipe=mlp", f"recipe.batch_size={bs}", f"recipe.log_every={every}"]},
+                  "summary": {"steps": 3, "compiles": 1, "step_time_s": {"p50": 0.01 * (job + 1)},
+                              "findings_by_severity": {}}}
+        p.write_text(json.dumps(report))
+        runs.append((p, report))
+    labels = ["recipe.batch_size=16 recipe.log_every=1", "recipe.batch_size=16 recipe.log_every=10",
+              "recipe.batch_size=32 recipe.log_every=1"]
+    from ptxla_perf import sweep
+    page = sweep_page.render(runs, tmp_path, table=sweep.table_rows(runs), labels=sweep.labels(runs))
+    for label in labels:
+        assert page.count(f">{label}</text>") >= 2  # on every chart, whole

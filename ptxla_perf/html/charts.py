@@ -355,14 +355,16 @@ def rank_bars(procs: list[dict[str, Any]]) -> str:
 def hbars(labels: list[str], values: list[float | None], show, colour: str = COLOURS["train"]) -> str:
     """One horizontal bar per label, to one scale from 0 (a sweep's metric across its jobs); `show` formats a
     value for its label. Missing values get no bar and a "-"."""
-    width, left, row_h = 520.0, 150.0, 20.0
+    left, row_h = max(150.0, 6.5 * max(map(len, labels), default=0) + 12), 20.0  # whole labels (a sweep's
+    width = left + 370.0  # jobs differ by their ends: recipe.batch_size=16 recipe.log_every=1 / =10)
     h = row_h * len(labels) + 4
     peak = max([v for v in values if isinstance(v, (int, float))] + [0.0]) or 1.0
     span = width - left - 70
-    out = [f'<svg class="hbars" viewBox="0 0 {_r(width)} {_r(h)}" width="{_r(width)}" height="{_r(h)}" role="img">']
+    out = [f'<svg class="hbars" viewBox="0 0 {_r(width)} {_r(h)}" width="{_r(width)}" height="{_r(h)}" role="img" '
+           'style="max-width:100%;height:auto">']
     for i, (label, v) in enumerate(zip(labels, values)):
         y0 = i * row_h + 2
-        out.append(f'<text x="{_r(left - 6)}" y="{_r(y0 + 12)}" text-anchor="end">{escape(label[:24])}</text>')
+        out.append(f'<text x="{_r(left - 6)}" y="{_r(y0 + 12)}" text-anchor="end">{escape(label)}</text>')
         if isinstance(v, (int, float)):
             w = span * v / peak
             out.append(f'<rect class="hb" x="{_r(left)}" y="{_r(y0)}" width="{_r(max(w, 0.5))}" '

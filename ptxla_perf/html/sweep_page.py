@@ -23,24 +23,21 @@ METRICS: list[tuple[str, Callable[[dict], float | None], Callable[[float], str]]
 
 
 def render(runs: list[tuple[Path, dict[str, Any]]], root: str | Path, page_dir: str | Path | None = None,
-           columns: list | None = None) -> str:
+           table: tuple[list[str], list[list[str]]] | None = None, labels: list[str] | None = None) -> str:
     """`runs`: (report path, report) per job, in table order; each job links to its report.html, relative to the
-    folder the page goes in (`page_dir`, default `root`), so the sweep folder can be moved as a whole. `columns`:
-    the console table's (header, getter) columns (sweep.COLUMNS, passed in by sweep.py: no import back)."""
-    COLUMNS = columns or []
+    folder the page goes in (`page_dir`, default `root`), so the sweep folder can be moved as a whole. `table`:
+    the console table's (header, rows) and `labels` its job labels (sweep.table_rows / sweep.labels, passed in by
+    sweep.py: this page never imports it back)."""
 
     root = Path(root)
     page_dir = Path(page_dir or root)
-    labels = _labels(runs)
-    head = "".join(f"<th>{escape(h)}</th>" for h, _ in COLUMNS)
+    labels = labels if labels and len(runs) > 1 else [p.parent.name for p, _ in runs]
+    names, table = table or ([], [[] for _ in runs])  # the console's table: jobs labelled by what differs
+    head = "".join(f"<th>{escape(h)}</th>" for h in names)
     rows = []
-    for (p, r), label in zip(runs, labels):
+    for (p, _), row in zip(runs, table):
         cells = []
-        for i, (_, get) in enumerate(COLUMNS):
-            try:
-                v = str(get(r, p))
-            except Exception:  # noqa: BLE001 - a report missing a field shows "-"
-                v = fmt.MISSING
+        for i, v in enumerate(row):
             if i == 0:
                 link = os.path.relpath(html_path(str(p)), page_dir)
                 v = f"<a href=\"{escape(link)}\">{escape(v)}</a>"
@@ -68,17 +65,10 @@ def render(runs: list[tuple[Path, dict[str, Any]]], root: str | Path, page_dir: 
     return page(f"ptxla_perf sweep: {root.name}", sections)
 
 
-def _labels(runs: list[tuple[Path, dict[str, Any]]]) -> list[str]:
-    """Each job by the overrides that differ between the jobs (recipe.batch_size=8), else by its folder."""
-    ovs = [list((r.get("run") or {}).get("overrides") or []) for _, r in runs]
-    common = set.intersection(*map(set, ovs)) if ovs else set()
-    return [" ".join(o for o in ov if o not in common) or p.parent.name for (p, _), ov in zip(runs, ovs)]
-
-
 def write(runs: list[tuple[Path, dict[str, Any]]], root: str | Path, out: str | Path | None = None,
-          columns: list | None = None) -> str:
+          table: tuple[list[str], list[list[str]]] | None = None, labels: list[str] | None = None) -> str:
     out = os.path.abspath(out or os.path.join(root, "sweep.html"))
-    text = render(runs, root, os.path.dirname(out), columns)
+    text = render(runs, root, os.path.dirname(out), table, labels)
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w", encoding="utf-8") as f:
         f.write(text)
