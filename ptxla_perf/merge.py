@@ -9,6 +9,7 @@ before); `processes`, `aggregate` and `finding.ranks` are added.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from . import SCHEMA_ID
@@ -37,8 +38,48 @@ def rank_of(report: dict[str, Any]) -> int:
     return 0
 
 
-def check(reports: list[dict[str, Any]], paths: list[str]) -> None:
-    """One run, one schema, one report per rank - else a MergeError naming the two files that disagree."""
+# a flag whose value is the process's rank (--rank=1, --process_id 1, --local-rank 0, --task_index=3)
+_RANK_FLAG = re.compile(r"^--?(local|global|node|machine)?[_-]?(rank|process[_-]?(id|index|idx)|proc[_-]?id|"
+                        r"task[_-]?(id|index)|worker[_-]?(id|index)|host[_-]?(id|index))$", re.I)
+
+
+def _rank_values(report: dict[str, Any]) -> set[str]:
+    """The small integers a process's own command line may carry as its rank."""
+    run, env = report.get("run") or {}, report.get("environment") or {}
+    return {str(v) for v in (rank_of(report), run.get("local_rank"), env.get("process_index")) if isinstance(v, int)}
+
+
+def argv_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """How two processes' command lines differ beyond their rank arguments (`train.py 0 2` vs `train.py 1 2`,
+    `--rank=0` vs `--rank=1`, `--process_id 0` vs `--process_id 1`); [] when they are the same program."""
+    ra, rb = a.get("run") or {}, b.get("run") or {}
+    what_a, what_b = ra.get("recipe") or ra.get("script"), rb.get("recipe") or rb.get("script")
+    if what_a != what_b:
+        return [f"{what_a} vs {what_b}"]
+    xa, xb = list(ra.get("argv") or [None])[1:], list(rb.get("argv") or [None])[1:]
+    if len(xa) != len(xb):
+        return [f"arguments {' '.join(map(str, xa))!r} vs {' '.join(map(str, xb))!r}"]
+    ranks_a, ranks_b = _rank_values(a), _rank_values(b)
+    out = []
+    for i, (x, y) in enumerate(zip(xa, xb), 1):
+        if x == y:
+            continue
+        flag_x, eq, _ = str(x).partition("=")
+        if eq and flag_x == str(y).partition("=")[0] and _RANK_FLAG.match(flag_x):
+            continue
+        if i > 1 and xa[i - 2] == xb[i - 2] and _RANK_FLAG.match(str(xa[i - 2])):
+            continue
+        if x in ranks_a and y in ranks_b:
+            continue
+        out.append(f"argument {i}: {x!r} vs {y!r}")
+    return out
+
+
+def check(reports: list[dict[str, Any]], paths: list[str], force: bool = False) -> list[str]:
+    """One run, one schema, one report per rank - else a MergeError naming the two files that disagree and how.
+    With `force`, reports that look like different runs are merged all the same: the returned notes say how they
+    differ."""
+    notes: list[str] = []
     names = [os.path.basename(p) for p in paths]
     for r, name in zip(reports, names):
         if not isinstance(r, dict) or r.get("schema") != SCHEMA_ID:
@@ -52,21 +93,26 @@ def check(reports: list[dict[str, Any]], paths: list[str]) -> None:
         a, b = first.get("run", {}), r.get("run", {})
         ida, idb = a.get("run_id"), b.get("run_id")
         shared = "local" not in (a.get("run_id_source"), b.get("run_id_source"))
+        why = None
         if ida and idb and shared and ida != idb:
-            raise MergeError(f"{name0} and {name} come from different runs (run id {ida} vs {idb})")
-        if not (ida and idb and ida == idb):  # ids made locally (per host): the same program, at the same time
-            what_a = (a.get("recipe") or a.get("script"), (a.get("argv") or [None])[1:])
-            what_b = (b.get("recipe") or b.get("script"), (b.get("argv") or [None])[1:])
-            if what_a != what_b:
-                raise MergeError(f"{name0} and {name} come from different runs ({what_a[0]} vs {what_b[0]})")
-            if not _overlap(a, b):
-                raise MergeError(f"{name0} and {name} come from different runs (they did not run at the same time)")
+            why = f"run id {ida} vs {idb}"
+        elif not (ida and idb and ida == idb):  # ids made locally (per host): the same program, at the same time
+            diffs = argv_differences(first, r)
+            if diffs:
+                why = "; ".join(diffs)
+            elif not _overlap(a, b):
+                why = "they did not run at the same time"
+        if why and not force:
+            raise MergeError(f"{name0} and {name} come from different runs ({why}); --force merges them anyway")
+        if why:
+            notes.append(f"merged with --force: {name0} and {name} look like different runs ({why})")
     seen: dict[int, str] = {}
     for r, name in zip(reports, names):
         rank = rank_of(r)
         if rank in seen:
             raise MergeError(f"{seen[rank]} and {name} are both rank {rank}")
         seen[rank] = name
+    return notes
 
 
 def _overlap(a: dict, b: dict) -> bool:
@@ -78,14 +124,14 @@ def _overlap(a: dict, b: dict) -> bool:
 
 
 def merge(reports: list[dict[str, Any]], paths: list[str] | None = None,
-          outcome_of: dict[str, Any] | None = None) -> dict[str, Any]:
+          outcome_of: dict[str, Any] | None = None, force: bool = False) -> dict[str, Any]:
     """Merge per-process reports (any order) into one report, assembled like every report (report.assemble);
     raises MergeError. `outcome_of`: the run facts of a parent that spawned these processes (its status, exit
-    code, argv) in place of the worst of the ranks'."""
+    code, argv) in place of the worst of the ranks'. `force`: merge reports `check` would refuse (noted)."""
     if not reports:
         raise MergeError("no reports to merge")
     paths = paths or [f"report {i}" for i in range(len(reports))]
-    check(reports, paths)
+    notes = check(reports, paths, force)
     order = sorted(range(len(reports)), key=lambda i: rank_of(reports[i]))
     reports = [reports[i] for i in order]
     paths = [paths[i] for i in order]
@@ -114,7 +160,7 @@ def merge(reports: list[dict[str, Any]], paths: list[str] | None = None,
     return assemble(backend=base["backend"], run=run, env=env, steps=base.get("steps", []),
                     summary=base.get("summary", {}), findings=findings, profiler=base.get("profiler"),
                     roofline=base.get("roofline"), trace=trace, extra=base.get("extra"), rules=base.get("rules"),
-                    processes=procs, aggregate=aggregate(procs))
+                    processes=procs, aggregate=dict(aggregate(procs), **({"notes": notes} if notes else {})))
 
 
 def _steady_times(report: dict[str, Any], key: str = "step") -> list[float]:

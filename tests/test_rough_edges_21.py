@@ -1,8 +1,6 @@
 """Rough edges a new user hit (issue 21), each pinned by a test that failed before the fix."""
 from __future__ import annotations
 
-import os
-import stat
 import subprocess
 import sys
 
@@ -97,3 +95,59 @@ def test_sweep_page_keeps_whole_labels_when_two_overrides_differ(tmp_path):
     page = sweep_page.render(runs, tmp_path, table=sweep.table_rows(runs), labels=sweep.labels(runs))
     for label in labels:
         assert page.count(f">{label}</text>") >= 2  # on every chart, whole
+
+
+def test_merge_accepts_rank_arguments_shows_what_differs_offers_force_and_notes_a_single_report(tmp_path):
+    """`merge` refused per-process reports whose command lines differ by a rank argument (`train.py 0 2` vs
+    `train.py 1 2`: "different runs (train.py vs train.py)"); a real difference is now shown, --force merges
+    anyway, and a merge of one report says it is one process, not the run."""
+    import json
+
+    from ptxla_perf.report import validate
+    proc = subprocess.run([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report", "base.json",
+                           str(SCRIPTS / "clean_loop.py")], cwd=tmp_path, env=cli_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    base = json.loads((tmp_path / "base.json").read_text())
+
+    def per_rank(name, rank, *args):
+        rep = json.loads(json.dumps(base))
+        rep["run"].update(rank=rank, run_id=f"host{rank}-local", run_id_source="local", argv=["train.py", *args])
+        rep["environment"].update(process_index=rank, process_count=2)
+        (tmp_path / name).write_text(json.dumps(rep))
+        return name
+
+    def merge(*args):
+        return subprocess.run([sys.executable, "-m", "ptxla_perf", "merge", *args], cwd=tmp_path, env=cli_env(),
+                              capture_output=True, text=True, timeout=120)
+
+    for n, (a, b) in enumerate([(["0", "2", "--lr", "0.1"], ["1", "2", "--lr", "0.1"]),
+                                (["--rank=0", "--world=2"], ["--rank=1", "--world=2"]),
+                                (["--process_id", "0", "--num_processes", "2"],
+                                 ["--process_id", "1", "--num_processes", "2"])]):
+        proc = merge(per_rank(f"r{n}.rank0.json", 0, *a), per_rank(f"r{n}.rank1.json", 1, *b),
+                     "--report", f"m{n}.json")
+        assert proc.returncode == 0, (a, b, proc.stderr[-2000:])
+        merged = json.loads((tmp_path / f"m{n}.json").read_text())
+        assert [p["rank"] for p in merged["processes"]] == [0, 1] and "notes" not in merged["aggregate"]
+
+    a = per_rank("x.rank0.json", 0, "0", "2", "--lr", "0.1")
+    b = per_rank("x.rank1.json", 1, "1", "2", "--lr", "0.2")
+    proc = merge(a, b, "--report", "x.json")
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "different runs" in lines[0] and "'0.1' vs '0.2'" in lines[0] and "--force" in lines[0], lines[0]
+    assert not (tmp_path / "x.json").exists()
+    proc = merge(a, b, "--report", "x.json", "--force")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    forced = json.loads((tmp_path / "x.json").read_text())
+    validate(forced)  # notes are part of schema v1's aggregate
+    (note,) = forced["aggregate"]["notes"]
+    assert "--force" in note and "'0.1' vs '0.2'" in note and note in proc.stderr
+
+    proc = merge(b, "--report", "one.json", "--force")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    notes = json.loads((tmp_path / "one.json").read_text())["aggregate"]["notes"]
+    assert len(notes) == 1 and "one report merged (rank 1 of 2 processes)" in notes[0] and "not the whole run" in \
+        notes[0]
+    assert f"ptxla_perf: note: {notes[0]}" in proc.stderr

@@ -15,7 +15,19 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        description=describe(__doc__))
     p.add_argument("reports", nargs="+", metavar="REPORT", help="per-process reports (JSON)")
     p.add_argument("--report", default="ptxla_perf_merged.json", help="merged report path (default: %(default)s)")
+    p.add_argument("--force", action="store_true",
+                   help="merge reports that look like different runs (other run ids, command lines that differ "
+                        "beyond rank arguments, times that do not overlap); the merged report notes how they differ")
     return p
+
+
+def single_note(report: dict) -> str:
+    """What a merge of one report is: that one process, not the whole run."""
+    from ..merge import rank_of
+    count = (report.get("environment") or {}).get("process_count")
+    of = f" of {count} processes" if isinstance(count, int) and count > 1 else ""
+    return (f"one report merged (rank {rank_of(report)}{of}): the merged report is that one process, not the "
+            "whole run; pass every rank's report to merge the run")
 
 
 def run(args) -> int:
@@ -30,9 +42,13 @@ def run(args) -> int:
         except ValueError:
             raise UsageError(f"{path} is not JSON") from None
     try:
-        out = merge.merge(reports, list(args.reports))
+        out = merge.merge(reports, list(args.reports), force=args.force)
     except merge.MergeError as exc:
         raise UsageError(str(exc)) from None
+    if len(reports) == 1:
+        out["aggregate"].setdefault("notes", []).append(single_note(reports[0]))
     path = report_mod.write(out, args.report)
     print("\n".join(render.summary_lines(out, path)), file=sys.stderr)
+    for note in out["aggregate"].get("notes", []):
+        print(f"ptxla_perf: note: {note}", file=sys.stderr)
     return 0
