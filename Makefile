@@ -30,11 +30,14 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ; } || \
 	  echo "note: chromium not installed; the browser test will say how to install it"
 
+# Two workers (pytest-xdist); tests that share one real run (xdist_group marks) stay on one worker.
+PYTEST_WORKERS ?= -n 2 --dist loadgroup
+
 test: setup browser
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS)
 
 test-fast: setup
-	$(PY) -m pytest -q -p no:cacheprovider -m "not slow and not browser"
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) -m "not slow and not browser"
 
 bench: setup
 	$(PY) benchmarks/overhead.py

@@ -1,11 +1,13 @@
 """Shared helpers: run the real CLI in a subprocess (torch_xla on the CPU) and load what it wrote."""
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -46,9 +48,65 @@ def profile(tmp_path):
     return _run
 
 
+class Profiled(NamedTuple):
+    proc: subprocess.CompletedProcess
+    report: dict  # validated; each caller gets its own copy
+    path: Path  # the report JSON (report.html beside it)
+
+
+@pytest.fixture(scope="session")
+def profiled(tmp_path_factory):
+    """`python -m ptxla_perf profile --port none` of a script, run once per (script, options) in this test process
+    and shared by every test that reads that run (several tests assert different things about one report)."""
+    runs: dict[tuple, Profiled] = {}
+
+    def _get(script: str | Path, *options: str) -> Profiled:
+        key = (str(script), options)
+        if key not in runs:
+            out = tmp_path_factory.mktemp(Path(script).stem) / "report.json"
+            proc = run_cli("profile", "--port", "none", "--report", str(out), *options, str(script), cwd=out.parent)
+            assert out.exists(), f"no report written\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+            runs[key] = Profiled(proc, load_report(out), out)
+        run = runs[key]
+        return run._replace(report=copy.deepcopy(run.report))
+    return _get
+
+
 def planted_line(script: str | Path, tag: str = "PLANTED") -> int:
     """The line of the script marked `# PLANTED: ...`: the line a finding must point at."""
     for n, line in enumerate(Path(script).read_text().splitlines(), 1):
         if f"# {tag}" in line:
             return n
     raise AssertionError(f"{script} has no '# {tag}' line")
+
+
+def run_app(*args: str, cwd: str | Path, timeout: float = 400, **env: str) -> subprocess.CompletedProcess:
+    """The Hydra runner: `python -m ptxla_perf.run ARGS` in cwd."""
+    return subprocess.run([sys.executable, "-m", "ptxla_perf.run", *args], cwd=cwd, env=cli_env(**env),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def mlp_capture_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    """The mlp recipe with a capture window (steps 3-4) and per-step scalars, run once: test_runner.py reads its
+    report and capture, test_tensorboard_scalars.py serves the same run folder with TensorBoard. Returns (process,
+    run dir)."""
+    cwd = tmp_path_factory.mktemp("mlp_capture")
+    proc = run_app("+recipe=mlp", "recipe.steps=8", "recipe.batch_size=8", "profiler.port=null",
+                   "profiler.capture.start_step=3", "profiler.capture.num_steps=2", "hydra.run.dir=out", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, cwd / "out"
+
+
+@pytest.fixture(scope="session")
+def mlp_sweep(tmp_path_factory):
+    """`-m` over two batch sizes of the mlp recipe with a profiler server on one port and no scalars, run once:
+    test_runner.py checks the per-job reports (the second job reused the first one's server), test_html_report.py
+    the sweep page. Returns (process, sweep dir, port)."""
+    from trace_helpers import free_port
+    cwd = tmp_path_factory.mktemp("mlp_sweep")
+    port = free_port()
+    proc = run_app("-m", "+recipe=mlp", "recipe.steps=4", "recipe.batch_size=4,8", f"profiler.port={port}",
+                   "profiler.scalars=false", "hydra.sweep.dir=sweep", cwd=cwd, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, cwd / "sweep", port

@@ -15,6 +15,10 @@ from ptxla_perf.trace import TraceError, analyze_trace, locate_xplanes
 from ptxla_perf.trace.analyses import CATEGORIES, op_category
 
 
+# the module's two captures are shared by its tests: one xdist worker runs them all
+pytestmark = pytest.mark.xdist_group("analyze")
+
+
 @pytest.fixture(scope="module")
 def txla_capture(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("txla")

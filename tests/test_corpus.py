@@ -116,7 +116,11 @@ def test_accuracy_cli_rejects_unknown_script(capsys):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
-def test_corpus_report_matches_truth(name, tmp_path):
+def test_corpus_report_matches_truth(name, tmp_path, monkeypatch):
+    # torch_xla's xla:// rendezvous (xla_ddp_bucket_rebuild) binds MASTER_PORT, 12355 unless set: a free port, so
+    # that a run beside this one (another xdist worker, another checkout's suite) cannot take it first
+    from trace_helpers import free_port
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
     report, err = accuracy.run_profile(name, tmp_path)
     assert report is not None, err
     assert not err, f"the script's exit code changed under profile: {err}"

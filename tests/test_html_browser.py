@@ -14,7 +14,8 @@ import pytest
 from conftest import SCRIPTS, planted_line, run_cli
 from test_tensorboard_browser import CHROME_FLAGS, _chromium
 
-pytestmark = pytest.mark.browser
+# the runs of index_by_step.py and clean_loop.py are shared with test_profile_findings.py (one xdist worker)
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("txla_scripts")]
 
 CONSOLE = re.compile(r":CONSOLE[^\]]*\]\s*(.*)")
 
@@ -45,14 +46,12 @@ def chrome():
 
 
 @pytest.fixture(scope="module")
-def pages(tmp_path_factory):
+def pages(profiled):
     out = {}
     for name in ("index_by_step", "clean_loop"):
-        d = tmp_path_factory.mktemp(name)
-        proc = run_cli("profile", "--port", "none", "--report", str(d / "report.json"), str(SCRIPTS / f"{name}.py"),
-                       cwd=d)
-        assert (d / "report.html").exists(), proc.stderr[-3000:]
-        out[name] = (d / "report.html", json.loads((d / "report.json").read_text()))
+        proc, report, path = profiled(SCRIPTS / f"{name}.py")
+        assert path.with_suffix(".html").exists(), proc.stderr[-3000:]
+        out[name] = (path.with_suffix(".html"), report)
     return out
 
 

@@ -21,16 +21,17 @@ def _marks(page: str) -> list[str]:
     return MARK.findall(page)
 
 
-def test_profile_writes_page_beside_report_with_culprit_source(profile, tmp_path):
+@pytest.mark.xdist_group("txla_scripts")  # the run of index_by_step.py is shared with test_profile_findings.py
+def test_profile_writes_page_beside_report_with_culprit_source(profiled):
     script = SCRIPTS / "index_by_step.py"
-    proc, rep = profile(script)
+    proc, rep, report_path = profiled(script)
     line = planted_line(script)
     (rec,) = [f for f in rep["findings"] if f["kind"] == "recompilation"]
     assert rec["location"]["line"] == line
     src = rec["source"]  # stored in the report (validated by load_report), so the page works elsewhere
     assert src["first_line"] <= line < src["first_line"] + len(src["lines"])
     assert "table[step]" in src["lines"][line - src["first_line"]]
-    page_path = tmp_path / "report.html"
+    page_path = report_path.with_suffix(".html")
     assert page_path.exists(), proc.stderr[-2000:]
     assert "html:" in proc.stderr and "report.html" in proc.stderr
     page = page_path.read_text()
@@ -193,17 +194,10 @@ def test_diff_html_of_metrics_text_has_the_table_only(tmp_path):
     assert "aten::_local_scalar_dense" in page  # what B added, as the console says it
 
 
-def test_sweep_page_has_a_chart_per_metric_and_links_each_job(tmp_path):
-    import subprocess
-    import sys as _sys
-
-    from conftest import cli_env
-    proc = subprocess.run([_sys.executable, "-m", "ptxla_perf.run", "-m", "+recipe=mlp", "recipe.steps=4",
-                           "recipe.batch_size=4,8", "profiler.port=null", "profiler.scalars=false",
-                           "hydra.sweep.dir=sweep"], cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    page_path = tmp_path / "sweep" / "sweep.html"
+@pytest.mark.xdist_group("mlp_runs")  # the sweep is shared with test_runner.py (one xdist worker)
+def test_sweep_page_has_a_chart_per_metric_and_links_each_job(mlp_sweep):
+    proc, sweep, _ = mlp_sweep
+    page_path = sweep / "sweep.html"
     assert f"html: {page_path}" in proc.stdout
     page = page_path.read_text()
     jobs = re.findall(r'<tr data-job="(\d+)"><td><a href="([^"]+)"', page)
@@ -214,7 +208,7 @@ def test_sweep_page_has_a_chart_per_metric_and_links_each_job(tmp_path):
     assert "step time p50" in names and "compiles" in names
     assert all(body.count('<rect class="hb"') == 2 for _, body in charts)
     assert ">recipe.batch_size=8</text>" in page  # each job named by what differs between the jobs
-    assert not list((tmp_path / "sweep").glob("*/tensorboard"))  # profiler.scalars=false
+    assert not list(sweep.glob("*/tensorboard"))  # profiler.scalars=false
 
 
 def test_capture_section_stacks_each_traced_step():

@@ -8,6 +8,9 @@ pytest.importorskip("jax")
 
 from conftest import SCRIPTS, planted_line  # noqa: E402
 
+# the module's profiled scripts (the `reports` fixture) are shared by its tests: one xdist worker runs them all
+pytestmark = pytest.mark.xdist_group("jax_adapter")
+
 JAX_ENV = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
 
 PLANTED = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -53,26 +54,38 @@ def test_spawned_child_is_profiled_and_the_program_is_unchanged(tmp_path, script
     assert f"{script}:{planted_line(path)}" in proc.stderr
 
 
+@pytest.fixture(scope="module")
+def clean_twins(tmp_path_factory):
+    """The clean twins profiled once each, with the profiler server on (a free port): the no-warnings test and the
+    server-port test read the same runs."""
+    from trace_helpers import free_port
+    runs = {}
+
+    def get(script: str):
+        if script not in runs:
+            out = tmp_path_factory.mktemp(Path(script).stem)
+            port = free_port()
+            proc = run_cli("profile", "--port", str(port), "--report", str(out / "report.json"),
+                           str(SCRIPTS / script), cwd=out, timeout=120)
+            runs[script] = (proc, out, port)
+        return runs[script]
+    return get
+
+
 @pytest.mark.parametrize("script", ["mp_launch_clean.py", "mp_spawn_clean.py"])
-def test_spawned_clean_twin_has_no_warnings(tmp_path, script):
-    path = SCRIPTS / script
-    report = tmp_path / "report.json"
-    proc = run_cli("profile", "--port", "none", "--report", str(report), str(path), cwd=tmp_path, timeout=120)
+def test_spawned_clean_twin_has_no_warnings(clean_twins, script):
+    proc, out, _ = clean_twins(script)
     assert "parent done" in proc.stdout, proc.stderr[-3000:]
-    merged = load_report(report)
+    merged = load_report(out / "report.json")
     assert merged["processes"][0]["steps"] == 10
     assert _warnings(merged) == [], [(f["kind"], f["message"]) for f in _warnings(merged)]
     assert merged["processes"][0]["device_to_host_per_step"] == 0
 
 
-def test_child_profiler_server_on_port_plus_local_rank(tmp_path):
-    from trace_helpers import free_port
-    port = free_port()
-    report = tmp_path / "report.json"
-    proc = run_cli("profile", "--port", str(port), "--report", str(report), str(SCRIPTS / "mp_launch_clean.py"),
-                   cwd=tmp_path, timeout=120)
+def test_child_profiler_server_on_port_plus_local_rank(clean_twins):
+    proc, out, port = clean_twins("mp_launch_clean.py")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rank0 = load_report(tmp_path / "report.rank0.json")
+    rank0 = load_report(out / "report.rank0.json")
     assert rank0["profiler"]["server_port"] == port  # local rank 0: port + 0, started in the child
     assert proc.stderr.count(f"profiler server at localhost:{port}") == 1
 
@@ -125,13 +138,14 @@ def _fake(tmp_path, name, rank, run_id, **over):
 
 
 @pytest.fixture
-def base_report(tmp_path):
-    proc = run_cli("profile", "--port", "none", "--report", str(tmp_path / "base.json"),
-                   str(SCRIPTS / "clean_loop.py"), cwd=tmp_path)
+def base_report(profiled, tmp_path):
+    proc, _, path = profiled(SCRIPTS / "clean_loop.py")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    shutil.copy(path, tmp_path / "base.json")
     return tmp_path
 
 
+@pytest.mark.xdist_group("txla_scripts")  # the run of clean_loop.py is shared with test_profile_findings.py
 def test_merge_refuses_reports_of_different_runs_or_schemas(base_report):
     tmp = base_report
     a = _fake(tmp, "a.json", 0, "run-one")

@@ -14,6 +14,9 @@ import pytest
 from conftest import ROOT
 
 
+pytestmark = pytest.mark.xdist_group("packaging")  # one wheel built for the module's tests: one xdist worker
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")

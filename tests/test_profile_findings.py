@@ -1,9 +1,14 @@
-"""Planted problems and their clean twins, through `python -m ptxla_perf profile` on the real torch_xla (CPU)."""
+"""Planted problems and their clean twins, through `python -m ptxla_perf profile` on the real torch_xla (CPU).
+Each script is profiled once per option set (conftest.profiled) and read by every test that asserts about it."""
 from __future__ import annotations
 
 import pytest
 
 from conftest import SCRIPTS, planted_line
+
+# the runs of index_by_step.py and clean_loop.py are shared with test_html_report.py, test_html_browser.py and
+# test_multiprocess.py: one pytest-xdist worker runs them all
+pytestmark = pytest.mark.xdist_group("txla_scripts")
 
 PLANTED = [  # script, finding kind, calls that made it, severity (docs/report.md: severity policy)
     ("item_per_step.py", "device_to_host_sync", {"item"}, "warning"),
@@ -23,9 +28,9 @@ def warnings_of(report):
 
 
 @pytest.mark.parametrize("script,kind,calls,severity", PLANTED, ids=[p[0] for p in PLANTED])
-def test_planted_problem_found_at_its_line(profile, script, kind, calls, severity):
+def test_planted_problem_found_at_its_line(profiled, script, kind, calls, severity):
     path = SCRIPTS / script
-    proc, report = profile(path)
+    proc, report, _ = profiled(path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     found = [f for f in report["findings"] if f["kind"] == kind and f["severity"] == severity]
     assert found, f"no {kind} {severity}; findings: {[(f['kind'], f['severity']) for f in report['findings']]}"
@@ -42,21 +47,21 @@ def test_planted_problem_found_at_its_line(profile, script, kind, calls, severit
     assert kind in proc.stderr and f"{script}:{planted_line(path)}" in proc.stderr
 
 
-def test_recompilation_evidence_says_what_changed(profile):
-    _, report = profile(SCRIPTS / "changing_batch.py")
+def test_recompilation_evidence_says_what_changed(profiled):
+    report = profiled(SCRIPTS / "changing_batch.py").report
     f = next(f for f in report["findings"] if f["kind"] == "recompilation")
     assert f["evidence"]["cause"] == "input_shapes"
     assert any("input shape" in d for d in f["evidence"]["differences"])
     assert report["summary"]["recompiles_after_warmup"] >= 3
 
-    _, report = profile(SCRIPTS / "index_by_step.py")
+    report = profiled(SCRIPTS / "index_by_step.py").report
     f = next(f for f in report["findings"] if f["kind"] == "recompilation")
     assert f["evidence"]["cause"] == "constant"
     assert any("slice" in d for d in f["evidence"]["differences"]), f["evidence"]
 
 
-def test_op_fallback_names_the_op(profile):
-    _, report = profile(SCRIPTS / "nonzero_in_loop.py")
+def test_op_fallback_names_the_op(profiled):
+    report = profiled(SCRIPTS / "nonzero_in_loop.py").report
     assert report["summary"]["fallback_ops"].get("aten::nonzero", 0) >= 6
     f = next(f for f in report["findings"] if f["kind"] == "op_fallback")
     assert f["evidence"]["op"] == "aten::nonzero"
@@ -64,8 +69,8 @@ def test_op_fallback_names_the_op(profile):
 
 
 @pytest.mark.parametrize("script", ["item_fixed.py", "clean_loop.py", "step_trace_loop.py", "mp_loader_loop.py"])
-def test_clean_loop_has_no_warnings(profile, script):
-    proc, report = profile(SCRIPTS / script)
+def test_clean_loop_has_no_warnings(profiled, script):
+    proc, report, _ = profiled(SCRIPTS / script)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert warnings_of(report) == [], [(f["kind"], f["message"]) for f in warnings_of(report)]
     s = report["summary"]
@@ -78,15 +83,15 @@ def test_clean_loop_has_no_warnings(profile, script):
         assert report["run"]["after_last_step"]["device_to_host"] >= 1
 
 
-def test_changing_python_float_does_not_recompile(profile):
+def test_changing_python_float_does_not_recompile(profiled):
     """torch_xla 2.9 feeds Python floats as device data: a new value is not a new graph."""
-    _, report = profile(SCRIPTS / "changing_float.py")
+    report = profiled(SCRIPTS / "changing_float.py").report
     assert report["summary"]["recompiles_after_warmup"] == 0
     assert not warnings_of(report)
 
 
-def test_step_records_carry_the_counters(profile):
-    _, report = profile(SCRIPTS / "item_per_step.py")
+def test_step_records_carry_the_counters(profiled):
+    report = profiled(SCRIPTS / "item_per_step.py").report
     steps = report["steps"]
     assert len(steps) == 8
     assert all(s["device_to_host"]["count"] >= 1 for s in steps)
@@ -98,8 +103,8 @@ def test_step_records_carry_the_counters(profile):
     assert report["environment"]["device_kind"] == "CPU"
 
 
-def test_mp_device_loader_marks_the_steps(profile):
-    _, report = profile(SCRIPTS / "mp_loader_loop.py")
+def test_mp_device_loader_marks_the_steps(profiled):
+    report = profiled(SCRIPTS / "mp_loader_loop.py").report
     # 10 batches: the loader's own mark_step ends each one; it also syncs once before the first batch and once
     # when exhausted - boundaries that run nothing, kept inside the first and last iteration
     assert report["summary"]["steps"] == 10 and len(report["steps"]) == 10
@@ -112,14 +117,14 @@ def test_mp_device_loader_marks_the_steps(profile):
 
 @pytest.mark.parametrize("script,kind", [("item_per_step.py", "device_to_host_sync"),
                                          ("index_by_step.py", "recompilation")])
-def test_attribution_always_and_off(profile, script, kind):
+def test_attribution_always_and_off(profiled, script, kind):
     path = SCRIPTS / script
-    _, report = profile(path, options=("--attribution", "always"))
+    report = profiled(path, "--attribution", "always").report
     f = next(f for f in warnings_of(report) if f["kind"] == kind)
     assert f["location"]["line"] == planted_line(path)
     assert all(s["attributed"] for s in report["steps"])
     # off: counters only; the problem is still reported, without a line
-    _, report = profile(path, options=("--attribution", "off"))
+    report = profiled(path, "--attribution", "off").report
     f = next(f for f in warnings_of(report) if f["kind"] == kind)
     assert not any(s["attributed"] for s in report["steps"])
     assert f["location"] is None or f["location"]["line"] != planted_line(path)

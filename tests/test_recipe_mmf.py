@@ -22,7 +22,7 @@ pytestmark = [
 ]
 
 TINY = [
-    "recipe.model.hidden_size=32", "recipe.model.num_hidden_layers=2", "recipe.model.num_attention_heads=2",
+    "recipe.model.hidden_size=32", "recipe.model.num_hidden_layers=1", "recipe.model.num_attention_heads=2",
     "recipe.model.intermediate_size=64", "recipe.model.vocab_size=1000", "recipe.model.modal_hidden_size=64",
     "recipe.data.batch_size=2", "recipe.data.tokens=8", "recipe.data.regions=4",
     "recipe.data.train_samples=16", "recipe.data.eval_samples=5",
@@ -70,8 +70,17 @@ def test_default_config_trains_mmfs_mmbt_cleanly(tmp_path, bert_cache):
     assert "Warning:" not in proc.stderr  # MMF/transformers 2020 deprecations are silenced by name only
 
 
-def test_log_interval_gives_host_sync_at_the_meter_line(tmp_path, bert_cache):
-    proc, report = run_mmf(tmp_path, bert_cache, "recipe.steps=5", "recipe.log_interval=1")
+@pytest.fixture(scope="module")
+def knobs_run(tmp_path_factory, bert_cache):
+    """One run with two knobs on, read by the two tests below (each asserts about its own knob's finding): the
+    meter read every step (log_interval=1) and an eval pass whose last batch is smaller (eval_drop_last=false)."""
+    return run_mmf(tmp_path_factory.mktemp("mmf_knobs"), bert_cache, "recipe.steps=6", "recipe.log_interval=1",
+                   "recipe.eval_every=6", "recipe.eval_drop_last=false")
+
+
+@pytest.mark.xdist_group("mmf_knobs")  # knobs_run is shared: one xdist worker
+def test_log_interval_gives_host_sync_at_the_meter_line(knobs_run):
+    proc, report = knobs_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     f = next(f for f in report["findings"] if f["kind"] == "device_to_host_sync")
     assert f["severity"] == "warning"
@@ -79,9 +88,9 @@ def test_log_interval_gives_host_sync_at_the_meter_line(tmp_path, bert_cache):
     assert "_update_meter" in _line(f["location"])
 
 
-def test_eval_with_smaller_last_batch_recompiles(tmp_path, bert_cache):
-    proc, report = run_mmf(tmp_path, bert_cache, "recipe.steps=6", "recipe.eval_every=6",
-                           "recipe.eval_drop_last=false")
+@pytest.mark.xdist_group("mmf_knobs")
+def test_eval_with_smaller_last_batch_recompiles(knobs_run):
+    proc, report = knobs_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert report["extra"]["evals"][0]["batch_sizes"] == [2, 2, 1]
     f = next(f for f in report["findings"] if f["kind"] == "recompilation")

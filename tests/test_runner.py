@@ -1,17 +1,11 @@
 """The Hydra runner: `python -m ptxla_perf.run +recipe=NAME`, overrides, -m sweeps, reports in Hydra's dirs."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import cli_env, load_report
+import pytest
 
-
-def run_app(*args: str, cwd: Path, timeout: float = 400):
-    return subprocess.run([sys.executable, "-m", "ptxla_perf.run", *args], cwd=cwd, env=cli_env(),
-                          capture_output=True, text=True, timeout=timeout)
+from conftest import load_report, run_app
 
 
 def test_recipe_run_writes_report_in_hydra_dir(tmp_path):
@@ -44,16 +38,15 @@ def test_knob_gives_finding_at_recipe_line(tmp_path):
     assert "loss.item()" in src
 
 
-def test_multirun_gives_one_report_per_job(tmp_path):
-    proc = run_app("-m", "+recipe=mlp", "recipe.steps=4", "recipe.batch_size=4,8", "profiler.port=9391",
-                   "hydra.sweep.dir=sweep", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    reports = sorted((tmp_path / "sweep").glob("*/report.json"))
+@pytest.mark.xdist_group("mlp_runs")  # the sweep is shared with test_html_report.py (one xdist worker)
+def test_multirun_gives_one_report_per_job(mlp_sweep):
+    _, sweep, port = mlp_sweep
+    reports = sorted(sweep.glob("*/report.json"))
     assert len(reports) == 2
     sizes = sorted(load_report(r)["run"]["config"]["recipe"]["batch_size"] for r in reports)
     assert sizes == [4, 8]
     # the second job reused the first job's profiler server instead of failing on a busy port
-    assert all(load_report(r)["profiler"]["server_port"] == 9391 for r in reports)
+    assert all(load_report(r)["profiler"]["server_port"] == port for r in reports)
 
 
 def test_unknown_recipe_is_one_line(tmp_path):
@@ -63,13 +56,12 @@ def test_unknown_recipe_is_one_line(tmp_path):
     assert "nope" in proc.stderr
 
 
-def test_capture_window_by_config_writes_xplane_and_trace_section(tmp_path):
-    proc = run_app("+recipe=mlp", "recipe.steps=8", "profiler.port=null", "profiler.capture.start_step=3",
-                   "profiler.capture.num_steps=2", "hydra.run.dir=out", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    xplanes = list((tmp_path / "out" / "tensorboard" / "plugins" / "profile").glob("*/*.xplane.pb"))
+@pytest.mark.xdist_group("mlp_runs")  # the run is shared with test_tensorboard_scalars.py (one xdist worker)
+def test_capture_window_by_config_writes_xplane_and_trace_section(mlp_capture_run):
+    _, out = mlp_capture_run
+    xplanes = list((out / "tensorboard" / "plugins" / "profile").glob("*/*.xplane.pb"))
     assert len(xplanes) == 1
-    report = load_report(tmp_path / "out" / "report.json")
+    report = load_report(out / "report.json")
     (cap,) = report["profiler"]["captures"]
     assert cap["start_step"] == 3 and cap["steps_captured"] == 2 and cap["path"] == str(xplanes[0])
     assert report["trace"]["step_summary"]["steps"] >= 2

@@ -15,7 +15,7 @@ import pytest
 
 from trace_helpers import ROOT, child_env, free_port, run_job, stop, xplanes
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("tensorboard_browser")]  # one TensorBoard, one worker
 
 CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",

@@ -86,13 +86,9 @@ def test_profile_scalars_read_back_through_tensorboard(tmp_path):
         stop(tb.proc)
 
 
-def test_runner_scalars_beside_capture(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", "+recipe=mlp", "recipe.steps=8",
-                           "recipe.batch_size=8", "profiler.port=null", "profiler.capture.start_step=3",
-                           "profiler.capture.num_steps=2", "hydra.run.dir=out"], cwd=tmp_path, env=cli_env(),
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = tmp_path / "out"
+@pytest.mark.xdist_group("mlp_runs")  # the run is shared with test_runner.py (one xdist worker)
+def test_runner_scalars_beside_capture(mlp_capture_run):
+    proc, out = mlp_capture_run
     rep = load_report(out / "report.json")
     logdir = out / "tensorboard"
     assert rep["profiler"]["scalars"]["logdir"] == str(logdir)
