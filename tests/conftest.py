@@ -4,8 +4,10 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -13,6 +15,66 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "scripts"
+
+
+# --- pytest-xdist: `--dist loadgroup` that works on pytest 9.2 ------------------------------------------------
+# Tests marked @pytest.mark.xdist_group(NAME) share a session/module fixture's real run (or must not overlap): they
+# must run on one worker. xdist 3.8 tells its controller a test's group by appending "@NAME" to the test's node id,
+# which pytest 9.2's structured node ids ignore (pytest-xdist issue #1386): the groups are silently dropped. Here
+# each worker writes its tests' groups to a file the controller's scheduler reads (once every worker collected).
+_GROUPS_KEY = "ptxla_perf_xdist_groups"
+
+
+def pytest_configure(config):
+    if config.getoption("dist", "no") == "loadgroup" and not hasattr(config, "workerinput"):
+        config.ptxla_groups_dir = tempfile.mkdtemp(prefix="ptxla-xdist-groups-")
+
+
+def pytest_unconfigure(config):
+    if getattr(config, "ptxla_groups_dir", None):
+        shutil.rmtree(config.ptxla_groups_dir, ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    if getattr(node.config, "ptxla_groups_dir", None):
+        node.workerinput[_GROUPS_KEY] = node.config.ptxla_groups_dir
+
+
+def pytest_collection_modifyitems(config, items):
+    where = getattr(config, "workerinput", {}).get(_GROUPS_KEY)
+    if not where:
+        return
+    groups = {}
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if names:
+            groups[item.nodeid] = "_".join(names)
+    out = Path(where) / f"{config.workerinput['workerid']}.json"
+    out.with_suffix(".tmp").write_text(json.dumps(groups))
+    os.replace(out.with_suffix(".tmp"), out)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if not getattr(config, "ptxla_groups_dir", None):
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class _GroupsFromWorkers(LoadGroupScheduling):
+        _groups: dict | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):  # xdist named the group in the id itself (pytest < 9.2)
+                return super()._split_scope(nodeid)
+            if self._groups is None:  # schedule() runs once every worker has collected (and written its file)
+                self._groups = {}
+                for f in sorted(Path(config.ptxla_groups_dir).glob("*.json")):
+                    self._groups.update(json.loads(f.read_text()))
+            return self._groups.get(nodeid, nodeid)
+
+    return _GroupsFromWorkers(config, log)
 
 
 def cli_env(**extra: str) -> dict[str, str]:
@@ -78,6 +140,17 @@ def planted_line(script: str | Path, tag: str = "PLANTED") -> int:
         if f"# {tag}" in line:
             return n
     raise AssertionError(f"{script} has no '# {tag}' line")
+
+
+@pytest.fixture(scope="session")
+def jax_window_capture(tmp_path_factory) -> Path:
+    """A capture of steps 1-6 of the 8-device JAX job (tests/scripts/trace_job.py jax_window), made once:
+    test_analyze.py analyzes it, test_tensorboard_browser.py serves it. Returns the .xplane.pb path."""
+    from trace_helpers import run_job, xplanes
+    logdir = tmp_path_factory.mktemp("jax_window")
+    run_job("jax_window", logdir, 1, 6, 8)
+    (path,) = xplanes(logdir)
+    return path
 
 
 def run_app(*args: str, cwd: str | Path, timeout: float = 400, **env: str) -> subprocess.CompletedProcess:

@@ -15,8 +15,9 @@ from ptxla_perf.trace import TraceError, analyze_trace, locate_xplanes
 from ptxla_perf.trace.analyses import CATEGORIES, op_category
 
 
-# the module's two captures are shared by its tests: one xdist worker runs them all
-pytestmark = pytest.mark.xdist_group("analyze")
+# the module's two captures are shared by its tests (the JAX one with test_tensorboard_browser.py): one xdist
+# worker runs them all
+pytestmark = pytest.mark.xdist_group("jax_capture")
 
 
 @pytest.fixture(scope="module")
@@ -28,11 +29,8 @@ def txla_capture(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def jax_capture(tmp_path_factory):
-    logdir = tmp_path_factory.mktemp("jax")
-    run_job("jax_window", logdir, 1, 6, 8)
-    (path,) = xplanes(logdir)
-    return path
+def jax_capture(jax_window_capture):
+    return jax_window_capture  # steps 1-6 of the 8-device JAX job (conftest)
 
 
 def _check_breakdown(trace):

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from trace_helpers import ROOT, child_env, free_port, run_job, stop, xplanes
+from trace_helpers import ROOT, child_env, free_port, stop
 
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("tensorboard_browser")]  # one TensorBoard, one worker
+# the JAX capture TensorBoard serves is test_analyze.py's (conftest.jax_window_capture): one xdist worker
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("jax_capture")]
 
 CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
@@ -46,11 +47,12 @@ def _chrome(chrome: str, profile: Path, *args, timeout=120) -> subprocess.Comple
 
 
 @pytest.fixture(scope="module")
-def tensorboard(tmp_path_factory):
+def tensorboard(tmp_path_factory, jax_window_capture):
     chrome = _chromium()
-    logdir = tmp_path_factory.mktemp("tb")
-    run_job("jax_window", logdir, 1, 4, 6)
-    (xplane,) = xplanes(logdir)
+    logdir = tmp_path_factory.mktemp("tb")  # LOGDIR/plugins/profile/<run>/<host>.xplane.pb, as the capture wrote it
+    xplane = logdir / "plugins" / "profile" / jax_window_capture.parent.name / jax_window_capture.name
+    xplane.parent.mkdir(parents=True)
+    shutil.copy(jax_window_capture, xplane)
     port = free_port()
     tb_exe = Path(sys.executable).with_name("tensorboard")
     cmd = [str(tb_exe)] if tb_exe.exists() else [sys.executable, "-m", "tensorboard.main"]
