@@ -7,7 +7,7 @@ import pytest
 
 from conftest import SCRIPTS, planted_line
 
-PLANTED_WAIT_S = 2 * 0.01  # batch_size x the sleep in __getitem__
+PLANTED_WAIT_S = 2 * 0.02  # batch_size x the sleep in __getitem__ (0 workers)
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])

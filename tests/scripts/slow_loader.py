@@ -1,5 +1,6 @@
 """Planted problem: a Dataset whose __getitem__ does slow host work (a sleep standing in for decoding and
-augmentation), read with 0 workers: the device waits for every batch."""
+augmentation), read with 0 workers (or 2: each sample slower, so that two workers still cannot keep up with the
+step on a loaded machine): the device waits for every batch."""
 import sys
 import time
 
@@ -8,7 +9,7 @@ import torch_xla
 from torch.utils.data import DataLoader, Dataset
 
 WORKERS = int(sys.argv[1]) if len(sys.argv) > 1 else 0
-SLEEP_S = 0.01
+SLEEP_S = 0.02 if WORKERS == 0 else 0.06
 
 
 class SlowImages(Dataset):
