@@ -16,9 +16,9 @@ What it hooks (all restored by `stop()`):
   call is explained by diffing the abstract signature (shapes, dtypes, static arguments, tree structure) with the
   previous compile of the same function; a compile outside any jitted call is an eager op, blamed on its line.
 - Steps: `jax.profiler.StepTraceAnnotation` exits are step boundaries when the code uses them; otherwise the
-  step function is the jitted function called again from the same line that computes gradients or gets new arrays
-  each call (the state the loop carries), not one fed the same parameters again (generation, evaluation); each of
-  its calls starts a step. Until it is known, each top-level call keeps a segment (counters, events), and the
+  step function is the jitted function called again from the same line that computes gradients (a backward pass
+  traced in it; with none: the first whose arrays change between calls), not a generation or evaluation step
+  called first; each of its calls starts a step. Until it is known, each top-level call keeps a segment (counters, events), and the
   steps are cut from them once it is. `jax.pmap` / `jax.shard_map` calls are wrapped like `jax.jit` ones.
 - Eager uploads: `jnp.array` / `jnp.asarray` of host data outside any jitted call are implicit transfers too.
 """
