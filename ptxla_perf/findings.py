@@ -25,6 +25,7 @@ from . import fmt
 from .fmt import ms as _ms
 from .records import Event, Location, StepRecord
 from .thresholds import value as threshold
+from . import transfer_origin
 
 GENERIC_ADVICE = {
     "device_to_host_sync": "Keep values on the device and read them every N steps, or after the loop.",
@@ -537,7 +538,11 @@ def host_to_device_transfer(it: list[StepRecord], advice: Mapping[str, str]) -> 
         detail = _merge_details([e for _, e in (evs if not avoidable else [(0, e) for e in avoidable])])
         detail["arrays"] = sum(int(e.detail.transfers) for _, e in evs)
         detail["avoidable_calls"] = len(avoidable)
-        if recurring:
+        told = transfer_origin.message([e for _, e in evs], where(loc), len(steps_hit), len(it))
+        if told:  # a round trip, values the loop makes on the host: said from the evidence, with the bytes
+            msg = told[0]
+            detail.update(told[1])
+        elif recurring:
             msg = (f"Host data passed into a compiled call{where(loc)} is copied to the device implicitly in "
                    f"{len(steps_hit)} of {len(it)} iterations, the same data again and again. "
                    f"{advice.get('host_to_device_transfer', GENERIC_ADVICE['host_to_device_transfer'])}")

@@ -64,6 +64,9 @@ class TransferEvidence(CallEvidence):
     source: list[str] | None = None
     repeated_buffers: int | None = None
     avoidable: bool = True
+    origins: dict[str, int] | None = None  # bytes by origin: data | round_trip | host_random | host_made
+    made_by: list[str] | None = None  # what made the non-data values (the source expression, the read line)
+    eager: bool = False  # copied outside any jitted call (jnp.array / jnp.asarray of host data)
 
 
 @dataclass

@@ -146,3 +146,22 @@ def test_locate_runs_and_errors(jax_capture, tmp_path):
     assert res.returncode == 2 and "XSpace" in res.stderr
     res = cli("analyze", logdir)  # table output
     assert res.returncode == 0 and "Top HLO ops" in res.stdout
+
+
+def test_windows_with_no_device_op_split_like_the_breakdown(txla_capture):
+    """Issue 21 item 10: the page said `idle 0%` beside "largest idle gaps" of hundreds of ms. A window with no
+    device op is split into the breakdown's own categories (one derivation): its idle part is idle in the step
+    bars too, and the page calls the windows what they are."""
+    from ptxla_perf import html as H
+    t = analyze_trace(txla_capture)
+    gaps = t["gaps"]["largest"]
+    assert gaps
+    for g in gaps:
+        assert set(g["breakdown_ms"]) == set(CATEGORIES)
+        assert sum(g["breakdown_ms"].values()) == pytest.approx(g["duration_ms"], abs=0.01)
+    assert sum(g["breakdown_ms"]["idle"] for g in gaps) <= sum(s["breakdown_ms"]["idle"] for s in t["steps"]) + 0.01
+    section = H._trace({"trace": t})
+    assert "Largest idle gaps" not in section and "no device op running" in section
+    for g in gaps:  # each window's split, as the breakdown names its parts
+        top = max(g["breakdown_ms"], key=g["breakdown_ms"].get)
+        assert f"{top} " in section

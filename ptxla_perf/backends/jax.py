@@ -16,13 +16,18 @@ What it hooks (all restored by `stop()`):
   call is explained by diffing the abstract signature (shapes, dtypes, static arguments, tree structure) with the
   previous compile of the same function; a compile outside any jitted call is an eager op, blamed on its line.
 - Steps: `jax.profiler.StepTraceAnnotation` exits are step boundaries when the code uses them; otherwise the
-  first jitted function called twice from the same line is the step function and each of its calls starts a step.
+  step function is the jitted function called again from the same line that computes gradients (a backward pass
+  traced in it; with none: the first whose arrays change between calls), not a generation or evaluation step
+  called first; each of its calls starts a step. Until it is known, each top-level call keeps a segment (counters, events), and the
+  steps are cut from them once it is. `jax.pmap` / `jax.shard_map` calls are wrapped like `jax.jit` ones.
+- Eager uploads: `jnp.array` / `jnp.asarray` of host data outside any jitted call are implicit transfers too.
 """
 from __future__ import annotations
 
 import functools
 import os
 import sys
+from collections import Counter
 import time
 import types
 import weakref
@@ -34,9 +39,11 @@ import jax
 import jax.profiler
 from jax._src import config as _jcfg
 from jax._src.array import ArrayImpl
+from jax._src.interpreters import ad as _ad
 from jax._src.lib import guard_lib as _guard
 
 from .. import hlo_cost
+from .. import provenance
 from ..frames import USER, classify, user_frame
 from ..records import Event, Location, StepRecord, Transfers
 from .jax_rules import RULES as JAX_RULES
@@ -49,6 +56,9 @@ _GUARD_TRIP = ("Disallowed host-to-device transfer", "Disallowed device-to-devic
 _SCALARS = (int, float, bool, complex)
 _MAX_EVENTS_PER_STEP = 16
 _REPEAT_WINDOW = 4  # steps: a host buffer copied again within this many steps is the same data copied again
+_READER_FALLBACK = 100  # calls from one line of a function that computes no gradients (no training step seen):
+#                         then the loop is not training (inference, a benchmark): its repeated function is the step
+_MAX_UNDECIDED = 4096  # top-level calls kept while no step function is known
 
 
 class Counts(NamedTuple):
@@ -239,7 +249,21 @@ class JaxAdapter:
         self._annotated = False
         self._step_key: tuple | None = None
         self._step_fn: _Jitted | None = None
-        self._candidates: dict[tuple, tuple] = {}  # (fn identity, file, line) -> (Counts, site, events) at its first call
+        # step inference, until the step function is known: one entry per top-level jitted call (Counts at its
+        # start, the events before it, the function's identity), and per (identity, file, line) its calls
+        self._pre: list[tuple] = []
+        self._cand_calls: dict[tuple, list[int]] = {}
+        self._cand_ins: dict[tuple, list] = {}  # its inputs at its last call (id, weakref, bytes)
+        self._cand_end: dict[tuple, tuple] = {}  # (call index, Counts, events so far) when its last call returned
+        self._cand_order: list[tuple] = []  # keys in the order they were called a second time (the fallback)
+        self._cur_key: tuple | None = None
+        self._cand_fn: dict[tuple, Any] = {}
+        self._cand_changed: set = set()  # keys whose arrays changed between two calls (state carried by the loop)
+        self._tracing: Any = None  # identity of the top-level jitted function running now
+        self._grad_fns: set = set()  # identities of functions that traced a backward pass (compute gradients)
+        self._members: set = set()  # other functions called once or twice in each iteration: phases of it
+        self._from_device: dict[int, tuple] = {}  # id(NumPy array read back from the device) -> (weakref, line)
+        self._origin_cache: dict[tuple, Any] = {}  # (code, instruction) of a user call -> its arguments' origins
         self._mark: Counts | None = None  # counters at the last boundary; None before the first step
         self._mark_site: Location | None = None
         self._session_start: Counts | None = None
@@ -285,16 +309,67 @@ class JaxAdapter:
         jit.__wrapped__ = real_jit
         jax.jit = jit
 
+        # pmap and shard_map run compiled programs too: each top-level call is an execution and may be the step
+        real_pmap, real_smap = jax.pmap, getattr(jax, "shard_map", None)
+        self._saved.update(pmap=real_pmap, shard_map=real_smap)
+
+        def pmap(fun=None, *args, **kwargs):
+            if fun is None:
+                return lambda f: pmap(f, *args, **kwargs)
+            static = kwargs.get("static_broadcasted_argnums")
+            return _Jitted(real_pmap(fun, *args, **kwargs), adapter, fun,
+                           {"static_argnums": static} if static is not None else {})
+        pmap.__doc__ = real_pmap.__doc__
+        pmap.__wrapped__ = real_pmap
+        jax.pmap = pmap
+        if real_smap is not None:
+            def shard_map(f=None, /, **kwargs):
+                if f is None:
+                    return lambda g: shard_map(g, **kwargs)
+                return _Jitted(real_smap(f, **kwargs), adapter, f, {})
+            shard_map.__doc__ = real_smap.__doc__
+            shard_map.__wrapped__ = real_smap
+            jax.shard_map = shard_map
+
+        # a backward pass traced inside a top-level jitted call: that function computes gradients (a training
+        # step, or its gradient phase); read by step inference
+        real_bp = getattr(_ad, "backward_pass3", None)
+        self._saved["backward_pass3"] = real_bp
+        if real_bp is not None:
+            def backward_pass3(*args, **kwargs):
+                if adapter._depth and adapter._tracing is not None:
+                    adapter._grad_fns.add(adapter._tracing)
+                return real_bp(*args, **kwargs)
+            _ad.backward_pass3 = backward_pass3
+
+        # eager uploads: jnp.array / jnp.asarray of host data outside any jitted function copy it to the device
+        # (jax.device_put is the explicit way and is never counted)
+        jnp_mod = sys.modules["jax.numpy"]
+        for name in ("array", "asarray"):
+            real = getattr(jnp_mod, name)
+            self._saved[f"jnp_{name}"] = real
+
+            def upload(obj, *args, _real=real, _name=f"jnp.{name}", **kwargs):
+                out = _real(obj, *args, **kwargs)
+                if not adapter._depth and not adapter._costing and type(obj) is not ArrayImpl \
+                        and not isinstance(obj, _SCALARS):
+                    adapter._eager_upload(obj, out, _name, sys._getframe(1))
+                return out
+            upload.__doc__, upload.__wrapped__, upload.__name__ = real.__doc__, real, name
+            setattr(jnp_mod, name, upload)
+
         fget = real_value.fget
 
         def _value(self_arr):
             if self_arr._npy_value is None and not adapter._depth and not adapter._in_np:
-                adapter._read(self_arr, sys._getframe(1))
+                loc = adapter._read(self_arr, sys._getframe(1))
                 t0 = time.perf_counter()
                 try:
-                    return fget(self_arr)
+                    out = fget(self_arr)
                 finally:
                     adapter._d2h_time += time.perf_counter() - t0
+                adapter._came_from_device(out, loc)
+                return out
             return fget(self_arr)
         ArrayImpl._value = property(_value)
 
@@ -338,6 +413,14 @@ class JaxAdapter:
         s = self._saved
         if s:
             jax.jit = s["jit"]
+            jax.pmap = s["pmap"]
+            if s.get("backward_pass3") is not None:
+                _ad.backward_pass3 = s["backward_pass3"]
+            if s.get("shard_map") is not None:
+                jax.shard_map = s["shard_map"]
+            jnp_mod = sys.modules["jax.numpy"]
+            for name in ("array", "asarray"):
+                setattr(jnp_mod, name, s[f"jnp_{name}"])
             ArrayImpl._value = s["value"]
             np.asarray, np.array = s["asarray"], s["array"]
             stp = jax.profiler.StepTraceAnnotation
@@ -356,6 +439,12 @@ class JaxAdapter:
                 except (AssertionError, ValueError):
                     pass
             self._saved = {}
+        if self._step_fn is None and not self._annotated and self._cand_order:
+            # no jitted function computed gradients (an inference loop, training outside jitted code): the one
+            # called again from one line with new arrays each call (else the first called again) is the step
+            key = self._fallback()
+            self._decide(key, "called again from one line (no jitted function computes gradients)",
+                         end=self._cand_end.get(key))
         if self._mark is None:
             return None
         if self._step_fn is not None and self._step_open and self._last_call_end is not None:
@@ -477,6 +566,7 @@ class JaxAdapter:
             self.notes.append("steps were inferred from a jitted function until the first "
                               "StepTraceAnnotation; annotations are used from then on")
         self._step_fn = None
+        self._forget_candidates()
         if self._mark is None:  # step 0 starts where the first annotated block does
             self._mark = self._first_mark = self._snapshot()
             self._events = []  # what happened before the first step is not a step's
@@ -486,10 +576,12 @@ class JaxAdapter:
             return
         self._emit(user_frame(frame)[0])
 
-    def _maybe_step(self, fn: _Jitted, frame) -> None:
+    def _maybe_step(self, fn: _Jitted, frame, args: tuple, kwargs: dict) -> None:
         """A top-level call of a jitted function: maybe a step boundary (inferred steps)."""
         if self._step_fn is not None:
             if not fn.same_function(self._step_fn):
+                if not self._in_other and (fn._ident or id(fn)) in self._members:
+                    return  # a phase of the iteration: its second jitted call (grads, then the update)
                 if not self._in_other and self._step_open:
                     self._open_other()
                 return
@@ -510,24 +602,88 @@ class JaxAdapter:
                 self._emit(site)
             self._step_open = True
             return
+        # no step function yet: each top-level call starts a segment (the counters at its start, the events
+        # since the previous one), so that the steps can be cut once the step function is known
         site = user_frame(frame)[0]
         ident = fn._ident or id(fn)
         key = (ident, site.file, site.line) if site else (ident, "?", 0)
-        first = self._candidates.get(key)
-        if first is None:
-            if len(self._candidates) < 256:
-                self._candidates[key] = (self._snapshot(), site, len(self._events))
-                self._step_open = True
+        if len(self._pre) >= _MAX_UNDECIDED:
+            if self._cand_order:  # a long loop of calls that never changed their inputs: it is the loop
+                self._decide(self._fallback(), "called repeatedly from one line; no jitted function computes "
+                                               "gradients")
+                return self._maybe_step(fn, frame, args, kwargs)
+            self._forget_candidates()
+        index = len(self._pre)
+        self._pre.append((self._snapshot(), self._events, ident, site))
+        self._events = []
+        self._cur_key = key
+        calls = self._cand_calls.setdefault(key, [])
+        calls.append(index)
+        self._cand_fn.setdefault(key, fn)
+        previous, now = self._cand_ins.get(key), _fingerprint(args, kwargs)
+        self._cand_ins[key] = now
+        if len(calls) < 2:
             return
-        # second call from the same line: this is the step function; step 0 began at its first call
+        if len(calls) == 2:
+            self._cand_order.append(key)
+        if _changed(previous, now):
+            self._cand_changed.add(key)
+        if ident in self._grad_fns:
+            self._decide(key, "called again from one line and computes gradients (a backward pass is traced in "
+                              "it)", fn)
+        elif len(calls) >= _READER_FALLBACK:
+            self._decide(self._fallback(), f"called {len(calls)} times from one line and no jitted function "
+                                            "computes gradients")
+
+    def _decide(self, key: tuple, why: str, fn: "_Jitted | None" = None, end: tuple | None = None) -> None:
+        """`key`'s function is the step function: each of its calls from its line so far starts a step; the
+        records of those steps are cut from the segments kept since the session started. Other functions called
+        once or twice between its last two calls are phases of the iteration (a second jitted call per step),
+        not evaluation. `end`: (call index, Counts, events) where its last call returned (at the end of the
+        run: the last step ends there)."""
+        calls = self._cand_calls[key]
+        pre, current = self._pre, self._events
+        site = pre[calls[-1]][3]
+        if fn is None:
+            fn = self._cand_fn.get(key)
         self._step_fn, self._step_key = fn, key[1:]
-        self.step_detection = (f"inferred: the jitted function called repeatedly, {fn._name}, at "
-                               f"{site.short() if site else '?'}; each call starts a step")
-        self._candidates.clear()
-        self._mark, self._mark_site, n_events = first
+        name = fn._name if fn is not None else "?"
+        self.step_detection = (f"inferred: the jitted function {name} at {site.short() if site else '?'}, "
+                               f"{why}; each call starts a step")
+        if len(calls) >= 2:
+            between = Counter(p[2] for p in pre[calls[-2] + 1:calls[-1]])
+            self._members = {ident for ident, k in between.items() if k <= 2 and ident != key[0]}
+        self._mark, self._mark_site = pre[calls[0]][0], site
         self._first_mark = self._mark
-        self._events = self._events[n_events:]
-        self._emit(site)
+        for a, b in zip(calls, calls[1:]):
+            self._events = [e for p in pre[a + 1:b + 1] for e in p[1]]
+            self._emit(site, now=pre[b][0])
+        if end is not None:
+            last, snap, n_events = end
+            rest = [p[1] for p in pre[last + 1:]] + [current]
+            self._events = rest[0][:n_events]
+            self._emit(site, now=snap)
+            self._events = rest[0][n_events:] + [e for evs in rest[1:] for e in evs]
+            self._step_open = False
+        else:
+            self._events = []
+            self._step_open = True
+        self._forget_candidates()
+
+    def _fallback(self) -> tuple:
+        """No function computes gradients: the first called again from one line whose arrays changed between
+        calls (the state the loop carries), else the first called again from one line."""
+        return next((k for k in self._cand_order if k in self._cand_changed), self._cand_order[0])
+
+    def _forget_candidates(self) -> None:
+        self._pre = []
+        self._cand_calls.clear()
+        self._cand_ins.clear()
+        self._cand_end.clear()
+        self._cand_order = []
+        self._cand_changed = set()
+        self._cand_fn.clear()
+        self._cur_key = None
 
     # --- jitted calls ------------------------------------------------------------------------------------
     def _call(self, fn: _Jitted, args: tuple, kwargs: dict):
@@ -537,12 +693,13 @@ class JaxAdapter:
         if fn._library and classify(frame.f_code.co_filename) != USER:
             pass  # called by a library on the user's behalf: part of whatever the user's loop is doing
         elif not self._annotated:
-            self._maybe_step(fn, frame)
+            self._maybe_step(fn, frame, args, kwargs)
         elif not self._ann_depth and not self._in_other and self._mark is not None:
             self._in_other = True  # a jitted call between annotated steps: evaluation until the next step
         self._execs += 1
         compiles, compile_time = self._compiles, self._compile_time
         self._depth += 1
+        self._tracing = fn._ident or id(fn)
         try:
             tls = _guard.thread_local_state() if fn._mode == "guard" else None
             if tls is not None and tls.host_to_device is None and tls.device_to_device is None \
@@ -574,6 +731,7 @@ class JaxAdapter:
                 out = fn._jit(*args, **kwargs)
         finally:
             self._depth -= 1
+            self._tracing = None
         if self._compiles != compiles:
             self._explain_compile(fn, args, kwargs, frame, self._compiles - compiles, self._compile_time - compile_time)
             self._cost_compiled(fn, args, kwargs)
@@ -586,40 +744,70 @@ class JaxAdapter:
             self._uncosted += 1
         if fn.same_function(self._step_fn) and not self._in_other:
             self._last_call_end = (self._snapshot(), len(self._events))
+        elif self._step_fn is None and self._cur_key is not None and self._pre:
+            self._cand_end[self._cur_key] = (len(self._pre) - 1, self._snapshot(), len(self._events))
         return out
 
     def _scan(self, fn: _Jitted, args: tuple, kwargs: dict, frame) -> bool:
-        """Find implicit transfers among the arguments; record them. True if any were found."""
+        """Find implicit transfers among the arguments; record them. True if any were found. Each NumPy array
+        is told by where it came from: read back from the device (a round trip), made by the loop on the host
+        (random draws, constants, lists: the source says so), or data (the input pipeline)."""
         nums, names = fn._static
         shapes: list[list[int]] = []
         nbytes = 0
         n = repeated = 0
         kinds = set()
-        dyn = [a for i, a in enumerate(args) if i not in nums] + \
-              [v for k, v in kwargs.items() if k not in names]
-        for a in dyn:  # a Python list of numbers: one transfer per element
+        origins: Counter = Counter()  # bytes by origin
+        made: list[str] = []
+        dyn = [(i, a) for i, a in enumerate(args) if i not in nums] + \
+              [(k, v) for k, v in kwargs.items() if k not in names]
+        found = None
+        multi = fn._d2d  # uncommitted arrays are moved only where the call spans other devices
+        for pos, a in dyn:
             if type(a) in (list, tuple) and a and all(isinstance(v, _SCALARS) for v in a):
+                # a Python list of numbers: one transfer per element
                 kinds.add("python list")
                 shapes.append([len(a)])
                 nbytes += 4 * len(a)
                 n += len(a)
-        leaves = jax.tree_util.tree_leaves(dyn)
-        multi = fn._d2d  # uncommitted arrays are moved only where the call spans other devices
-        for x in leaves:
-            t = type(x)
-            if t is ArrayImpl:
-                if multi and not x._committed and x.ndim and len(x.sharding.device_set) == 1:
-                    kinds.add("uncommitted jax.Array")
-                    shapes.append(list(x.shape))
-                    nbytes += x.nbytes
+                origins[provenance.HOST_MADE] += 4 * len(a)
+                continue
+            arg_origin = _UNSEEN
+            for x in jax.tree_util.tree_leaves(a):
+                t = type(x)
+                if t is ArrayImpl:
+                    if multi and not x._committed and x.ndim and len(x.sharding.device_set) == 1:
+                        kinds.add("uncommitted jax.Array")
+                        shapes.append(list(x.shape))
+                        nbytes += x.nbytes
+                        n += 1
+                elif t is np.ndarray or isinstance(x, (np.ndarray, np.generic)):
+                    kinds.add("numpy")
+                    shapes.append(list(np.shape(x)))
+                    b = int(x.nbytes)
+                    nbytes += b
                     n += 1
-            elif t is np.ndarray or isinstance(x, (np.ndarray, np.generic)):
-                kinds.add("numpy")
-                shapes.append(list(np.shape(x)))
-                nbytes += int(x.nbytes)
-                n += 1
-                if isinstance(x, np.ndarray) and self._seen_buffer(x):
-                    repeated += 1
+                    if isinstance(x, np.ndarray) and self._seen_buffer(x):
+                        repeated += 1
+                    back = self._round_trip(x)
+                    if back is not None:
+                        origins["round_trip"] += b
+                        if back[1] is not None and len(made) < 4:
+                            text = f"read back from the device at {back[1].short()}"
+                            if text not in made:
+                                made.append(text)
+                        continue
+                    if arg_origin is _UNSEEN:
+                        if found is None:
+                            found = self._call_origins(frame, len(args)) or ((), {})
+                        arg_origin = _arg_origin(found, pos, len(args))
+                    if arg_origin is None:
+                        origins["data"] += b
+                    else:
+                        origins[arg_origin.kind] += b
+                        text = f"{arg_origin.text} (line {arg_origin.line})"
+                        if text not in made and len(made) < 4:
+                            made.append(text)
         if not n:
             return False
         self._h2d += n
@@ -629,11 +817,31 @@ class JaxAdapter:
         self._event("host_to_device_transfer", loc,
                     {"call": fn._name, "shapes": shapes[:6], "bytes": nbytes, "transfers": n,
                      "arrays": n, "source": sorted(kinds), "repeated_buffers": repeated,
+                     "origins": dict(origins), "made_by": made,
                      # what is wasted: the same host buffer copied again within a few steps (parameters left in
-                     # NumPy), Python lists (one transfer per element), arrays resharded on every call. A fresh
-                     # NumPy batch per call is the input pipeline.
-                     "avoidable": bool(repeated or kinds & {"python list", "uncommitted jax.Array"})})
+                     # NumPy), arrays read back from the device and sent again (a round trip), values the loop
+                     # makes on the host (random draws, constants, Python lists: one transfer per element),
+                     # arrays resharded on every call. A fresh NumPy batch per call is the input pipeline.
+                     "avoidable": bool(repeated or kinds & {"python list", "uncommitted jax.Array"}
+                                       or set(origins) - {"data"})})
         return True
+
+    def _call_origins(self, frame, nargs: int):
+        """Where each argument of the call a user frame is making came from (provenance.py), cached per call
+        instruction."""
+        if frame is None or classify(frame.f_code.co_filename) != USER:
+            return None
+        key = (frame.f_code, frame.f_lasti)
+        hit = self._origin_cache.get(key, _UNSEEN)
+        if hit is _UNSEEN:
+            pos = provenance.position(frame)
+            try:
+                hit = provenance.call_arguments(frame.f_code.co_filename, pos) if pos else None
+            except Exception:  # never break the user's call for a diagnostic
+                hit = None
+            if len(self._origin_cache) < 1024:
+                self._origin_cache[key] = hit
+        return hit
 
     def _seen_buffer(self, x: np.ndarray) -> bool:
         """True when this very array object (alive since) was copied into a call within the last few steps. Held
@@ -689,7 +897,7 @@ class JaxAdapter:
         a cache hit of the executable just built (no trace, no compile), and its `cost_analysis()` is XLA's
         HloCostAnalysis of the optimized (fused, partitioned: per device) program."""
         sig = fn._sig
-        if sig is None or sig in fn._costs:
+        if sig is None or sig in fn._costs or not hasattr(fn._jit, "lower"):
             return
         if self._cost_note:
             cost = hlo_cost.unavailable(self._cost_note)
@@ -850,29 +1058,94 @@ class JaxAdapter:
                          "global/closure, or a different device/sharding)")
         self._events.append(Event("compile", loc, {**unit, "cause": cause, "differences": diffs}))
 
-    def _read(self, arr, frame, default: str = "read") -> None:
-        """A device->host copy from the `_value` property (float, bool, print, device_get, ...)."""
+    def _read(self, arr, frame, default: str = "read") -> Location | None:
+        """A device->host copy from the `_value` property (float, bool, print, device_get, ...); the user's line."""
         self._d2h += 1
         try:
             self._d2h_bytes += int(arr.nbytes)
         except Exception:
             pass
         if not self.lines:
-            return
+            return None
         loc, via, call = self._blame(frame, default)
         detail: dict[str, Any] = {"call": call, "shapes": [list(arr.shape)], "bytes": int(arr.nbytes)}
         if via:
             detail["via"] = via.short()
         self._event("device_to_host_sync", loc, detail)
+        return loc
 
     def _np_read(self, real, a, args, kwargs, frame):
         self._in_np = True
         try:
             if a._npy_value is None and not self._depth:
-                self._read(a, frame, "np." + real.__name__)
+                loc = self._read(a, frame, "np." + real.__name__)
+                out = real(a, *args, **kwargs)
+                self._came_from_device(out, loc)
+                self._came_from_device(a._npy_value, loc)
+                return out
             return real(a, *args, **kwargs)
         finally:
             self._in_np = False
+
+    def _came_from_device(self, x, loc: Location | None) -> None:
+        """Remember a NumPy array read back from the device (weakly): passed into a jitted call again, it is a
+        round trip (parameters pulled to the host and sent back), not input data."""
+        if type(x) is not np.ndarray:
+            return
+        try:
+            ref = weakref.ref(x)
+        except TypeError:
+            return
+        if len(self._from_device) >= 4096:
+            self._from_device = {k: v for k, v in self._from_device.items() if v[0]() is not None}
+            if len(self._from_device) >= 4096:
+                return
+        self._from_device[id(x)] = (ref, loc)
+
+    def _eager_upload(self, obj, out, call: str, frame) -> None:
+        """`jnp.array(host_data)` outside any jitted function: an implicit host->device copy, counted like one
+        made by a jitted call's argument (data, a round trip, or a value the loop makes on the host)."""
+        if not isinstance(out, ArrayImpl):
+            return
+        leaves: list = []
+        if isinstance(obj, np.ndarray):
+            kind = "numpy"
+        elif isinstance(obj, (list, tuple)):
+            leaves = jax.tree_util.tree_leaves(obj)  # numbers, or host arrays
+            if not leaves or any(isinstance(v, jax.Array) for v in leaves):  # device arrays stacked: no copy
+                return
+            kind = "python list"
+        else:
+            return
+        nbytes = int(out.nbytes)
+        self._h2d += 1
+        self._h2d_bytes += nbytes
+        if not self.lines:
+            return
+        back = self._round_trip(obj) if kind == "numpy" else None
+        made: list[str] = []
+        if back is not None:
+            where = "round_trip"
+            if back[1] is not None:
+                made.append(f"read back from the device at {back[1].short()}")
+        else:
+            found = self._call_origins(frame, 1)
+            o = found.positional[0] if found and found.positional else None
+            if o is None and found is None and kind == "python list" and all(isinstance(v, _SCALARS) for v in leaves):
+                # numbers the loop puts in a list (a schedule, hyperparameters): made on the host each time
+                o = provenance.Origin(provenance.HOST_MADE, "a Python list of numbers", frame.f_lineno)
+            where = o.kind if o is not None else "data"
+            if o is not None:
+                made.append(f"{o.text} (line {o.line})")
+        loc = user_frame(frame)[0]
+        self._event("host_to_device_transfer", loc,
+                    {"call": call, "shapes": [list(out.shape)], "bytes": nbytes, "transfers": 1, "arrays": 1,
+                     "source": [kind], "origins": {where: nbytes}, "made_by": made, "eager": True,
+                     "avoidable": where != "data"})
+
+    def _round_trip(self, x) -> tuple | None:
+        hit = self._from_device.get(id(x))
+        return hit if hit is not None and hit[0]() is x else None
 
     def _blame(self, frame, default: str) -> tuple[Location | None, Location | None, str]:
         """The user's line, a library line under it, and what read the value (the outermost tool frame)."""
@@ -887,6 +1160,44 @@ class JaxAdapter:
         loc, via = user_frame(frame)
         name = _READ_NAMES.get(call, default) if call else default
         return loc, via, name
+
+
+_UNSEEN = object()
+
+
+def _fingerprint(args: tuple, kwargs: dict) -> list:
+    """The arrays a call gets, by identity (weakly held) and size."""
+    out = []
+    for x in jax.tree_util.tree_leaves((args, kwargs)):
+        if type(x) is ArrayImpl or type(x) is np.ndarray:
+            try:
+                out.append((id(x), weakref.ref(x), int(x.nbytes)))
+            except TypeError:
+                pass
+    return out
+
+
+def _changed(previous: list | None, now: list) -> bool:
+    """A training step gets new arrays each call: the parameters and optimizer state its previous call (or the
+    loop's other jitted calls) returned, and a new batch. A function called again with the same arrays for most
+    of its inputs (a generation step or an evaluation over fixed parameters) is not the training step. The same
+    array = the same live object (weakly held: a freed array's id reused by a new one is not the same)."""
+    if previous is None or not now:
+        return not now
+    old = {i: r for i, r, _ in previous}
+    same = [b for i, _, b in now if i in old and old[i]() is not None]
+    total = sum(b for _, _, b in now)
+    return len(same) * 2 < len(now) and sum(same) * 2 < max(total, 1)
+
+
+def _arg_origin(found, pos, nargs: int):
+    """The origin of argument `pos` (an index, or a keyword) from the call's source: positional arguments are
+    aligned from the end (a bound method's call passes `self` first, which the source does not show)."""
+    positional, keywords = found
+    if isinstance(pos, str):
+        return keywords.get(pos)
+    k = pos - (nargs - len(positional))
+    return positional[k] if 0 <= k < len(positional) else None
 
 
 def _safe_repr(v) -> str:

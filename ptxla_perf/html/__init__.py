@@ -291,10 +291,16 @@ def _trace(report: dict[str, Any]) -> str:
         for g in gaps:
             acts = "<br>".join(f"{escape(str(a.get('thread')))}: <code>{escape(str(a.get('path')))}</code>"
                                for a in (g.get("host_activity") or [])[:4])
+            split = g.get("breakdown_ms") or {}
+            parts = " · ".join(f"{k} {charts._plain(float(v))} ms" for k, v in split.items() if v) or "-"
             rows.append(f"<tr><td class=\"r\">{escape(str(g.get('duration_ms')))} ms</td><td class=\"r\">{escape(str(g.get('step')))}"
-                        f"</td><td>{acts or '-'}</td></tr>")
-        out.append("<h3 style=\"margin-top:12px\">Largest idle gaps</h3><table><tr><th class=\"r\">gap</th>"
-                   f"<th class=\"r\">step</th><th>what the host was doing</th></tr>{''.join(rows)}</table>")
+                        f"</td><td>{escape(parts)}</td><td>{acts or '-'}</td></tr>")
+        # these windows have no op on any device; the breakdown above calls "idle" only what has no traced host
+        # activity either: each window is split the same way (trace.analyses.split), so the two agree
+        out.append("<h3 style=\"margin-top:12px\">Largest windows with no device op running</h3><p class=\"sub\">"
+                   "split into the breakdown's categories: <em>idle</em> is only the part where nothing was traced"
+                   "</p><table><tr><th class=\"r\">window</th><th class=\"r\">step</th><th>split</th>"
+                   f"<th>what the host was doing</th></tr>{''.join(rows)}</table>")
     ops = tr.get("top_ops") or []
     if ops:
         rows = "".join(f"<tr><td><code>{escape(str(o.get('name')))}</code></td><td>{escape(str(o.get('category')))}"

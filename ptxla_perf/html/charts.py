@@ -19,6 +19,7 @@ TIMELINE_H = 200.0
 FLAGS_H = 36.0  # three flag rows under the timeline: compile, attribution, host read / fallback
 COUNT_H = 34.0
 PAD_TOP = 6.0
+LABEL_GAP = 12.0  # px between two y-axis label baselines (the labels are 11 px text)
 MAX_MARKS = 3000  # more steps than this: one mark per bin of steps (the page stays ~2 MB at any run length)
 
 # series colours (also in the legend, style.css uses the same names)
@@ -81,15 +82,26 @@ def _nice_ceiling(v: float) -> float:
     return 10 * e
 
 
+def _plain(x: float, sig: int = 3) -> str:
+    """A number as a person writes it: three significant digits, never in exponent form (6000, not 6e+03)."""
+    text = f"{x:.{sig}g}"
+    if "e" in text:
+        text = f"{x:.0f}" if abs(x) >= 1 else f"{x:.6f}".rstrip("0").rstrip(".")
+    return text
+
+
 def _ms_label(seconds: float) -> str:
+    """An axis tick: "0", milliseconds below a second ("0.5 ms", "12 ms", "600 ms"), seconds above ("6 s")."""
     v = seconds * 1e3
+    if v == 0:
+        return "0"
     if v >= 1000:
-        return f"{seconds:.3g} s"
+        return f"{_plain(seconds)} s"
     if v >= 100:
         return f"{v:.0f} ms"
     if v >= 1:
-        return f"{v:.3g} ms"
-    return f"{v:.2g} ms"
+        return f"{_plain(v)} ms"
+    return f"{_plain(v, 2)} ms"
 
 
 def step_flags(step: dict[str, Any]) -> list[str]:
@@ -219,9 +231,13 @@ def timeline(steps: list[dict[str, Any]], *, warmup: int = 0, captures: list[dic
     out.extend(flags_svg)
     out.append("</svg>")
     labels = [f'<svg class="ylabels" viewBox="0 0 86 {_r(h_total)}" width="86" height="{_r(h_total)}">']
-    for t in y.ticks():
-        if t <= 0:
+    drawn: list[float] = []
+    for t in sorted(y.ticks(), key=y):  # top first
+        # a label needs its own line: none closer than LABEL_GAP to another tick's or to the flag rows' labels
+        # under the axis ("compile"), which a tick near the bottom of a log scale would overprint
+        if t <= 0 or y(t) + 4 > base + row_h - 3 - LABEL_GAP or (drawn and y(t) - drawn[-1] < LABEL_GAP):
             continue
+        drawn.append(y(t))
         labels.append(f'<text x="82" y="{_r(y(t) + 4)}" text-anchor="end">{_ms_label(t)}</text>')
     for i, name in enumerate(("compile", "attribution", "host read")):
         labels.append(f'<text class="flag" x="82" y="{_r(base + i * row_h + row_h - 3)}" '
@@ -293,12 +309,12 @@ def breakdown(rows: list[dict[str, Any]]) -> str:
         v = peak * k / 4
         yy = bottom - (bottom - 10) * v / peak
         out.append(f'<line class="grid" x1="{_r(left)}" x2="{_r(width)}" y1="{_r(yy)}" y2="{_r(yy)}"/>'
-                   f'<text x="{_r(left - 4)}" y="{_r(yy + 4)}" text-anchor="end">{v:.3g} ms</text>')
+                   f'<text x="{_r(left - 4)}" y="{_r(yy + 4)}" text-anchor="end">{_ms_label(v / 1e3)}</text>')
     for k, r in enumerate(rows):
         yy = bottom
         parts = r.get("breakdown_ms") or {}
         tip = f"step {r.get('step')}: {r.get('duration_ms')} ms — " + ", ".join(
-            f"{c} {parts.get(c, 0):.3g} ms" for c in BREAKDOWN)
+            f"{c} {_plain(parts.get(c, 0) or 0.0)} ms" for c in BREAKDOWN)
         out.append(f'<g class="bar"><title>{escape(tip)}</title>')
         for cat, colour in BREAKDOWN.items():
             v = parts.get(cat) or 0.0

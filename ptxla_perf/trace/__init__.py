@@ -103,7 +103,7 @@ def analyze_trace(path: str | Path, run: str | None = None, *, top_n: int = 15, 
     step_ms = [(r["end"] - r["start"]) / A.PS_PER_MS for r in rows]
     if min_gap_ms is None:  # 5% of the median step, at least 0.1 ms; 1 ms without steps
         min_gap_ms = max(0.1, 0.05 * float(np.median(step_ms))) if step_ms else 1.0
-    devices, gaps = A.device_activity(cap, streams, window, int(min_gap_ms * A.PS_PER_MS), gaps_n, steps)
+    devices, gaps = A.device_activity(cap, streams, window, int(min_gap_ms * A.PS_PER_MS), gaps_n, steps, cats)
 
     has_device_plane = bool(cap.device_planes)
     use_xprof = has_device_plane if use_xprof is None else use_xprof

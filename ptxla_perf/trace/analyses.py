@@ -201,24 +201,34 @@ def step_breakdown(cap: Capture, steps: list[dict], cats: dict, compile_events: 
     """Per step, each instant of [step start, next step start) goes to the first category active:
     execution (an executor/device runs HLO ops), compile, data (transfers / data-loading annotations),
     host (the step's host thread is inside a traced event: tracing, graph building, dispatch), idle."""
-    u1 = cats["execution"]
-    u2 = iv.union(u1, cats["compile"])
-    u3 = iv.union(u2, cats["data"])
-    u4 = iv.union(u3, cats["host"])
+    layers = category_layers(cats)
     cstarts = np.array([c["start"] for c in compile_events], dtype=np.int64)
     rows = []
     for k, st in enumerate(steps):
         a = st["start"]
         b = steps[k + 1]["start"] if k + 1 < len(steps) else st["end"]
         b = max(b, st["end"]) if k + 1 >= len(steps) else max(b, a)
-        m = [iv.measure(iv.clip(u, a, b)) for u in (u1, u2, u3, u4)]
-        total = b - a
-        parts = {"execution": m[0], "compile": m[1] - m[0], "data": m[2] - m[1], "host": m[3] - m[2],
-                 "idle": total - m[3]}
+        parts = split(layers, a, b)
         n_comp = int(((cstarts >= a) & (cstarts < b)).sum()) if len(cstarts) else 0
         rows.append({"step": st["step_num"] if st["step_num"] is not None else k, "start": a, "end": b,
                      "annotation": st["end"] - st["start"], "parts": parts, "compiles": n_comp})
     return rows
+
+
+def category_layers(cats: dict) -> list:
+    """The categories' intervals as nested unions (execution, + compile, + data, + host): what `split` measures."""
+    u1 = cats["execution"]
+    u2 = iv.union(u1, cats["compile"])
+    u3 = iv.union(u2, cats["data"])
+    return [u1, u2, u3, iv.union(u3, cats["host"])]
+
+
+def split(layers: list, a: int, b: int) -> dict:
+    """[a, b) split into the breakdown's categories (ps): each instant goes to the first category active. The one
+    derivation of "idle" (nothing traced at all), for a step's bar and for a gap with no device op alike."""
+    m = [iv.measure(iv.clip(u, a, b)) for u in layers]
+    return {"execution": m[0], "compile": m[1] - m[0], "data": m[2] - m[1], "host": m[3] - m[2],
+            "idle": (b - a) - m[3]}
 
 
 # --------------------------------------------------------------------------------------------- gaps
@@ -253,9 +263,11 @@ def host_activity(cap: Capture, a: int, b: int, limit: int = 4) -> list[dict]:
 
 
 def device_activity(cap: Capture, streams: dict, window: tuple[int, int], min_gap_ps: int, top_n: int = 5,
-                    steps: list[dict] | None = None) -> tuple[list[dict], dict]:
+                    steps: list[dict] | None = None, cats: dict | None = None) -> tuple[list[dict], dict]:
     """Per device: busy time, duty cycle over the window, idle gaps >= min_gap; and the largest windows in which
-    no device ran an op, each with what the host threads did meanwhile."""
+    no device ran an op, each with what the host threads did meanwhile and (given the step breakdown's `cats`)
+    how the breakdown splits it: a window with no device op is mostly compile or host work, "idle" only where
+    nothing at all was traced, so the gaps and the breakdown's idle share read the same."""
     a, b = window
     span = max(b - a, 1)
     devices = []
@@ -274,6 +286,7 @@ def device_activity(cap: Capture, streams: dict, window: tuple[int, int], min_ga
     keep = np.flatnonzero(glen >= min_gap_ps)
     order = keep[np.argsort(-glen[keep], kind="stable")][:top_n]
     step_starts = np.array([s["start"] for s in (steps or [])], dtype=np.int64)
+    layers = category_layers(cats) if cats is not None else None
     largest = []
     for i in order.tolist():
         ga, gb = int(g[i, 0]), int(g[i, 1])
@@ -281,8 +294,11 @@ def device_activity(cap: Capture, streams: dict, window: tuple[int, int], min_ga
         if len(step_starts):
             k = int(np.searchsorted(step_starts, ga, side="right")) - 1
             step = steps[k]["step_num"] if k >= 0 and steps[k]["step_num"] is not None else (k if k >= 0 else None)
-        largest.append({"start_ms": ms(ga - a), "duration_ms": ms(gb - ga), "step": step,
-                        "host_activity": host_activity(cap, ga, gb)})
+        row = {"start_ms": ms(ga - a), "duration_ms": ms(gb - ga), "step": step,
+               "host_activity": host_activity(cap, ga, gb)}
+        if layers is not None:
+            row["breakdown_ms"] = {k: ms(v) for k, v in split(layers, ga, gb).items()}
+        largest.append(row)
     any_busy = iv.measure(iv.clip(all_busy, a, b))
     summary = {"min_gap_ms": ms(min_gap_ps), "count": int(len(keep)), "total_ms": ms(glen[keep].sum()) if len(keep)
                else 0.0, "any_device_duty_cycle": round(any_busy / span, 4), "largest": largest}

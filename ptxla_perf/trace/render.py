@@ -49,9 +49,12 @@ def _rows(trace: dict) -> list[tuple[str, list[str], list[list[str]]]]:
         rows = []
         for x in g["largest"]:
             what = "; ".join(f"{a['thread']}: {a['path']} ({a['overlap_ms']:.2f} ms)" for a in x["host_activity"][:2])
-            rows.append([f"{x['duration_ms']:.3f}", f"{x['start_ms']:.2f}", str(x["step"]), what or "untraced"])
+            idle = (x.get("breakdown_ms") or {}).get("idle")
+            rows.append([f"{x['duration_ms']:.3f}", f"{x['start_ms']:.2f}", str(x["step"]),
+                         "-" if idle is None else f"{idle:.3f}", what or "untraced"])
         blocks.append((f"Largest windows with no op running (>= {g['min_gap_ms']} ms: {g['count']}, "
-                       f"{g['total_ms']:.1f} ms)", ["ms", "at ms", "step", "host threads meanwhile"], rows))
+                       f"{g['total_ms']:.1f} ms; idle = nothing traced, as in the breakdown)",
+                       ["ms", "at ms", "step", "idle ms", "host threads meanwhile"], rows))
     if trace["top_ops"]:
         blocks.append((f"Top HLO ops by self time (per device; collectives {_pct(trace['collective_share']['mean'])})",
                        ["op", "category", "count", "ms/device", "share"],
