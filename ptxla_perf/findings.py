@@ -409,8 +409,9 @@ def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str], figures
             decides = control_flow.read_use(loc.file, loc.line) if loc else None
             if decides:  # the value decides what the host does next: the decision has to move, not the read
                 detail.update(control_flow=decides.use, statement=decides.statement)
+                fits = advice.get(f"control_flow_{decides.use}", GENERIC_ADVICE[f"control_flow_{decides.use}"])
                 read_advice = (f"The value decides control flow on the host (`{decides.statement}`): "
-                               + advice.get(f"control_flow_{decides.use}", GENERIC_ADVICE[f"control_flow_{decides.use}"]))
+                               f"{fits[:1].lower()}{fits[1:]}")
             split = (f" Each read forces the pending graph to run early: the {phase} step runs as "
                      f"{1 + early * share / max(1, len(hit)):.0f} graphs instead of 1." if early else "")
             cost = f"{_ms(waited * share / len(steps))} per {phase} step waiting" if waited else "cost not measured"

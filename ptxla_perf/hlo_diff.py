@@ -53,8 +53,7 @@ class GraphDiff:
         if self.same:
             return "identical"
         rebuilt = len(self.added) + len(self.removed)
-        reshaped = [p for p in self.input_shapes if not p[0].endswith(" inputs")]
-        if not reshaped and self.shape_roots() and rebuilt <= 0.25 * max(self.size):
+        if not self.reshaped_inputs and self.shape_roots() and rebuilt <= 0.25 * max(self.size):
             # the same ops on inputs of the same shapes, yet shapes inside changed: a size made in Python (a resize's
             # output size) is part of the graph - even where a scalar input came or went with it
             return "internal_shapes"
@@ -74,6 +73,11 @@ class GraphDiff:
     def distance(self) -> int:
         """How far apart the two graphs are (0 = identical): to pick the closest earlier graph."""
         return len(self.input_shapes) + len(self.changed) + len(self.added) + len(self.removed)
+
+    @property
+    def reshaped_inputs(self) -> list[tuple[str, str]]:
+        """(old, new) shapes of inputs that changed shape; `input_shapes` without its "N inputs -> M inputs"."""
+        return [p for p in self.input_shapes if not p[0].endswith(" inputs")]
 
     def shape_roots(self) -> list[Instr]:
         """Where shapes inside the graph start to differ (new side, graph order): changed instructions whose

@@ -301,6 +301,8 @@ class _Attribution(TorchFunctionMode):
             loc, _ = user_frame(sys._getframe(1))
             if loc:
                 self.adapter.h2d_lines.setdefault((loc.file, loc.line), (loc, set()))[1].add(tuple(result.shape))
+                self.adapter.h2d_steps.setdefault((loc.file, loc.line), {}).setdefault(
+                    self.adapter._steps, set()).add(tuple(result.shape))
                 self.adapter.h2d_bytes.setdefault((loc.file, loc.line), set()).add(
                     result.numel() * result.element_size())
         elif name in self.adapter.shape_calls_wanted and isinstance(result, torch.Tensor):
@@ -387,6 +389,7 @@ class TorchXlaAdapter:
         self.fallback_seen: dict[str, int] = {}
         self.h2d_lines: dict[tuple, tuple[Location, set]] = {}  # user line -> shapes it moved to the device
         self.h2d_bytes: dict[tuple, set] = {}  # user line -> sizes in bytes of what it moved to the device
+        self.h2d_steps: dict[tuple, dict[int, set]] = {}  # user line -> step -> shapes it moved in that step
         # torch functions (by name) whose own ops started a change of shapes inside a graph, and the user lines
         # seen calling them on calls steps (with the shapes they returned)
         self.shape_calls_wanted: set[str] = set()
@@ -814,8 +817,8 @@ class TorchXlaAdapter:
                 "special_scalars": special,
                 "differences": d.summary_lines(place=_user_place), "graph_hashes": [old_digest, digest],
                 "graph_size": list(d.size)})
-            if d.input_shapes:
-                event.detail.new_shapes = [b for _, b in d.input_shapes]
+            if d.reshaped_inputs:
+                event.detail.new_shapes = [b for _, b in d.reshaped_inputs]
             elif event.detail.cause == "internal_shapes":
                 # the line that made the size: a root op built on a user line, else the user line that called the
                 # torch function (F.interpolate) the root ops were built in - seen on a calls step
@@ -840,7 +843,7 @@ class TorchXlaAdapter:
         inside torch itself - nn.Linear's matmul - cannot name a user line and are skipped). New input shapes: the
         line that put the changed input on the device (the parameter's own metadata: its upload ran with IR debug
         on), else the loop line a device loader's batch of new shapes came from, else _resolve_locations."""
-        if d.input_shapes:
+        if d.reshaped_inputs:
             for instr in d.changed_inputs():
                 loc = _user_line(instr)
                 if loc is not None:
@@ -855,7 +858,9 @@ class TorchXlaAdapter:
     def _resolve_locations(self) -> None:
         """Point shape-change recompiles at the user line that moved differently-shaped data to the device:
         the line seen moving several shapes, else one that moved a shape the new graph takes as input."""
-        varying = [loc for loc, shapes in self.h2d_lines.values() if len(shapes) > 1]
+        # a line that moved other shapes in one step than in another (not one that moves an x and a y every step)
+        varying = [loc for k, (loc, _) in self.h2d_lines.items()
+                   if len({frozenset(v) for v in self.h2d_steps.get(k, {}).values()}) > 1]
         indexed = [loc for loc, ints in self.index_lines.values() if len(ints) > 1]
         for event in self._unresolved:
             new_shapes, event.detail.new_shapes = event.detail.new_shapes, None
