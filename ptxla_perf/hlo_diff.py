@@ -47,6 +47,8 @@ class GraphDiff:
     size: tuple[int, int] = (0, 0)
     input_count: tuple[int, int] = (0, 0)  # number of graph parameters, old and new
     new_params: list[Instr] = field(default_factory=list)  # the new graph's parameters, in order
+    inputs_gone: list[str] = field(default_factory=list)  # input shapes only the old graph has (a multiset)
+    inputs_came: list[str] = field(default_factory=list)  # input shapes only the new graph has
 
     @property
     def cause(self) -> str:
@@ -223,6 +225,7 @@ def diff_hlo(old_text: str, new_text: str) -> GraphDiff:
                        new_params=[i for i in new if i.op == "parameter"])
     gone = sorted((Counter(old_params) - Counter(new_params)).elements())
     came = sorted((Counter(new_params) - Counter(old_params)).elements())
+    result.inputs_gone, result.inputs_came = gone, came
     result.input_shapes = list(zip(gone, came))
     if len(gone) != len(came):
         result.input_shapes.append((f"{len(old_params)} inputs", f"{len(new_params)} inputs"))
@@ -247,18 +250,20 @@ def special_scalar_change(d: GraphDiff) -> bool:
     that off), so a scalar that passes through 0 or 1 (a warm-up learning rate, say) compiles one extra graph."""
     consts = [(a, b) for a, b in d.changed if a.op == "constant" or b.op == "constant"]
     if consts and all(_const_value(a) in SPECIAL_SCALARS or _const_value(b) in SPECIAL_SCALARS
-                      for a, b in consts):
-        return not d.added and not d.removed
-    # a baked-in 0/1 constant became a scalar parameter (the value left {0, 1}), or the reverse - and nothing else:
-    # no other op came or went, no shape changed, no more inputs than constants traded (optimizer state appearing
-    # also brings 0/1 constants and scalar inputs, and is no special scalar)
+                      for a, b in consts) and not d.added and not d.removed:
+        return True
+    # baked-in 0/1 constants became scalar inputs (the value left {0, 1}), or the reverse: the only inputs that came
+    # (went) are scalars, no more of them than 0/1 constants went (came). Optimizer state appearing also brings 0/1
+    # constants, but its new inputs are tensors; a new input shape is no special scalar either. Other ops may
+    # change with it (MMF's AdamW at lr=0 lowers to a graph with other inputs and other ops).
     gone = [i for i in d.removed if i.op == "constant" and _const_value(i) in SPECIAL_SCALARS]
     came = [i for i in d.added if i.op == "constant" and _const_value(i) in SPECIAL_SCALARS]
-    params = [i for i in d.added + d.removed if i.op == "parameter" and i.shape.endswith("[]")]
-    others = [i for i in d.added + d.removed if i.op not in ("constant", "parameter")]
-    reshaped = any(a.shape != b.shape for a, b in d.changed)
-    traded = abs(d.input_count[0] - d.input_count[1]) <= len(gone) + len(came)
-    return bool((gone or came) and params) and not others and not reshaped and traded
+    scalars = lambda shapes: bool(shapes) and all(x.endswith("[]") for x in shapes)  # noqa: E731
+    if scalars(d.inputs_came) and not d.inputs_gone:
+        return 0 < len(d.inputs_came) <= len(gone)
+    if scalars(d.inputs_gone) and not d.inputs_came:
+        return 0 < len(d.inputs_gone) <= len(came)
+    return False
 
 
 def _const_value(i: Instr) -> str:

@@ -390,6 +390,7 @@ class TorchXlaAdapter:
         self.h2d_lines: dict[tuple, tuple[Location, set]] = {}  # user line -> shapes it moved to the device
         self.h2d_bytes: dict[tuple, set] = {}  # user line -> sizes in bytes of what it moved to the device
         self.h2d_steps: dict[tuple, dict[int, set]] = {}  # user line -> step -> shapes it moved in that step
+        self._calls_steps = 0  # calls attribution steps so far
         # torch functions (by name) whose own ops started a change of shapes inside a graph, and the user lines
         # seen calling them on calls steps (with the shapes they returned)
         self.shape_calls_wanted: set[str] = set()
@@ -672,6 +673,7 @@ class TorchXlaAdapter:
                 self._explained.add(_anomaly_key(e.kind, rec, e))
         step = self._steps
         self._steps += 1
+        self._calls_steps += kind == CALLS and self._mode is not None
         self.plan.saw(step, self._unexplained(rec))
         if rec.compiles:
             self._sites_compiled.add(_site_key(rec.site))
@@ -871,7 +873,11 @@ class TorchXlaAdapter:
                 if event.location is None:
                     gone = set(copied[0]) - set(copied[1])
                     sized = [self.h2d_lines[k][0] for k, sizes in self.h2d_bytes.items() if sizes & gone]
-                    pick = sized if len(sized) == 1 else varying if len(varying) == 1 else []
+                    # else the line that copies data to the device on every calls step (in file order: x before y)
+                    every = sorted((loc for k, (loc, _) in self.h2d_lines.items()
+                                    if len(self.h2d_steps.get(k, {})) == self._calls_steps),
+                                   key=lambda loc: (loc.file, loc.line))
+                    pick = sized if len(sized) == 1 else varying if len(varying) == 1 else every
                     event.location = pick[0] if pick else None
             elif new_shapes is not None:
                 dims = {_dims(s) for s in new_shapes}
