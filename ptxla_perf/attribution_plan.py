@@ -3,7 +3,8 @@
 Two kinds never share a step: GRAPHS (capture the pending graph's HLO, to diff a recompile against the site's
 previous graph) and CALLS (a TorchFunctionMode that notices which torch call launched, copied or fell back).
 `auto` spends at most `max_steps` attribution steps: `initial_steps` graph steps first (warm-up compiles happen
-there), then `rearm_steps` call steps; after that only where an anomaly has no line yet, and at the period of a
+there, in `always` mode too: every warm-up graph is captured, so its cause does not depend on the mode), then
+`rearm_steps` call steps; after that only where an anomaly has no line yet, and at the period of a
 problem that recurs every N steps (a loss logged every N updates is missed by the steps right after it).
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ class AttributionPlan:
         self.rearm = int(cfg["rearm_steps"])
         self.hlo = bool(cfg["hlo"])
         self.spent = 0
+        self.initial = int(cfg["initial_steps"]) if self.mode != "off" else 0
         self._queue: list[str] = []
         self._booked: dict[int, str] = {}  # boundary index -> kind booked for it
         self._seen_at: dict[tuple, list[int]] = {}  # anomaly -> boundaries it happened at
@@ -31,7 +33,8 @@ class AttributionPlan:
 
     def next_kind(self, step: int) -> str | None:
         """The kind of attribution for boundary `step` (the next one), or None."""
-        if self.mode == "always" and self._last == GRAPHS and self._queue[:1] == [GRAPHS]:
+        if self.mode == "always" and self._last == GRAPHS and self._queue[:1] == [GRAPHS] \
+                and self.spent >= self.initial:  # the first steps are all graphs, as in auto: warm-up is there
             # graphs re-armed by every recompile would take every step: leave every other one to calls, which see
             # the Python values (ints indexing a device tensor) that a graph diff cannot put a line to
             self._last = CALLS

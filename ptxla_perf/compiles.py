@@ -5,9 +5,10 @@ function, or `eager:<line>` for ops compiled outside any jitted function. The ru
 
 - the first compile of a key is `new`: expected (first step, first evaluation, a new function);
 - warm-up: compiles of a key in the iterations right after its first one, each iteration compiling again, that
-  then stop (a compile-free iteration of that key's phase follows): optimizer state appearing, a 0/1 scalar
-  becoming a tensor. At most `max_warmup` iterations; a compile among them whose own evidence is a changed input
-  shape, dtype or baked-in value (`VARYING`) is a recompile all the same;
+  then stop (a compile-free iteration of that key's phase follows, or the run ends with each of those compiles'
+  own evidence a warm-up cause, `SETTLING`): optimizer state appearing, a 0/1 scalar becoming a tensor. At most
+  `max_warmup` iterations; a compile among them whose own evidence is a changed input shape, dtype or baked-in
+  value (`VARYING`) is a recompile all the same;
 - every other compile of a key is a `recompile`; its cause comes from that compile's own evidence only;
 - eager (JAX) compiles are first uses of an op/shape.
 """
@@ -20,7 +21,11 @@ from .records import Boundary, Event, Location, StepRecord
 
 NEW, WARMUP, RECOMPILE, EAGER = "new", "warmup", "recompile", "eager"
 # causes that depend on the data or on a changing Python value: never warm-up, even in the first iterations
-VARYING = frozenset({"input_shapes", "input_dtypes", "constant", "static_argument", "new_function_object"})
+VARYING = frozenset({"input_shapes", "input_dtypes", "constant", "static_argument", "new_function_object",
+                     "internal_shapes"})
+# causes that are what a loop does once while it warms up: optimizer state appearing (more inputs), a 0/1 scalar
+# baked in and then fed as a value
+SETTLING = frozenset({"argument_structure", "special_scalar"})
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,7 @@ class CompileUnit:
     location: Location | None
     evidence: list[Event] = field(default_factory=list)  # compile events seen for this key in this iteration
     klass: str = NEW
+    site: Location | None = None  # torch_xla: the line whose sync cut (launched) the graph; JAX: None
 
 
 def site_key(site: Location | None) -> str:
@@ -109,7 +115,7 @@ def units(iterations: list[StepRecord]) -> list[CompileUnit]:
                 else (e.detail.key or key) == site_key(b.site))]
             loc = next((e.location for e in ev if e.location), None) or b.site
             out.append(CompileUnit(GraphKey.parse(key), j, pos, it.phase or "train", b.compiles, b.compile_time_s,
-                                   loc, ev))
+                                   loc, ev, site=b.site))
     return out
 
 
@@ -134,7 +140,10 @@ def classify(all_units: list[CompileUnit], phase_lengths: dict[str, int], max_wa
         last = us[run - 1].position
         next_pos = us[run].position if run < len(us) else None
         quiet = last + 1 < phase_lengths.get(us[0].phase, 0) and (next_pos is None or next_pos > last + 1)
-        start = run if run > 1 and quiet else 1
+        # the run ended while the key still compiled: its compiles are warm-up all the same when each one's own
+        # evidence says so (state appearing, a 0/1 scalar), so that a shorter run does not change the verdict
+        settling = next_pos is None and all(_settling(u) for u in us[1:run])
+        start = run if run > 1 and (quiet or settling) else 1
         varying = False
         for u in us[1:start]:
             # warm-up is what a loop does once (state appearing); a compile whose own evidence is a changed input
@@ -145,6 +154,12 @@ def classify(all_units: list[CompileUnit], phase_lengths: dict[str, int], max_wa
         for u in us[start:]:
             u.klass = RECOMPILE
     return by_key
+
+
+def _settling(u: CompileUnit) -> bool:
+    """The unit's own evidence explains it, and only by causes a loop shows once while it warms up."""
+    found = [e.detail.cause for e in u.evidence if e.detail.cause not in (None, "identical")]
+    return bool(found) and all(c in SETTLING for c in found)
 
 
 def _same_ops(u: CompileUnit) -> bool:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import compiles as C
+from . import control_flow
 from . import iterations as I
 from .figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
 from . import fmt
@@ -40,6 +41,14 @@ GENERIC_ADVICE = {
     "no_steps": "",
     "input_bound": "Prefetch batches ahead of the step (loader workers, a device prefetcher) and move per-batch "
                    "host work (decoding, augmentation) out of the loop or cache it.",
+    # a read whose value decides control flow (control_flow.py): deferring the read does not fit, the decision moves
+    "control_flow_skip": "Keep the decision on the device: run the step every time and make its effect "
+                         "conditional (a masked update: `where(ok, new, old)`, or a 0/1 device flag multiplying "
+                         "the loss or the update), so no step waits for the value.",
+    "control_flow_stop": "Keep the condition on the device (a flag tensor: `stop = stop | (loss > limit)`) and read "
+                         "it every N steps, stopping at most N steps late.",
+    "control_flow_branch": "Keep the decision on the device: compute both sides and select with `where`, or read "
+                           "the value every N steps if the branch may lag.",
 }
 
 
@@ -141,6 +150,9 @@ CAUSES = {  # cause (from a compile's own evidence) -> what it means and what to
     "new_function_object": "a new jitted function object is created every step (jit it once, outside the loop)",
     "graph_structure": "the traced graph changed (Python control flow or a changing number of ops)",
     "attributes": "an op attribute changed between steps",
+    "internal_shapes": "shapes inside the graph changed while its inputs kept theirs: a size computed in Python (a "
+                       "resize's output size, a view or slice by a computed length) is part of the graph, so each "
+                       "new size compiles a new graph (keep the sizes to a few fixed values; each compiles once)",
 }
 
 
@@ -224,7 +236,8 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
     explained = len({id(u) for u in re_ if any(e.detail.cause not in (None, "identical") for e in u.evidence)})
     special = all(e.detail.special_scalars for e in events) and events and explained == len(re_)
     # the latest explained compile is the steadiest: its line (the first graphs also differ by start-up work)
-    loc = next((e.location for e in events[::-1] if e.location), None) or re_[0].location
+    changed = next((e.location for e in events[::-1] if e.location), None)
+    loc = changed or re_[0].location
     phase = re_[0].phase
     per = n / max(1, phase_len[phase])
     evidence: dict[str, Any] = {
@@ -259,32 +272,79 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
         if partial:
             why = f"{partial[-1]}; rerun with attribution 'always' to capture the graphs"
             evidence["differences"] = partial[::-1][:8]
-    lead = (f"The graph{where(loc)} recompiled after its first compile, again and again"
-            if recurring else f"The graph{where(loc)} recompiled once after its first compile (a one-off)")
-    return Finding("recompilation", severity, f"{lead}: {cost}. Why: {why}.", n, loc, evidence, per,
+    graph, which = _which_lines(re_[0], changed, evidence.get("cause"), evidence)
+    lead = (f"The graph{graph} recompiled after its first compile, again and again"
+            if recurring else f"The graph{graph} recompiled once after its first compile (a one-off)")
+    return Finding("recompilation", severity, f"{lead}: {cost}. Why: {why}.{which}", n, loc, evidence, per,
                    [u.iteration for u in re_])
+
+
+_CHANGED_AT = {  # cause -> what the line of a compile's own evidence is
+    "input_shapes": "the input whose shape changed came from",
+    "input_dtypes": "the input whose dtype changed came from",
+    "constant": "the changing value enters the graph at",
+    "special_scalar": "the 0/1 value enters the graph at",
+    "internal_shapes": "the size that changed is set at",
+}
+
+
+def _which_lines(unit: C.CompileUnit, changed: Location | None, cause: str | None,
+                 evidence: dict[str, Any]) -> tuple[str, str]:
+    """Say which line is which: torch_xla's graph identity is the line whose sync cut the graph
+    (`evidence.graph_cut_at`); the line the finding points at is where what changed came from
+    (`evidence.changed_at`). Returns the text after "The graph" and a sentence naming the changed line."""
+    cut = unit.site
+    if unit.key.kind != "site" or cut is None:
+        return where(changed or unit.location), ""
+    evidence["graph_cut_at"] = _loc_json(cut)
+    if changed is None or (changed.file, changed.line) == (cut.file, cut.line):
+        return f" cut at {short_path(cut.file)}:{cut.line} ({cut.function})", ""
+    evidence["changed_at"] = _loc_json(changed)
+    role = _CHANGED_AT.get(cause or "", "the first op that differs is built at")
+    return (f" cut at {short_path(cut.file)}:{cut.line} ({cut.function})",
+            f" {role[0].upper()}{role[1:]} {short_path(changed.file)}:{changed.line} ({changed.function}): the "
+            "line this finding points at.")
 
 
 def _warmup_finding(first: C.CompileUnit, warm: list[C.CompileUnit]) -> Finding:
     n = first.count + sum(u.count for u in warm)
     seen, events = C.causes(warm)
-    special = bool(events) and all(e.detail.special_scalars for e in events)
-    if special:
+    # each warm-up compile's own cause, in order: the same graphs give the same causes whichever other steps were
+    # attributed (a special scalar is one compile's cause, not a verdict on all of them)
+    own = [(u, [e for e in u.evidence if e.detail.cause not in (None, "identical")]) for u in warm]
+    special = any(e.detail.special_scalars for e in events)
+    if events and all(e.detail.special_scalars for e in events):
         why = ("one because a value that was 0 or 1 (a warm-up learning rate, a freshly zeroed tensor) is baked "
                "into the first graph as a constant")
     elif events:
-        why = "the graphs differ: " + "; ".join(d for e in events for d in e.detail.differences[:2])
+        why = "the graphs differ: " + "; ".join(f"{u.phase} iteration {u.position}: {_warm_cause(ev[-1])}"
+                                                for u, ev in own if ev)
+        if len(events) < len(warm):
+            why += f" ({len(warm) - len([1 for _, ev in own if ev])} not captured)"
     else:
         why = "what differed was not captured (e.g. optimizer state appearing after the first update)"
-    loc = next((e.location for e in events if e.location), None) or first.location
+    # the line of the special scalar where there is one (the compile XLA_NO_SPECIAL_SCALARS saves), else the first
+    changed = next((e.location for e in events if e.location and e.detail.special_scalars), None) if special else None
+    changed = changed or next((e.location for e in events if e.location), None)
+    loc = changed or first.location
+    evidence = {"key": str(first.key), "cause": (seen.most_common(1)[0][0] if seen else None),
+                "special_scalars": special, "compile_causes": [ev[-1].detail.cause if ev else None for _, ev in own],
+                "differences": [d for e in events for d in e.detail.differences][:6],
+                "compile_time_s": round(first.seconds + sum(u.seconds for u in warm), 4)}
+    graph, which = _which_lines(first, changed, "special_scalar" if special else evidence["cause"], evidence)
+    at = f" for the graph{graph}" if graph.startswith(" cut at") else graph
     return Finding(
         "warmup_compiles", "info",
-        f"{n} graphs compiled in the first {len(warm) + 1} {first.phase} iterations{where(loc)}, then no more: "
-        f"{why}. Expected warm-up; excluded from step time.", n, loc,
-        {"key": str(first.key), "cause": (seen.most_common(1)[0][0] if seen else None), "special_scalars": special,
-         "differences": [d for e in events for d in e.detail.differences][:6],
-         "compile_time_s": round(first.seconds + sum(u.seconds for u in warm), 4)},
+        f"{n} graphs compiled in the first {len(warm) + 1} {first.phase} iterations{at}, then no more: "
+        f"{why}.{which} Expected warm-up; excluded from step time.", n, loc, evidence,
         None, [first.iteration] + [u.iteration for u in warm])
+
+
+def _warm_cause(e: Event) -> str:
+    if e.detail.special_scalars:
+        return "a value that was 0 or 1 was baked in as a constant (a special scalar; XLA_NO_SPECIAL_SCALARS=1 " \
+               "avoids this compile)"
+    return str(e.detail.cause).replace("_", " ") + (f" ({e.detail.differences[0]})" if e.detail.differences else "")
 
 
 # --- events grouped by line -----------------------------------------------------------------------------------
@@ -346,6 +406,13 @@ def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str], figures
             if early:
                 detail["extra_executions_per_step"] = round(early * share / len(steps), 3)
             calls = ", ".join(detail.get("calls", {})) or "a host read"
+            read_advice = advice.get('device_to_host_sync', GENERIC_ADVICE['device_to_host_sync'])
+            decides = control_flow.read_use(loc.file, loc.line) if loc else None
+            if decides:  # the value decides what the host does next: the decision has to move, not the read
+                detail.update(control_flow=decides.use, statement=decides.statement)
+                fits = advice.get(f"control_flow_{decides.use}", GENERIC_ADVICE[f"control_flow_{decides.use}"])
+                read_advice = (f"The value decides control flow on the host (`{decides.statement}`): "
+                               f"{fits[:1].lower()}{fits[1:]}")
             split = (f" Each read forces the pending graph to run early: the {phase} step runs as "
                      f"{1 + early * share / max(1, len(hit)):.0f} graphs instead of 1." if early else "")
             cost = f"{_ms(waited * share / len(steps))} per {phase} step waiting" if waited else "cost not measured"
@@ -353,9 +420,9 @@ def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str], figures
                 # how often: per step that reads ("once per train step"), and in how many of the phase's steps
                 often = fmt.times(n / len(hit)) + f" per {phase} step" + (
                     "" if len(hit) == len(steps) else f", in {len(hit)} of {len(steps)} {phase} steps")
-                msg = (f"Device-to-host sync{where(loc)}: {calls} copies a value to the host {often}, stalling the "
-                       f"host until the device finishes ({cost}).{split} "
-                       f"{advice.get('device_to_host_sync', GENERIC_ADVICE['device_to_host_sync'])}")
+                msg = (f"Device-to-host sync{where(loc)}: {calls} copies a value to the host {often} (steps "
+                       f"{fmt.ranges(s.index for s in hit)}), stalling the host until the device finishes "
+                       f"({cost}).{split} {read_advice}")
             elif per_pass:
                 detail["once_per_pass"] = True
                 msg = (f"Host read{where(loc)}: {calls} once per {phase} pass ({len(hit)} passes), {cost}. Reading "
@@ -363,8 +430,8 @@ def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str], figures
             else:
                 every = len(steps) / len(hit)
                 msg = (f"Host read{where(loc)}: {calls} in {len(hit)} of {len(steps)} {phase} iterations (about "
-                       f"every {every:.0f}), amortised {cost}.{split} Infrequent reads (logging every N steps) "
-                       "are fine.")
+                       f"every {every:.0f}: steps {fmt.ranges(s.index for s in hit)}), amortised {cost}.{split} "
+                       "Infrequent reads (logging every N steps) are fine.")
             if loc is None:
                 msg += " (the line was not caught by an attribution step; rerun with attribution 'always')"
             out.append(Finding("device_to_host_sync", "warning" if recurring else "info", msg, n, loc, detail, per,

@@ -44,6 +44,19 @@ def times(per: float) -> str:
     return f"{per:.2f} times"
 
 
+def ranges(indices, most: int = 6) -> str:
+    """Step numbers as runs: [3, 4, ..., 40] -> "3-40", [1, 3, 4, 5, 9] -> "1, 3-5, 9"; past `most` runs, the
+    first ones and "...". """
+    runs: list[list[int]] = []
+    for i in sorted(set(indices)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    text = [str(a) if a == b else f"{a}-{b}" for a, b in runs]
+    return ", ".join(text[:most]) + (", ..." if len(text) > most else "")
+
+
 def ratio(x: float | None) -> str:
     """A ratio that stays readable: "1.18x", "37x", "> 1000x" (never "2402845.40x")."""
     if x is None:

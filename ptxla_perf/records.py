@@ -89,6 +89,8 @@ class CompileEvidence:
     indexed_with: list | None = None  # a changing Python int index (torch_xla)
     boundary: int | None = None
     new_shapes: list | None = field(default=None, metadata={"private": True})  # resolved into a line, not shown
+    copied: list | None = field(default=None, metadata={"private": True})  # [old, new] bytes copied in (torch_xla)
+    shape_call: str | None = field(default=None, metadata={"private": True})  # torch function a size came from
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -82,3 +83,57 @@ def test_special_scalar_zero_then_value(dev):
 def test_parser_tolerates_junk():
     assert hlo_diff.parse_hlo("not hlo\n\n%x = = broken(") == []
     assert hlo_diff.diff_hlo("", "").same
+
+
+def test_differences_read_as_a_person_reads_them(dev):
+    """Issue 21 item 3: differences printed HLO fragments (`transpose: f32[10,512] %), dimensions={1,0}`,
+    `constant: s64[] 2531011) -> f32[] 0)`): each line is the op, its shape and only what changed."""
+    w = torch.randn(16, 8, device=dev)
+    x1, x2 = torch.randn(10, 16).to(dev), torch.randn(12, 16).to(dev)
+    torch_xla.sync()
+    d = hlo_diff.diff_hlo(hlo((x1 @ w).t().relu()), hlo((x2 @ w).t().relu()))
+    lines = d.summary_lines()
+    assert "input shape f32[10,16] -> f32[12,16]" in lines, lines
+    assert "transpose f32[8,10] -> f32[8,12]" in lines, lines
+    for line in lines:  # no operand names, dangling brackets or metadata
+        assert "%" not in line and "metadata" not in line and ")," not in line and not line.endswith(")"), line
+    # a constant (an exponent is baked in): its value, old -> new
+    d = hlo_diff.diff_hlo(hlo(w.pow(2)), hlo(w.pow(3)))
+    assert d.cause == "constant" and d.summary_lines() == ["constant f32[]: 2 -> 3"], d.summary_lines()
+    # an attribute: name=old -> new
+    table = torch.randn(8, 4, device=dev)
+    torch_xla.sync()
+    d = hlo_diff.diff_hlo(hlo(table[1] * 2), hlo(table[2] * 2))
+    assert any(line.startswith("slice f32[1,4]: slice={[1:2], [0:4]} -> {[2:3], [0:4]}") for line in
+               d.summary_lines()), d.summary_lines()
+    # the user's line of an op, where the caller can tell it
+    a = hlo(table[1] * 2)
+    b, here = hlo(table[2] * 2), sys._getframe().f_lineno
+    placed = hlo_diff.diff_hlo(a, b).summary_lines(
+        place=lambda i: f"{os.path.basename(i.source_file)}:{i.source_line}" if i.source_file == __file__ else None)
+    assert any(line.endswith(f"(at {os.path.basename(__file__)}:{here})") for line in placed), placed
+
+
+def test_a_size_made_in_python_is_internal_shapes_from_its_root(dev):
+    """Issue 21 item 2: a resize to a new output size (multi-scale training) keeps the graph's inputs and ops; the
+    shapes inside change from the resize on. Cause internal_shapes (it was "attributes", or "argument_structure"
+    when a scalar input came or went with it); the roots are the resize's own ops, not the model's ops after it."""
+    import torch.nn.functional as F
+    img = torch.rand(2, 3, 16, 16).to(dev)
+    torch_xla.sync()
+
+    def graph(size):
+        return hlo(F.interpolate(img, size=[size, size], mode="bilinear", align_corners=False).relu().sum())
+    d = hlo_diff.diff_hlo(graph(8), graph(24))
+    assert d.cause == "internal_shapes" and not d.input_shapes, (d.cause, d.summary_lines())
+    roots = d.shape_roots()
+    assert roots and {os.path.basename(i.source_file) for i in roots if i.source_file} <= {"functional.py",
+                                                                                          "test_hlo_diff.py"}
+    assert not any(i.op == "maximum" for i in roots)  # relu only follows the new shape
+    # a 0/1 constant traded for a scalar input, and nothing else: a special scalar; with shapes changing: not
+    w = torch.randn(4, 4, device=dev)
+    torch_xla.sync()
+    assert hlo_diff.special_scalar_change(hlo_diff.diff_hlo(hlo(w * 0.0), hlo(w * 0.37)))
+    x1, x2 = torch.randn(2, 4).to(dev), torch.randn(3, 4).to(dev)
+    torch_xla.sync()
+    assert not hlo_diff.special_scalar_change(hlo_diff.diff_hlo(hlo((x1 @ w) * 0.0), hlo((x2 @ w) * 0.37)))

@@ -99,6 +99,8 @@ class _TrainingCalls:
         self.closure_reads = 0
         self.in_closure = False
         self.batch_shapes: tuple | None = None  # shapes of the batch an MpDeviceLoader yielded last
+        self.batch_site: Location | None = None  # the user's line that took a batch of new shapes from it
+        self.batch_changed = False  # the last batch's shapes differ from the one before
         # time the main thread waited in a DataLoader's next(), and where the loop pulls from it
         self.data_wait = 0.0
         self.data_seen = False
@@ -148,7 +150,13 @@ class _TrainingCalls:
             # not timed as a data wait: its own thread prefetches, and its queue hand-off under CPU contention is
             # noise, not an input pipeline (a toy step measured 0.9-3 ms of it)
             item = real_next(loader, *args, **kwargs)
-            calls.batch_shapes = _shapes(item)
+            shapes = _shapes(item)
+            if shapes != calls.batch_shapes:  # a batch of other shapes: the loop line that took it (a frame walk)
+                calls.batch_changed = calls.batch_shapes is not None
+                calls.batch_site = user_frame(sys._getframe(1))[0]
+            else:
+                calls.batch_changed = False
+            calls.batch_shapes = shapes
             return item
         loader_next.__wrapped__ = real_next
         _not_traced(loader_next)
@@ -293,6 +301,17 @@ class _Attribution(TorchFunctionMode):
             loc, _ = user_frame(sys._getframe(1))
             if loc:
                 self.adapter.h2d_lines.setdefault((loc.file, loc.line), (loc, set()))[1].add(tuple(result.shape))
+                self.adapter.h2d_steps.setdefault((loc.file, loc.line), {}).setdefault(
+                    self.adapter._steps, set()).add(tuple(result.shape))
+                self.adapter.h2d_bytes.setdefault((loc.file, loc.line), set()).add(
+                    result.numel() * result.element_size())
+        elif name in self.adapter.shape_calls_wanted and isinstance(result, torch.Tensor):
+            # a torch function written in Python (F.interpolate) whose ops made a graph's shapes change: HLO metadata
+            # names its own frame only; here, the user's line that called it, and the shapes it returned
+            loc, _ = user_frame(sys._getframe(1))
+            if loc:
+                self.adapter.shape_calls.setdefault(name, {}).setdefault((loc.file, loc.line), (loc, set()))[1].add(
+                    tuple(result.shape))
         return result
 
     def _check(self, name: str, args, before: tuple) -> None:
@@ -351,6 +370,15 @@ class TorchXlaAdapter:
         "input_bound": "Give the DataLoader workers (num_workers > 0, persistent_workers=True), wrap it in "
                        "torch_xla's MpDeviceLoader to prefetch batches to the device, and move per-sample work "
                        "(decoding, augmentation) out of __getitem__ or cache it.",
+        # reads that decide control flow: xm.add_step_closure does not fit (the host needs the answer to go on)
+        "control_flow_skip": "Keep the decision on the device: run the step every time and mask its effect "
+                             "(`ok = torch.isfinite(loss)`, then `torch.where(ok, new, old)` for the update, or "
+                             "multiply the loss or the gradients by `ok`), so no step waits for the value.",
+        "control_flow_stop": "Keep the condition on the device (`stop = stop | (loss > limit)`, a device tensor) and "
+                             "read it every N steps (`if step % N == 0 and stop.item(): break`), stopping at most N "
+                             "steps late.",
+        "control_flow_branch": "Keep the decision on the device: compute both sides and pick with "
+                               "`torch.where(cond, a, b)`, or read the value every N steps if the branch may lag.",
     }
 
     def __init__(self, attribution: dict | None = None):
@@ -360,6 +388,13 @@ class TorchXlaAdapter:
         self.events: list[Event] = []
         self.fallback_seen: dict[str, int] = {}
         self.h2d_lines: dict[tuple, tuple[Location, set]] = {}  # user line -> shapes it moved to the device
+        self.h2d_bytes: dict[tuple, set] = {}  # user line -> sizes in bytes of what it moved to the device
+        self.h2d_steps: dict[tuple, dict[int, set]] = {}  # user line -> step -> shapes it moved in that step
+        self._calls_steps = 0  # calls attribution steps so far
+        # torch functions (by name) whose own ops started a change of shapes inside a graph, and the user lines
+        # seen calling them on calls steps (with the shapes they returned)
+        self.shape_calls_wanted: set[str] = set()
+        self.shape_calls: dict[str, dict[tuple, tuple[Location, set]]] = {}
         self.index_lines: dict[tuple, tuple[Location, set]] = {}  # user line -> Python ints it indexed with
         self.notes: list[str] = []
         self._real_marker: Callable | None = None
@@ -638,6 +673,7 @@ class TorchXlaAdapter:
                 self._explained.add(_anomaly_key(e.kind, rec, e))
         step = self._steps
         self._steps += 1
+        self._calls_steps += kind == CALLS and self._mode is not None
         self.plan.saw(step, self._unexplained(rec))
         if rec.compiles:
             self._sites_compiled.add(_site_key(rec.site))
@@ -653,6 +689,8 @@ class TorchXlaAdapter:
             keys.append(_anomaly_key("graph_break", rec))
         if rec.compiles and _site_key(rec.site) in self._sites_compiled:
             keys.append(_anomaly_key("compile", rec))
+        # a size made inside a torch function: a calls step sees which user line called it
+        keys += [("shape_call", fn) for fn in sorted(self.shape_calls_wanted) if fn not in self.shape_calls]
         return [k for k in keys if k not in self._explained]
 
     # --- roofline: the cost of the graph each boundary ran ---------------------------------------------
@@ -725,6 +763,7 @@ class TorchXlaAdapter:
         del seen[:-4]
         if before is None or not emit:
             return
+        location = None
         if before[0] != size:
             detail = {"cause": "graph_structure", "differences": [f"graph size {before[0]} -> {size} IR nodes"]}
         elif batch and before[2] and len(batch) == len(before[2]) and batch != before[2]:
@@ -732,17 +771,21 @@ class TorchXlaAdapter:
             detail = {"cause": "input_shapes", "differences": [
                 f"same graph size ({size} IR nodes); the loader's batch changed shape: "
                 f"{', '.join(map(_dims_text, before[2]))} -> {', '.join(map(_dims_text, batch))}"]}
+            location = self.training.batch_site  # the loop line that took the batch
         elif copied and before[1] and len(copied) == len(before[1]) and copied != before[1]:
             # the same ops on differently sized data: the batch (or another input) changed shape
             detail = {"cause": "input_shapes", "differences": [
                 f"same graph size ({size} IR nodes); the data copied to the device for this step changed size: "
-                f"{_sizes(before[1])} -> {_sizes(copied)}"]}
+                f"{_sizes(before[1])} -> {_sizes(copied)}"], "copied": [before[1], copied]}
         else:
             detail = {"cause": None, "differences": [
                 f"same graph size ({size} IR nodes): an input shape, dtype or baked-in constant changed, not the "
                 "ops (which one was not captured)"]}
-        rec.events.append(Event("compile", None, {"key": _compile_key(site), "graph_size": [before[0], size],
-                                                  "evidence": "graph size", **detail}))
+        event = Event("compile", location, {"key": _compile_key(site), "graph_size": [before[0], size],
+                                            "evidence": "graph size", **detail})
+        if detail.get("copied"):
+            self._unresolved.append(event)  # the line that copies data of the old size: _resolve_locations
+        rec.events.append(event)
 
     def _pending_graph(self) -> tuple[str, str] | None:
         """Hash and HLO of what this sync is about to run. Costs a heap scan (~0.1 s): attribution steps only."""
@@ -774,10 +817,22 @@ class TorchXlaAdapter:
             event = Event("compile", self._graph_location(d), {
                 "key": _compile_key(site), "cause": "special_scalar" if special else d.cause,
                 "special_scalars": special,
-                "differences": d.summary_lines(), "graph_hashes": [old_digest, digest],
+                "differences": d.summary_lines(place=_user_place), "graph_hashes": [old_digest, digest],
                 "graph_size": list(d.size)})
-            if d.input_shapes:
-                event.detail.new_shapes = [b for _, b in d.input_shapes]
+            if d.reshaped_inputs:
+                event.detail.new_shapes = [b for _, b in d.reshaped_inputs]
+            elif event.detail.cause == "internal_shapes":
+                # the line that made the size: a root op built on a user line, else the user line that called the
+                # torch function (F.interpolate) the root ops were built in - seen on a calls step
+                roots = d.shape_roots()
+                event.location = next((loc for loc in map(_user_line, roots) if loc), None)
+                if event.location is None:
+                    fn = next((function_at(i.source_file, i.source_line) for i in roots
+                               if i.source_file and i.source_line), None)
+                    if fn and fn not in ("?", "<module>"):
+                        event.detail.shape_call = fn
+                        event.detail.differences.insert(0, f"shapes start to change inside {fn}() (torch)")
+                        self.shape_calls_wanted.add(fn)
             self._unresolved.append(event)
             rec.events.append(event)
         graphs[digest] = hlo
@@ -785,38 +840,86 @@ class TorchXlaAdapter:
         while len(graphs) > 4:
             graphs.popitem(last=False)
 
-    @staticmethod
-    def _graph_location(d: hlo_diff.GraphDiff) -> Location | None:
+    def _graph_location(self, d: hlo_diff.GraphDiff) -> Location | None:
         """The user's line whose op differs first (HLO metadata holds the innermost frame only, so ops built
-        inside torch itself - nn.Linear's matmul - cannot name a user line and are skipped)."""
-        if d.input_shapes:
-            return None  # new input shapes come from where the data entered the device: _resolve_locations
+        inside torch itself - nn.Linear's matmul - cannot name a user line and are skipped). New input shapes: the
+        line that put the changed input on the device (the parameter's own metadata: its upload ran with IR debug
+        on), else the loop line a device loader's batch of new shapes came from, else _resolve_locations."""
+        if d.reshaped_inputs:
+            for instr in d.changed_inputs():
+                loc = _user_line(instr)
+                if loc is not None:
+                    return loc
+            return self.training.batch_site if self.training.batch_changed else None
         for instr in d.first_changed_sources():
-            if instr.source_file and is_user_file(instr.source_file):
-                path = os.path.abspath(instr.source_file)
-                return Location(path, instr.source_line or 0, function_at(path, instr.source_line or 0))
+            loc = _user_line(instr)
+            if loc is not None:
+                return loc
         return None
 
     def _resolve_locations(self) -> None:
         """Point shape-change recompiles at the user line that moved differently-shaped data to the device:
         the line seen moving several shapes, else one that moved a shape the new graph takes as input."""
-        varying = [loc for loc, shapes in self.h2d_lines.values() if len(shapes) > 1]
+        # a line that moved other shapes in one step than in another (not one that moves an x and a y every step)
+        varying = [loc for k, (loc, _) in self.h2d_lines.items()
+                   if len({frozenset(v) for v in self.h2d_steps.get(k, {}).values()}) > 1]
         indexed = [loc for loc, ints in self.index_lines.values() if len(ints) > 1]
         for event in self._unresolved:
             new_shapes, event.detail.new_shapes = event.detail.new_shapes, None
-            if new_shapes is not None:
+            copied, event.detail.copied = event.detail.copied, None
+            if copied is not None:
+                # a step whose graph was not captured: the data copied in changed size; the line seen (on a calls
+                # step) copying data of a size that changed, or the one line seen copying several shapes
+                if event.location is None:
+                    gone = set(copied[0]) - set(copied[1])
+                    sized = [self.h2d_lines[k][0] for k, sizes in self.h2d_bytes.items() if sizes & gone]
+                    # else the line that copies data to the device on every calls step (in file order: x before y)
+                    every = sorted((loc for k, (loc, _) in self.h2d_lines.items()
+                                    if len(self.h2d_steps.get(k, {})) == self._calls_steps),
+                                   key=lambda loc: (loc.file, loc.line))
+                    pick = sized if len(sized) == 1 else varying if len(varying) == 1 else every
+                    event.location = pick[0] if pick else None
+            elif new_shapes is not None:
                 dims = {_dims(s) for s in new_shapes}
                 match = [loc for loc, shapes in self.h2d_lines.values() if shapes & dims]
-                if len(varying) == 1:
+                if event.location is not None:
+                    pass  # the graph's own metadata named the line that put the changed input on the device
+                elif len(varying) == 1:
                     event.location = varying[0]
-                elif match and event.location is None:
+                elif match:
                     event.location = match[0]
+            elif event.detail.shape_call:
+                fn, event.detail.shape_call = event.detail.shape_call, None
+                lines = list(self.shape_calls.get(fn, {}).values())
+                changing = [loc for loc, shapes in lines if len(shapes) > 1]
+                pick = changing if len(changing) == 1 else [loc for loc, _ in lines] if len(lines) == 1 else []
+                if pick:
+                    event.location = pick[0]
+                    shapes = sorted(self.shape_calls[fn][(pick[0].file, pick[0].line)][1])
+                    event.detail.differences = [
+                        f"shapes start to change inside {fn}(), called at {os.path.basename(pick[0].file)}:"
+                        f"{pick[0].line} (it returned {', '.join(map(_dims_text, shapes[:4]))} on calls steps)"
+                        if d.startswith("shapes start to change inside ") else d for d in event.detail.differences]
             elif event.detail.cause == "constant" and len(indexed) == 1:
                 # a device tensor indexed by a changing Python int: the getitem line itself, not where torch_xla
                 # materialised the view (HLO metadata can name the later line that first used it)
                 event.detail.indexed_with = sorted(self.index_lines[(indexed[0].file, indexed[0].line)][1])[:6]
                 event.location = indexed[0]
         self._unresolved.clear()
+
+
+def _user_line(instr: hlo_diff.Instr) -> Location | None:
+    """The user's line an HLO instruction's metadata names, if it is the user's."""
+    if instr.source_file and is_user_file(instr.source_file):
+        path = os.path.abspath(instr.source_file)
+        return Location(path, instr.source_line or 0, function_at(path, instr.source_line or 0))
+    return None
+
+
+def _user_place(instr: hlo_diff.Instr) -> str | None:
+    """`train.py:34`: the user's line an HLO instruction was built at, for a difference's text."""
+    loc = _user_line(instr)
+    return f"{os.path.basename(loc.file)}:{loc.line}" if loc else None
 
 
 def _live_xla_tensors() -> list[torch.Tensor]:
