@@ -33,6 +33,8 @@ from ..attribution_plan import CALLS, GRAPHS, AttributionPlan
 from ..config import AttributionConfig
 from ..frames import function_at, is_user_file, user_frame
 from ..records import Event, Location, StepRecord, Transfers
+from .torch_xla_modes import DynamoWatch
+from .torch_xla_rules import EAGER_ADVICE, RULES as TORCH_XLA_RULES
 
 X = torch_xla._XLAC
 
@@ -333,7 +335,7 @@ class _Attribution(TorchFunctionMode):
 
 class TorchXlaAdapter:
     name = "torch_xla"
-    rules = ()  # backend rules beside findings.RULES: none of its own
+    rules = TORCH_XLA_RULES  # its own rules beside findings.RULES: the execution modes' (torch_xla_rules.py)
     step_detection = ("each torch_xla.sync() / xm.mark_step() (StepTrace exit, MpDeviceLoader) is a step boundary; "
                       "boundaries are grouped into iterations by optimizer steps and backward passes")
     advice = {
@@ -348,6 +350,9 @@ class TorchXlaAdapter:
         "no_steps": "The loop never called torch_xla.sync() / xm.mark_step() in this process (work in xmp.spawn "
                     "children or through torch.compile is not seen here).",
         "host_to_device_transfer": "Create tensors on the device, or move data once outside the loop.",
+        "eager_ops": EAGER_ADVICE,
+        "dynamo_graph_break": "If it is in your code, rewrite the line so dynamo can trace it (no .item(), print or "
+                              "data-dependent Python branch inside the compiled function), or move it out of it.",
         "input_bound": "Give the DataLoader workers (num_workers > 0, persistent_workers=True), wrap it in "
                        "torch_xla's MpDeviceLoader to prefetch batches to the device, and move per-sample work "
                        "(decoding, augmentation) out of __getitem__ or cache it.",
@@ -390,6 +395,8 @@ class TorchXlaAdapter:
         self._not_early = 0
         self._real_run_cached: Callable | None = None
         self._real_compile: Callable | None = None
+        self._eager_outside: tuple[int, float] | None = None  # eager mode: (ops, seconds) before the compiled step
+        self.dynamo = DynamoWatch()  # torch.compile's own records: compiles, recompile reasons, graph breaks
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[..., None]) -> None:
@@ -423,6 +430,8 @@ class TorchXlaAdapter:
         if self._snap is None:
             return None
         tail = self._record(-1, None, _Snapshot(self._snap, self.training))
+        if self.dynamo.on:
+            tail.events += self.dynamo.poll()
         self.events.clear()
         busy = tail.compiles or tail.device_to_host.count or tail.executions or tail.fallback_ops
         return tail if busy else None
@@ -524,6 +533,10 @@ class TorchXlaAdapter:
 
         def compile(*args, **kwargs):
             adapter._dynamo = True
+            try:
+                adapter.dynamo.compiled(args[0] if args else kwargs.get("model"), user_frame(sys._getframe(1))[0])
+            except Exception:  # evidence only: never the user's torch.compile call
+                pass
             mode = adapter._mode
             if mode is not None and torch.overrides._get_current_function_mode_stack()[-1:] == [mode]:
                 adapter._activate(None)  # ours is the innermost mode: leave now, not at the next boundary
@@ -559,9 +572,11 @@ class TorchXlaAdapter:
         if caller == "torch_xla.compile" and eager:
             # torch_xla.compile's first sync, in eager mode: there is no pending graph to clear, and what launched
             # since the last boundary were eager ops, one by one by design. The region's last sync is the boundary.
+            t = time.perf_counter()
             result = self._real_marker(*args, **kwargs)
-            self._not_early = max(self._not_early, _since(_counter("UncachedCompile") + _counter("CachedCompile"),
-                                                          self._snap.launches))
+            eager_ops = _since(_counter("UncachedCompile") + _counter("CachedCompile"), self._snap.launches)
+            self._not_early = max(self._not_early, eager_ops)
+            self._eager_outside = (eager_ops, t - self._snap.t)  # the loop outside the compiled step (eager_ops rule)
             return result
         self._in_marker = True
         try:
@@ -576,12 +591,16 @@ class TorchXlaAdapter:
             t2 = time.perf_counter()
             own = _since(_counter("UncachedCompile") + _counter("CachedCompile"), launches0)
             rec = self._record(0, site, _Snapshot(self._snap, self.training))
+            if self.dynamo.on:
+                rec.events += self.dynamo.poll()
             # early: the pending lazy graph ran before this sync. Not early: dynamo's graphs, and in eager mode
             # (outside torch_xla.compile) every op, which runs as it is called (no pending graph to cut)
             not_early, self._not_early = self._not_early, 0
             rec.early_executions = 0 if eager else max(0, rec.executions - own - not_early)
             rec.grad_enabled = grad
             rec.attributed = kind is not None
+            if self._eager_outside is not None:
+                (rec.eager_launches, rec.eager_time_s), self._eager_outside = self._eager_outside, None
             if pending is not None:
                 rec.graph_hashes = [pending[0]]
                 self._remember_graph(rec, site, pending)
