@@ -181,3 +181,24 @@ def test_dynamo_evidence(mode_run):
     (f,) = recompiles
     assert f["location"]["line"] in planted and f["severity"] == "warning", f
     assert f["evidence"]["cause"] == "python_value" and "step ==" in f["evidence"]["reasons"][-1], f
+
+
+def test_spmd_mesh_and_collectives(mode_run):
+    """SPMD (mode_spmd.py: 4 CPU devices, the batch sharded along "data", the weights replicated): the report names
+    the mesh, says the step ran sharded, and lists the collectives the partitioner added - the gradients'
+    all-reduce of data parallelism - with the same bytes as the roofline's graph; no warning. Other modes: none."""
+    data = load_report(mode_run.report)
+    found = _findings(mode_run, "spmd")
+    if mode_run.mode != "spmd":
+        assert not found and "spmd" not in data["environment"]
+        return
+    assert data["environment"]["spmd"] == {"devices": 4, "meshes": [
+        {"shape": [4, 1], "axis_names": ["data", "model"], "devices": 4}]}
+    (f,) = found
+    ev = f["evidence"]
+    assert f["severity"] == "info" and ev["sharded_inputs"] >= 1, f
+    assert ev["collectives"]["all-reduce"]["count"] >= 1, f
+    graph = next(g for g in data["roofline"]["graphs"] if g["id"] == ev["graph"])
+    assert graph["collectives"] == ev["collectives"]
+    assert abs(ev["collective_bytes"] / graph["bytes_accessed"] - graph["collective_share_of_bytes"]) < 1e-3
+    assert not [x["message"] for x in data["findings"] if x["severity"] != "info"]

@@ -33,7 +33,7 @@ from ..attribution_plan import CALLS, GRAPHS, AttributionPlan
 from ..config import AttributionConfig
 from ..frames import function_at, is_user_file, user_frame
 from ..records import Event, Location, StepRecord, Transfers
-from .torch_xla_modes import DynamoWatch
+from .torch_xla_modes import DynamoWatch, spmd_graph, spmd_meshes
 from .torch_xla_rules import EAGER_ADVICE, RULES as TORCH_XLA_RULES
 
 X = torch_xla._XLAC
@@ -397,6 +397,9 @@ class TorchXlaAdapter:
         self._real_compile: Callable | None = None
         self._eager_outside: tuple[int, float] | None = None  # eager mode: (ops, seconds) before the compiled step
         self.dynamo = DynamoWatch()  # torch.compile's own records: compiles, recompile reasons, graph breaks
+        self._spmd: int | None = None  # SPMD: the devices the step is partitioned over (once the runtime says so)
+        self._meshes: list[dict] = []
+        self._spmd_graphs: dict[str, dict] = {}  # graph hash -> its SPMD evidence (sharded inputs, collectives)
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[..., None]) -> None:
@@ -482,6 +485,8 @@ class TorchXlaAdapter:
         except Exception as exc:  # runtime not initialisable: still report what we know
             env["device_kind"] = os.environ.get("PJRT_DEVICE")
             env["device_error"] = str(exc).splitlines()[0]
+        if self._spmd_devices():  # (under SPMD xm.xla_device_kind() fails: "Unknown device SPMD:0")
+            env["spmd"] = {"devices": self._spmd, "meshes": self.meshes()}
         return env
 
     def _execution_modes(self) -> list[str]:
@@ -604,6 +609,11 @@ class TorchXlaAdapter:
             if pending is not None:
                 rec.graph_hashes = [pending[0]]
                 self._remember_graph(rec, site, pending)
+                spmd = self._spmd_graphs.get(pending[0])
+                if spmd is not None and not spmd.get("_sent"):  # once per graph, on the step that first ran it
+                    spmd["_sent"] = True
+                    rec.events.append(Event("spmd", None, {"graph": pending[0], **{k: v for k, v in spmd.items()
+                                                                                    if not k.startswith("_")}}))
             self._step_cost(rec, site, pending)
             if rec.compiles and not rec.early_executions:
                 self._size_evidence(rec, site, emit=pending is None)
@@ -718,7 +728,30 @@ class TorchXlaAdapter:
                           "graph hash (unoptimized HLO: bytes are counted before fusion, an upper bound); other "
                           "steps carry the cost of their site's last captured graph",
                 "boundaries": {k: v for k, v in self._cost_counts.items() if k != "early"},
-                "graphs": [{"id": h, **c.to_json()} for h, c in list(self._costs.items())[:20]], "notes": notes}
+                "graphs": [{"id": h, **c.to_json(), **self._collectives(h)} for h, c in list(self._costs.items())[:20]],
+                "notes": notes}
+
+    def _collectives(self, digest: str) -> dict[str, Any]:
+        info = self._spmd_graphs.get(digest)
+        if not info or "collectives" not in info:
+            return {}
+        return {"collectives": info["collectives"], "collective_share_of_bytes": info["collective_share_of_bytes"]}
+
+    def _spmd_devices(self) -> int | None:
+        """The devices an SPMD step is partitioned over; None outside SPMD. Asked at graph capture only."""
+        if self._spmd is None:
+            try:
+                import torch_xla.runtime as xr
+                if X._xla_runtime_is_initialized() and xr.is_spmd():
+                    self._spmd = int(xr.global_runtime_device_count())
+            except Exception:
+                return None
+        return self._spmd
+
+    def meshes(self) -> list[dict]:
+        if not self._meshes:
+            self._meshes = spmd_meshes()
+        return self._meshes
 
     def hlo_modules(self) -> dict[str, str]:
         """Empty: torch_xla gives the HLO it builds, not the optimized module whose fusions a trace names."""
@@ -774,6 +807,11 @@ class TorchXlaAdapter:
             digest = X._get_graph_hash(live)
             digest = digest.hex() if isinstance(digest, (bytes, bytearray)) else str(digest)
             text = X._get_xla_tensors_hlo(live)
+            if digest not in self._costs and self._spmd_devices():  # what one device runs, and its collectives
+                cost, self._spmd_graphs[digest] = spmd_graph(text, lambda: X._get_xla_tensors_hlo_proto(live),
+                                                             self._spmd, self.meshes())
+                if cost is not None:
+                    self._costs[digest] = cost
             if digest not in self._costs:  # once per graph: XLA's cost analysis of the same live tensors' HLO
                 self._costs[digest] = hlo_cost.cost(lambda: X._get_xla_tensors_hlo_proto(live), text)
             return digest, text

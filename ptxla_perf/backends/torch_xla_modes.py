@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import gc
 import linecache
 import os
 import re
@@ -231,3 +232,92 @@ def guard_cause(reason: str) -> str:
     if "==" in text or "!=" in text:
         return "python_value"
     return "guard"
+
+
+# --- SPMD ---------------------------------------------------------------------------------------------------------
+def spmd_meshes() -> list[dict[str, Any]]:
+    """The `xs.Mesh` objects the script made (shape, axis names, device count), found on the heap once the script
+    used SPMD: a mesh is a plain Python object that `mark_sharding` only reads, so nothing is hooked. Also the
+    global mesh (`xs.set_global_mesh`)."""
+    mod = sys.modules.get("torch_xla.distributed.spmd.xla_sharding")
+    cls = getattr(mod, "Mesh", None)
+    if cls is None:
+        return []
+    found: dict[tuple, dict[str, Any]] = {}
+    meshes = [o for o in gc.get_objects() if issubclass(type(o), cls)]
+    try:
+        g = mod.get_global_mesh()
+        if g is not None:
+            meshes.insert(0, g)
+    except Exception:
+        pass
+    for m in meshes:
+        try:
+            shape = [int(d) for d in m.mesh_shape]
+            names = [str(a) for a in m.axis_names] if m.axis_names is not None else None
+            devices = [int(d) for d in list(m.device_ids)]
+        except Exception:
+            continue
+        key = (tuple(shape), tuple(names or ()), tuple(devices))
+        if key not in found:
+            found[key] = {"shape": shape, "axis_names": names, "devices": len(devices)}
+    return list(found.values())[:8]
+
+
+_CLIENTS: dict[int, Any] = {}
+
+
+def partitioned_cost(proto: bytes, devices: int):
+    """What one device runs of an SPMD step graph: XLA's SPMD partitioner (GSPMD, as torch_xla's runtime uses) and
+    optimization pipeline run on the graph's HLO by a standalone jaxlib CPU client with `devices` devices (never
+    the runtime's own client), outputs sharded as propagation says (a tensor passed through keeps its sharding).
+    Returns (GraphCost of the partitioned module: XLA's HloCostAnalysis, per device; its HLO text). Raises when
+    jaxlib's private entry points are missing."""
+    import importlib
+
+    import numpy as np
+
+    from .. import hlo_cost
+    hlo = importlib.import_module("jaxlib._hlo")
+    xla = importlib.import_module("jaxlib._jax")
+    client = _CLIENTS.get(devices)
+    if client is None:
+        client = _CLIENTS[devices] = xla.get_tfrt_cpu_client(asynchronous=False, num_devices=devices)
+    module = xla.mlir.xla_computation_to_mlir_module(hlo.XlaComputation(proto))
+    options = xla.CompileOptions()
+    build = options.executable_build_options
+    build.num_replicas, build.num_partitions = 1, devices
+    build.use_spmd_partitioning = True
+    build.allow_spmd_sharding_propagation_to_output = [True]
+    build.device_assignment = xla.DeviceAssignment.create(np.arange(devices).reshape(1, devices))
+    executable = client.compile_and_load(module, client.devices()[:devices], options)
+    done = executable.hlo_modules()[0]
+    cost = hlo_cost.from_properties(xla.hlo_module_cost_analysis(client, done),
+                                    f"SPMD: the partitioned module one of the {devices} devices runs (XLA's CPU "
+                                    "pipeline: after partitioning and fusion)")
+    return cost, done.to_string()
+
+
+_SHARDED_PARAM = re.compile(r"\bparameter\(\d+\).*sharding=\{devices=")
+
+
+def spmd_graph(text: str, proto_fn, devices: int, meshes: list[dict[str, Any]]):
+    """The SPMD evidence of one step graph: how many of its inputs are sharded (the HLO torch_xla builds carries
+    each input's sharding), and the collectives of its partitioned module with their bytes and share of the
+    module's bytes (the roofline's bytes of this graph). Returns (cost or None, evidence)."""
+    from .. import hlo_cost
+    params = [line for line in text.splitlines() if " parameter(" in line]
+    info: dict[str, Any] = {"devices": devices, "meshes": meshes, "inputs": len(params),
+                            "sharded_inputs": sum(bool(_SHARDED_PARAM.search(p)) for p in params)}
+    cost = None
+    try:
+        cost, partitioned = partitioned_cost(proto_fn(), devices)
+        found = hlo_cost.collectives(partitioned)
+        total = sum(c["bytes"] for c in found.values())
+        info["collectives"] = {op: {"count": int(c["count"]), "bytes": int(c["bytes"])} for op, c in found.items()}
+        info["collective_bytes"] = int(total)
+        info["bytes_accessed"] = cost.bytes_accessed
+        info["collective_share_of_bytes"] = round(total / cost.bytes_accessed, 4) if cost.bytes_accessed else None
+    except Exception as exc:  # the partitioner is jaxlib's private API: without it, no collectives (said)
+        info["collectives_error"] = f"{type(exc).__name__}: {_first_line(str(exc), 160)}"
+    return cost, info

@@ -7,6 +7,10 @@
 - `dynamo_graphs`, `dynamo_recompile`, `dynamo_graph_break`: torch.compile(backend="openxla"). Dynamo's own records
   (backends/torch_xla_modes.py: `dynamo_compile` and `dynamo_graph_break` events, on the step in which dynamo
   compiled): how many graphs it made, why it recompiled (the guard that failed), where it broke the graph.
+- `spmd`: the step ran sharded - the mesh, how many of the step graph's inputs are sharded, and the collectives
+  XLA's SPMD partitioner put into it, with their bytes and share of the graph's bytes (the roofline's bytes of
+  that graph: `spmd` events, once per graph, from the adapter's graph capture). Info: what a user checks their
+  `mark_sharding` against, never a verdict.
 
 They live with the adapter that owns the concepts and run beside the backend-neutral rules (`Adapter.rules`).
 Pure logic: no torch import.
@@ -205,4 +209,57 @@ class DynamoGraphBreak(Rule):
         return out
 
 
-RULES = (EagerOps(), DynamoGraphs(), DynamoRecompile(), DynamoGraphBreak())
+def _mesh_text(meshes: list[dict]) -> str:
+    if not meshes:
+        return "no xs.Mesh found"
+    parts = [f"mesh {tuple(m['shape'])}" + (f" {tuple(m['axis_names'])}" if m.get("axis_names") else "")
+             for m in meshes[:2]]
+    return " and ".join(parts) + (f" (+{len(meshes) - 2} more)" if len(meshes) > 2 else "")
+
+
+class Spmd(Rule):
+    """The step ran sharded: over which mesh, how many inputs sharded, which collectives the partitioner added."""
+
+    kind = "spmd"
+
+    def run(self, ctx: Context) -> list[Finding]:
+        same: dict[str, list] = {}  # graphs that tell the same story (a warm-up graph and the steady one) say it once
+        for s in ctx.with_tail:
+            for e in s.events:
+                if e.kind == "spmd":
+                    x = e.detail.extra
+                    key = repr((x.get("devices"), x.get("inputs"), x.get("sharded_inputs"), x.get("collectives")))
+                    same.setdefault(key, []).append((s.index, x))
+        out = []
+        for group in same.values():
+            j, x = group[-1]
+            where_ = f"sharded over {x.get('devices')} devices ({_mesh_text(x.get('meshes') or [])})"
+            inputs = (f"{x.get('sharded_inputs', 0)} of its {x.get('inputs', 0)} inputs sharded, the others "
+                      "replicated" if x.get("sharded_inputs") else
+                      f"none of its {x.get('inputs', 0)} inputs sharded: every device runs the whole step on "
+                      "replicated data")
+            found = x.get("collectives")
+            if found is None:
+                coll = f"its collectives are not known ({x.get('collectives_error', 'no partitioned module')})"
+            elif not found:
+                coll = "the partitioned graph has no collectives: each device works on its own shard"
+            else:
+                share = x.get("collective_share_of_bytes")
+                coll = ("the partitioned graph has " + ", ".join(
+                    f"{c['count']} {op} ({_mb(c['bytes'])})" for op, c in sorted(found.items(),
+                                                                               key=lambda kv: -kv[1]["bytes"]))
+                    + (f": {share:.0%} of the bytes one device's graph accesses (the roofline's bytes)"
+                       if share is not None else ""))
+            graphs = [g.get("graph") for _, g in group]
+            lead = "The step graph ran" if len(group) == 1 else f"{len(group)} step graphs ran"
+            out.append(Finding(
+                "spmd", "info", f"{lead} {where_}: {inputs}; {coll}.", sum(c["count"] for c in (found or {}).values()),
+                None, dict(x, graphs=graphs), None, sorted({i for i, _ in group})))
+        return out
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.3g} MB" if n >= 1e5 else f"{n / 1e3:.3g} kB" if n >= 100 else f"{n:.0f} B"
+
+
+RULES = (EagerOps(), DynamoGraphs(), DynamoRecompile(), DynamoGraphBreak(), Spmd())
