@@ -569,6 +569,8 @@ class TorchXlaAdapter:
             return self._real_marker(*args, **kwargs)
         caller, eager = _sync_caller(sys._getframe(1))
         self._sync_callers.add(caller)
+        if eager:
+            self._sync_callers.add("eager")  # eager mode was on for a stretch (a recipe may turn it off at the end)
         if caller == "dynamo":  # the openxla bridge syncs while it compiles a graph: not the user's step boundary
             launches0 = _counter("UncachedCompile") + _counter("CachedCompile")
             result = self._real_marker(*args, **kwargs)
