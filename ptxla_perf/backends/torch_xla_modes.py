@@ -298,6 +298,7 @@ def partitioned_cost(proto: bytes, devices: int):
     return cost, done.to_string()
 
 
+PARTITION_MAX_HLO_CHARS = 8_000_000  # larger step graphs are not partitioned on the host (minutes of CPU compile)
 _SHARDED_PARAM = re.compile(r"\bparameter\(\d+\).*sharding=\{devices=")
 
 
@@ -310,6 +311,11 @@ def spmd_graph(text: str, proto_fn, devices: int, meshes: list[dict[str, Any]]):
     info: dict[str, Any] = {"devices": devices, "meshes": meshes, "inputs": len(params),
                             "sharded_inputs": sum(bool(_SHARDED_PARAM.search(p)) for p in params)}
     cost = None
+    if len(text) > PARTITION_MAX_HLO_CHARS:
+        info["collectives_error"] = (f"not partitioned: the graph's HLO is {len(text) / 1e6:.0f} MB of text, above "
+                                     f"{PARTITION_MAX_HLO_CHARS / 1e6:.0f} MB (a host compile that long is not spent "
+                                     "on a diagnostic); its cost is the unpartitioned graph's")
+        return None, info
     try:
         cost, partitioned = partitioned_cost(proto_fn(), devices)
         found = hlo_cost.collectives(partitioned)

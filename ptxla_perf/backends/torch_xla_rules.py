@@ -27,8 +27,9 @@ from ..findings import where as _at
 from ..fmt import ms as _ms
 from ..thresholds import value as threshold
 
-EAGER_ADVICE = ("Move them into the torch_xla.compile'd step function (traced and fused with the step), or keep "
-                "outside only what must run there (the batch's transfer).")
+EAGER_ADVICE = ("Move the tensor work into the torch_xla.compile'd step function (traced and fused with the step) "
+                "and keep outside only what must run there (the batch's transfer); host work done there (preparing "
+                "data) belongs in a DataLoader.")
 
 
 class EagerOps(Rule):
@@ -58,16 +59,15 @@ class EagerOps(Rule):
                 f"{share:.0%} of the {_ms(step)} step; the compiled step takes {_ms(max(step - outside, 0.0))}")
         seen = ""
         if lines:
-            seen = " Seen at " + ", ".join(f"{os.path.basename(l.file)}:{l.line} ({n})" for l, n in lines[:4]) + "."
+            seen = " Seen on attribution steps at " + ", ".join(f"{os.path.basename(l.file)}:{l.line} ({n} ops)" for l, n in lines[:4]) + "."
         if warn:
-            msg = (f"Eager ops outside the compiled step{_at(loc)}: {per_step:.0f} op(s) per step run one by one, "
-                   f"unfused, {often}, and {cost}.{seen} "
-                   f"{ctx.advice.get('eager_ops', EAGER_ADVICE)}")
-        else:
+            msg = (f"The loop runs {per_step:.0f} eager op(s) per step outside the compiled step{_at(loc)}, one by "
+                   f"one and unfused, {often}: {cost}.{seen} {ctx.advice.get('eager_ops', EAGER_ADVICE)}")
+        elif recurring:
             msg = (f"Eager mode: {per_step:.0f} op(s) per step run outside the compiled step{_at(loc)}, one by one "
-                   f"by design, {often}; {cost}: a small part of the step.{seen}"
-                   if recurring else
-                   f"Eager mode: ops ran outside the compiled step{_at(loc)} in {len(hit)} of {len(train)} training "
+                   f"by design, {often}; {cost}: a small part of the step.{seen}")
+        else:
+            msg = (f"Eager mode: ops ran outside the compiled step{_at(loc)} in {len(hit)} of {len(train)} training "
                    f"iterations (not every step); {cost}.{seen}")
         evidence = {"ops_per_step": round(per_step, 3), "outside_ms_per_step": round(outside * 1e3, 3),
                     "step_ms": round(step * 1e3, 3), "share": round(share, 4),
