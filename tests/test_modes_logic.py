@@ -6,7 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ptxla_perf import hlo_cost
+from ptxla_perf.backends import torch_xla_rules
 from ptxla_perf.backends.torch_xla_modes import _guard, _strip_id, guard_cause
+from ptxla_perf.findings import analyze
+from ptxla_perf.records import Event, Location, StepRecord
 
 FIXTURES = Path(__file__).parent / "fixtures" / "spmd"
 
@@ -46,3 +49,30 @@ def test_collectives_of_a_partitioned_step():
     assert set(found) == {"all-reduce"} and found["all-reduce"]["count"] == 2
     grads = (16 * 32 + 32 + 32 * 4 + 4) * 4
     assert found["all-reduce"]["bytes"] == 2 * grads + 2 * 3 * 4  # + the loss's three f32 scalars, in and out
+
+
+def _step(i: int, *events: Event) -> StepRecord:
+    return StepRecord(index=i, wall_time_s=0.01, executions=1, optimizer_steps=1, backward_calls=1,
+                      events=list(events))
+
+
+def _compile(n: int, limit: int = 8) -> Event:
+    reason = {} if n == 0 else {"cause": "python_value", "differences": [f"step == {n - 1}"]}
+    return Event("dynamo_compile", Location("/w/train.py", 16, "loss"),
+                 {"key": "dynamo:/w/train.py:15:loss", "first": n == 0, "seconds": 0.1, "call": "loss",
+                  "recompile_limit": limit, **reason})
+
+
+def test_dynamo_recompiles_recurring_one_off_and_at_the_limit():
+    """The events the adapter makes of dynamo's records: a recompile in one iteration is a one-off (info); in two or
+    more, a warning; reaching dynamo's recompile limit says the function runs uncompiled from then on."""
+    def recompile_finding(records):
+        found = [f for f in analyze(records, rules=torch_xla_rules.RULES).findings if f.kind == "dynamo_recompile"]
+        assert len(found) == 1
+        return found[0]
+    once = recompile_finding([_step(0, _compile(0)), _step(1, _compile(1)), _step(2), _step(3)])
+    assert once.severity == "info" and "one-off" in once.message and once.location.line == 16
+    again = recompile_finding([_step(i, _compile(i)) for i in range(4)] + [_step(4)])
+    assert again.severity == "warning" and again.count == 3 and again.evidence["cause"] == "python_value"
+    limit = recompile_finding([_step(i, _compile(i, limit=4)) for i in range(4)] + [_step(4)])
+    assert limit.evidence["at_limit"] and "recompile limit (4)" in limit.message

@@ -140,9 +140,9 @@ class DynamoGraphs(Rule):
 
 
 class DynamoRecompile(Rule):
-    """A function dynamo compiled again because a guard failed, at the function's line with dynamo's reason. A
-    warning when it recompiles in several iterations (it keeps recurring), or when it reached dynamo's recompile
-    limit (it then runs uncompiled for good)."""
+    """A function dynamo compiled again because a guard failed, at the line of the guard (else the function's) with
+    dynamo's reason. A warning when it recompiles in several iterations (it keeps recurring), or when it reached
+    dynamo's recompile limit (it then runs uncompiled for good); a frame dynamo could not compile is info."""
 
     kind = "dynamo_recompile"
 
@@ -162,7 +162,8 @@ class DynamoRecompile(Rule):
             limit = next((e.detail.extra.get("recompile_limit") for _, e in evs if e.detail.extra.get("recompile_limit")),
                          None)
             at_limit = bool(limit) and len(evs) >= limit
-            recurring = len(hits) >= threshold("recurring_min_hits") or at_limit or cause == "compile_failed"
+            recompiled = [j for j, e in again if not e.detail.first]
+            recurring = len(set(recompiled)) >= threshold("recurring_min_hits") or at_limit
             seconds = sum(e.detail.seconds for _, e in again)
             loc = next((e.location for _, e in again if e.location), None)
             fn = again[-1][1].detail.extra.get("function") or again[-1][1].detail.call
@@ -173,6 +174,9 @@ class DynamoRecompile(Rule):
             if at_limit:
                 msg += (f" It reached dynamo's recompile limit ({limit}): from then on the function runs uncompiled "
                         "(torch._dynamo.config.recompile_limit).")
+            elif cause == "compile_failed" and not recurring:
+                msg += (" Its ops are traced lazily as in a loop without torch.compile (no per-step cost of its "
+                        "own measured).")
             elif not recurring:
                 msg += " A one-off so far (dynamo may have made the changing value dynamic after it)."
             out.append(Finding("dynamo_recompile", "warning" if recurring else "info", msg, len(again), loc,
