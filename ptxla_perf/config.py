@@ -96,6 +96,10 @@ class MlpRecipe(RecipeConfig):
     classes: int = _f(10, "output classes")
     lr: float = _f(0.05, "SGD learning rate")
     log_every: int = _f(0, ">0: read the loss on the host every N steps (a device-to-host sync at that line)")
+    mode: str = _f("lazy", "lazy (StepTrace) | dynamo (torch.compile, backend openxla) | eager (eager mode + "
+                           "torch_xla.compile'd step) | spmd (batch sharded over a mesh of all devices) (docs/modes.md)")
+    spmd_devices: int = _f(4, "mode=spmd on the CPU: PJRT CPU devices (CPU_NUM_DEVICES, unless set); "
+                              "batch_size must be a multiple")
 
 
 @dataclass

@@ -232,3 +232,24 @@ def instruction_costs(text: str) -> dict[str, dict[str, float]]:
         operand_bytes = sum(_nbytes([shapes[o]]) for o in _operands(rest) if o in shapes)
         out[name] = {"flops": f, "bytes": operand_bytes + _nbytes(arrays), "transcendentals": float(t)}
     return out
+
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "ragged-all-to-all", "collective-permute",
+               "collective-broadcast")
+
+
+def collectives(text: str) -> dict[str, dict[str, float]]:
+    """The collective instructions of a module's HLO text, by op (an async pair counts once, at its `-start`):
+    `count` and `bytes` (operands + result, each once: how `instruction_costs` and XLA's cost analysis count an
+    instruction's bytes accessed)."""
+    instrs, shapes, _entry = _parse(text)
+    out: dict[str, dict[str, float]] = {}
+    for _comp, _name, op, arrays, rest, _root in instrs:
+        base = op[:-len("-start")] if op.endswith("-start") else op
+        if base not in COLLECTIVES:
+            continue
+        operand_bytes = sum(_nbytes([shapes[o]]) for o in _operands(rest) if o in shapes)
+        row = out.setdefault(base, {"count": 0, "bytes": 0.0})
+        row["count"] += 1
+        row["bytes"] += operand_bytes + _nbytes(arrays)
+    return out

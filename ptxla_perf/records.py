@@ -97,7 +97,7 @@ class CompileEvidence:
 EVIDENCE: dict[str, type] = {"device_to_host_sync": ReadEvidence, "graph_break": ReadEvidence,
                              "data_wait": CallEvidence, "eager_ops": CallEvidence,
                              "op_fallback": FallbackEvidence, "host_to_device_transfer": TransferEvidence,
-                             "compile": CompileEvidence}
+                             "compile": CompileEvidence, "dynamo_compile": CompileEvidence}
 Evidence = CallEvidence | CompileEvidence
 
 
@@ -206,6 +206,9 @@ class StepRecord:
     flops: float | None = None
     bytes_accessed: float | None = None
     transcendentals: float | None = None
+    # --- torch_xla eager mode (backends/torch_xla_modes.py): absent from the JSON where not measured ---
+    eager_launches: int = 0  # eager ops run outside the torch_xla.compile'd step since the previous boundary
+    eager_time_s: float | None = None  # wall time from the previous boundary to the compiled step's start
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -214,6 +217,8 @@ class StepRecord:
             del d["events"]
         if not d["boundaries"]:
             del d["boundaries"]
+        if d["eager_time_s"] is None:  # not eager mode with a compiled step: not measured
+            del d["eager_launches"], d["eager_time_s"]
         return d
 
 

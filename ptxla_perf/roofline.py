@@ -26,7 +26,7 @@ UNDER_RATIO = threshold("roofline_under_ratio")  # below it, the step time canno
 # findings that say where steady step time goes when it is not the device's arithmetic or memory (compiles are not
 # among them: the steady steps the roofline measures are those that compiled nothing)
 _TIME_SINKS = ("device_to_host_sync", "graph_break", "op_fallback", "host_to_device_transfer", "input_bound",
-               "host_bound", "collective_bound")
+               "host_bound", "collective_bound", "eager_ops")
 
 
 def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict] | None = None) -> dict[str, Any]:

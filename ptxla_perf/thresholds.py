@@ -41,6 +41,11 @@ _ALL = (
               "of the gap between observed and predicted step time"),
     Threshold("roofline_under_ratio", 0.5,
               "observed step below this multiple of the prediction: the wall time cannot cover the device's work"),
+    Threshold("eager_ops_share", 0.25,
+              "torch_xla eager mode: eager ops outside the compiled step are a warning when they run in recurring "
+              "iterations and the loop spends at least this share of the steady step outside the compiled step "
+              "(data wait excluded)..."),
+    Threshold("eager_ops_min_s", 0.001, "...and at least this many seconds per step"),
 )
 THRESHOLDS: dict[str, Threshold] = {t.name: t for t in _ALL}
 

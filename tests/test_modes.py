@@ -12,6 +12,7 @@ torch_xla.compile'd step and the torch_xla.step() context manager are the other 
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -21,14 +22,20 @@ import pytest
 
 from conftest import SCRIPTS, cli_env, load_report
 
-MODES = ("dynamo", "eager", "step", "spmd", "eager_item")
+MODES = ("dynamo", "eager", "step", "spmd", "eager_item", "eager_ema", "dynamo_recompile")
 EXECUTION_MODES = {"dynamo": ["dynamo", "lazy"], "eager": ["eager", "torch_xla.compile"],
                    "step": ["lazy", "torch_xla.compile"], "spmd": ["lazy", "spmd"],
-                   "eager_item": ["eager", "torch_xla.compile"]}
+                   "eager_item": ["eager", "torch_xla.compile"], "eager_ema": ["eager", "torch_xla.compile"],
+                   "dynamo_recompile": ["dynamo", "lazy"]}
 # the training loops' iterations: mode_dynamo.py 4 + 4 (the openxla bridge's own syncs while it compiles are not
 # steps), mode_eager.py 6 (torch_xla.compile syncs twice per call), mode_step.py 4 + 4, mode_spmd.py 6
-ITERATIONS = {"dynamo": 8, "eager": 6, "step": 8, "spmd": 6, "eager_item": 5}
+ITERATIONS = {"dynamo": 8, "eager": 6, "step": 8, "spmd": 6, "eager_item": 5, "eager_ema": 8, "dynamo_recompile": 6}
+# mode_eager_ema.py times its eager ops against the compiled step: on steps without attribution, whose own overhead
+# (a TorchFunctionMode around every op, inside the step and out) would blur the comparison
+ATTRIBUTION = {"eager_ema": "auto"}
 PLANTED = "# the planted host read"
+PLANTED_EAGER = "# the planted eager ops"
+PLANTED_RECOMPILE = "# the planted dynamo recompile"
 
 
 @dataclass
@@ -61,8 +68,8 @@ def mode_run(request, tmp_path_factory) -> ModeRun:
     tmp = tmp_path_factory.mktemp(request.param)
     report = tmp / "report.json"
     plain = _start([sys.executable, str(script)], tmp)
-    profiled = _start([sys.executable, "-m", "ptxla_perf", "profile", "--attribution", "always", "--port", "none",
-                       "--report", str(report), str(script)], tmp)
+    profiled = _start([sys.executable, "-m", "ptxla_perf", "profile", "--attribution", ATTRIBUTION.get(request.param,
+                       "always"), "--port", "none", "--report", str(report), str(script)], tmp)
     return ModeRun(request.param, script, _finish(plain), _finish(profiled), report)
 
 
@@ -116,3 +123,82 @@ def test_planted_host_reads_are_found(mode_run):
     found = {f["location"]["line"] for f in load_report(mode_run.report)["findings"]
              if f["kind"] == "device_to_host_sync" and f["severity"] == "warning" and f["location"]}
     assert found == planted
+
+
+def _planted(run: ModeRun, tag: str) -> set[int]:
+    return {i for i, text in enumerate(run.script.read_text().splitlines(), 1) if tag in text}
+
+
+def _findings(run: ModeRun, kind: str) -> list[dict]:
+    return [f for f in load_report(run.report)["findings"] if f["kind"] == kind]
+
+
+def test_eager_ops_outside_the_compiled_step(mode_run):
+    """Eager mode: the ops outside the torch_xla.compile'd step run every iteration, measured on every step (count,
+    time outside the step). Info where they are a small part of the step (the batch's .to(device)); a warning, at
+    its line, where they cost a real share of it (mode_eager_ema.py's EMA update, 36 eager ops per step). No other
+    mode has the finding."""
+    found = _findings(mode_run, "eager_ops")
+    if not mode_run.mode.startswith("eager"):
+        assert not found
+        return
+    (f,) = found
+    assert f["evidence"]["ops_per_step"] >= 1 and f["evidence"]["outside_ms_per_step"] > 0, f
+    steps = load_report(mode_run.report)["steps"]
+    assert all(s["eager_launches"] >= 1 and s["eager_time_s"] > 0 for s in steps), steps
+    planted = _planted(mode_run, PLANTED_EAGER)
+    if planted:
+        assert (f["severity"], f["location"]["line"]) == ("warning", *planted), f["message"]
+        assert f["evidence"]["ops_per_step"] >= 36
+    else:
+        assert f["severity"] == "info", f["message"]
+
+
+def test_dynamo_evidence(mode_run):
+    """torch.compile: dynamo's own graph count (the one mode_dynamo.py prints from dynamo's counters), graph breaks at
+    the user's lines with dynamo's reason, and a recompile - mode_dynamo_recompile.py's Python int argument that
+    changes every step - at the line that reads it, with the guard that failed. Our hooks add no recompile of their
+    own; modes without torch.compile have no dynamo findings."""
+    if not mode_run.mode.startswith("dynamo"):
+        assert not [f for f in load_report(mode_run.report)["findings"] if f["kind"].startswith("dynamo_")]
+        return
+    (graphs,) = _findings(mode_run, "dynamo_graphs")
+    printed = re.search(r"dynamo: (\d+) graphs, (\d+) graph breaks", mode_run.plain.stdout)
+    if printed:
+        assert graphs["evidence"]["graphs"] == int(printed[1]), graphs
+        assert graphs["evidence"]["graph_breaks"] == int(printed[2]), graphs
+        breaks = _findings(mode_run, "dynamo_graph_break")
+        lines = {f["location"]["line"] for f in breaks if f["location"]}
+        backward = next(i for i, t in enumerate(mode_run.script.read_text().splitlines(), 1)
+                        if "loss.backward()" in t and i > 25)
+        assert backward in lines, [f["message"] for f in breaks]
+        assert any("backward" in f["evidence"]["reason"] for f in breaks)
+    recompiles = _findings(mode_run, "dynamo_recompile")
+    planted = _planted(mode_run, PLANTED_RECOMPILE)
+    if not planted:
+        assert not recompiles, [f["message"] for f in recompiles]
+        return
+    (f,) = recompiles
+    assert f["location"]["line"] in planted and f["severity"] == "warning", f
+    assert f["evidence"]["cause"] == "python_value" and "step ==" in f["evidence"]["reasons"][-1], f
+
+
+def test_spmd_mesh_and_collectives(mode_run):
+    """SPMD (mode_spmd.py: 4 CPU devices, the batch sharded along "data", the weights replicated): the report names
+    the mesh, says the step ran sharded, and lists the collectives the partitioner added - the gradients'
+    all-reduce of data parallelism - with the same bytes as the roofline's graph; no warning. Other modes: none."""
+    data = load_report(mode_run.report)
+    found = _findings(mode_run, "spmd")
+    if mode_run.mode != "spmd":
+        assert not found and "spmd" not in data["environment"]
+        return
+    assert data["environment"]["spmd"] == {"devices": 4, "meshes": [
+        {"shape": [4, 1], "axis_names": ["data", "model"], "devices": 4}]}
+    (f,) = found
+    ev = f["evidence"]
+    assert f["severity"] == "info" and ev["sharded_inputs"] >= 1, f
+    assert ev["collectives"]["all-reduce"]["count"] >= 1, f
+    graph = next(g for g in data["roofline"]["graphs"] if g["id"] == ev["graph"])
+    assert graph["collectives"] == ev["collectives"]
+    assert abs(ev["collective_bytes"] / graph["bytes_accessed"] - graph["collective_share_of_bytes"]) < 1e-3
+    assert not [x["message"] for x in data["findings"] if x["severity"] != "info"]

@@ -33,6 +33,8 @@ from ..attribution_plan import CALLS, GRAPHS, AttributionPlan
 from ..config import AttributionConfig
 from ..frames import function_at, is_user_file, user_frame
 from ..records import Event, Location, StepRecord, Transfers
+from .torch_xla_modes import DynamoWatch, spmd_graph, spmd_meshes
+from .torch_xla_rules import EAGER_ADVICE, RULES as TORCH_XLA_RULES
 
 X = torch_xla._XLAC
 
@@ -352,7 +354,7 @@ class _Attribution(TorchFunctionMode):
 
 class TorchXlaAdapter:
     name = "torch_xla"
-    rules = ()  # backend rules beside findings.RULES: none of its own
+    rules = TORCH_XLA_RULES  # its own rules beside findings.RULES: the execution modes' (torch_xla_rules.py)
     step_detection = ("each torch_xla.sync() / xm.mark_step() (StepTrace exit, MpDeviceLoader) is a step boundary; "
                       "boundaries are grouped into iterations by optimizer steps and backward passes")
     advice = {
@@ -367,6 +369,9 @@ class TorchXlaAdapter:
         "no_steps": "The loop never called torch_xla.sync() / xm.mark_step() in this process (work in xmp.spawn "
                     "children or through torch.compile is not seen here).",
         "host_to_device_transfer": "Create tensors on the device, or move data once outside the loop.",
+        "eager_ops": EAGER_ADVICE,
+        "dynamo_graph_break": "If it is in your code, rewrite the line so dynamo can trace it (no .item(), print or "
+                              "data-dependent Python branch inside the compiled function), or move it out of it.",
         "input_bound": "Give the DataLoader workers (num_workers > 0, persistent_workers=True), wrap it in "
                        "torch_xla's MpDeviceLoader to prefetch batches to the device, and move per-sample work "
                        "(decoding, augmentation) out of __getitem__ or cache it.",
@@ -425,6 +430,11 @@ class TorchXlaAdapter:
         self._not_early = 0
         self._real_run_cached: Callable | None = None
         self._real_compile: Callable | None = None
+        self._eager_outside: tuple[int, float] | None = None  # eager mode: (ops, seconds) before the compiled step
+        self.dynamo = DynamoWatch()  # torch.compile's own records: compiles, recompile reasons, graph breaks
+        self._spmd: int | None = None  # SPMD: the devices the step is partitioned over (once the runtime says so)
+        self._meshes: list[dict] = []
+        self._spmd_graphs: dict[str, dict] = {}  # graph hash -> its SPMD evidence (sharded inputs, collectives)
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[..., None]) -> None:
@@ -458,6 +468,8 @@ class TorchXlaAdapter:
         if self._snap is None:
             return None
         tail = self._record(-1, None, _Snapshot(self._snap, self.training))
+        if self.dynamo.on:
+            tail.events += self.dynamo.poll()
         self.events.clear()
         busy = tail.compiles or tail.device_to_host.count or tail.executions or tail.fallback_ops
         return tail if busy else None
@@ -508,6 +520,8 @@ class TorchXlaAdapter:
         except Exception as exc:  # runtime not initialisable: still report what we know
             env["device_kind"] = os.environ.get("PJRT_DEVICE")
             env["device_error"] = str(exc).splitlines()[0]
+        if self._spmd_devices():  # (under SPMD xm.xla_device_kind() fails: "Unknown device SPMD:0")
+            env["spmd"] = {"devices": self._spmd, "meshes": self.meshes()}
         return env
 
     def _execution_modes(self) -> list[str]:
@@ -559,6 +573,10 @@ class TorchXlaAdapter:
 
         def compile(*args, **kwargs):
             adapter._dynamo = True
+            try:
+                adapter.dynamo.compiled(args[0] if args else kwargs.get("model"), user_frame(sys._getframe(1))[0])
+            except Exception:  # evidence only: never the user's torch.compile call
+                pass
             mode = adapter._mode
             if mode is not None and torch.overrides._get_current_function_mode_stack()[-1:] == [mode]:
                 adapter._activate(None)  # ours is the innermost mode: leave now, not at the next boundary
@@ -586,6 +604,8 @@ class TorchXlaAdapter:
             return self._real_marker(*args, **kwargs)
         caller, eager = _sync_caller(sys._getframe(1))
         self._sync_callers.add(caller)
+        if eager:
+            self._sync_callers.add("eager")  # eager mode was on for a stretch (a recipe may turn it off at the end)
         if caller == "dynamo":  # the openxla bridge syncs while it compiles a graph: not the user's step boundary
             launches0 = _counter("UncachedCompile") + _counter("CachedCompile")
             result = self._real_marker(*args, **kwargs)
@@ -594,9 +614,11 @@ class TorchXlaAdapter:
         if caller == "torch_xla.compile" and eager:
             # torch_xla.compile's first sync, in eager mode: there is no pending graph to clear, and what launched
             # since the last boundary were eager ops, one by one by design. The region's last sync is the boundary.
+            t = time.perf_counter()
             result = self._real_marker(*args, **kwargs)
-            self._not_early = max(self._not_early, _since(_counter("UncachedCompile") + _counter("CachedCompile"),
-                                                          self._snap.launches))
+            eager_ops = _since(_counter("UncachedCompile") + _counter("CachedCompile"), self._snap.launches)
+            self._not_early = max(self._not_early, eager_ops)
+            self._eager_outside = (eager_ops, t - self._snap.t)  # the loop outside the compiled step (eager_ops rule)
             return result
         self._in_marker = True
         try:
@@ -611,15 +633,24 @@ class TorchXlaAdapter:
             t2 = time.perf_counter()
             own = _since(_counter("UncachedCompile") + _counter("CachedCompile"), launches0)
             rec = self._record(0, site, _Snapshot(self._snap, self.training))
+            if self.dynamo.on:
+                rec.events += self.dynamo.poll()
             # early: the pending lazy graph ran before this sync. Not early: dynamo's graphs, and in eager mode
             # (outside torch_xla.compile) every op, which runs as it is called (no pending graph to cut)
             not_early, self._not_early = self._not_early, 0
             rec.early_executions = 0 if eager else max(0, rec.executions - own - not_early)
             rec.grad_enabled = grad
             rec.attributed = kind is not None
+            if self._eager_outside is not None:
+                (rec.eager_launches, rec.eager_time_s), self._eager_outside = self._eager_outside, None
             if pending is not None:
                 rec.graph_hashes = [pending[0]]
                 self._remember_graph(rec, site, pending)
+                spmd = self._spmd_graphs.get(pending[0])
+                if spmd is not None and not spmd.get("_sent"):  # once per graph, on the step that first ran it
+                    spmd["_sent"] = True
+                    rec.events.append(Event("spmd", None, {"graph": pending[0], **{k: v for k, v in spmd.items()
+                                                                                    if not k.startswith("_")}}))
             self._step_cost(rec, site, pending)
             if rec.compiles and not rec.early_executions:
                 self._size_evidence(rec, site, emit=pending is None)
@@ -737,7 +768,30 @@ class TorchXlaAdapter:
                           "graph hash (unoptimized HLO: bytes are counted before fusion, an upper bound); other "
                           "steps carry the cost of their site's last captured graph",
                 "boundaries": {k: v for k, v in self._cost_counts.items() if k != "early"},
-                "graphs": [{"id": h, **c.to_json()} for h, c in list(self._costs.items())[:20]], "notes": notes}
+                "graphs": [{"id": h, **c.to_json(), **self._collectives(h)} for h, c in list(self._costs.items())[:20]],
+                "notes": notes}
+
+    def _collectives(self, digest: str) -> dict[str, Any]:
+        info = self._spmd_graphs.get(digest)
+        if not info or "collectives" not in info:
+            return {}
+        return {"collectives": info["collectives"], "collective_share_of_bytes": info["collective_share_of_bytes"]}
+
+    def _spmd_devices(self) -> int | None:
+        """The devices an SPMD step is partitioned over; None outside SPMD. Asked at graph capture only."""
+        if self._spmd is None:
+            try:
+                import torch_xla.runtime as xr
+                if X._xla_runtime_is_initialized() and xr.is_spmd():
+                    self._spmd = int(xr.global_runtime_device_count())
+            except Exception:
+                return None
+        return self._spmd
+
+    def meshes(self) -> list[dict]:
+        if not self._meshes:
+            self._meshes = spmd_meshes()
+        return self._meshes
 
     def hlo_modules(self) -> dict[str, str]:
         """Empty: torch_xla gives the HLO it builds, not the optimized module whose fusions a trace names."""
@@ -798,6 +852,11 @@ class TorchXlaAdapter:
             digest = X._get_graph_hash(live)
             digest = digest.hex() if isinstance(digest, (bytes, bytearray)) else str(digest)
             text = X._get_xla_tensors_hlo(live)
+            if digest not in self._costs and self._spmd_devices():  # what one device runs, and its collectives
+                cost, self._spmd_graphs[digest] = spmd_graph(text, lambda: X._get_xla_tensors_hlo_proto(live),
+                                                             self._spmd, self.meshes())
+                if cost is not None:
+                    self._costs[digest] = cost
             if digest not in self._costs:  # once per graph: XLA's cost analysis of the same live tensors' HLO
                 self._costs[digest] = hlo_cost.cost(lambda: X._get_xla_tensors_hlo_proto(live), text)
             return digest, text
