@@ -111,7 +111,9 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
         data_wait_s=None if all(p.data_wait_s is None for p in parts) else sum(p.data_wait_s or 0.0 for p in parts),
         boundaries=[boundary_of(p) for p in parts],
         flops=_cost_sum(parts, "flops"), bytes_accessed=_cost_sum(parts, "bytes_accessed"),
-        transcendentals=_cost_sum(parts, "transcendentals"))
+        transcendentals=_cost_sum(parts, "transcendentals"),
+        live_arrays=next((p.live_arrays for p in reversed(parts) if p.live_arrays is not None), None),
+        live_bytes=next((p.live_bytes for p in reversed(parts) if p.live_arrays is not None), None))
 
 
 def _cost_sum(parts: list[StepRecord], key: str) -> float | None:

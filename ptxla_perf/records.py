@@ -201,6 +201,9 @@ class StepRecord:
     flops: float | None = None
     bytes_accessed: float | None = None
     transcendentals: float | None = None
+    # --- live device memory at the boundary (memory.py); None where not sampled ---
+    live_arrays: int | None = None  # live device tensors (torch_xla) / arrays (JAX)
+    live_bytes: int | None = None  # their bytes, where the backend can tell cheaply (JAX)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -41,6 +41,13 @@ _ALL = (
               "of the gap between observed and predicted step time"),
     Threshold("roofline_under_ratio", 0.5,
               "observed step below this multiple of the prediction: the wall time cannot cover the device's work"),
+    Threshold("memory_growth_min_samples", 4,
+              "memory_growth: at least this many live-memory samples after warm-up (torch_xla: every step; JAX: "
+              "every few steps)..."),
+    Threshold("memory_growth_share", 0.75, "...the live count went up in at least this share of the intervals..."),
+    Threshold("memory_growth_min_per_step", 0.5, "...by at least this many device arrays per step on average"),
+    Threshold("memory_headroom_share", 0.1,
+              "memory_headroom: the largest graph's peak leaves less than this share of a known device capacity free"),
 )
 THRESHOLDS: dict[str, Threshold] = {t.name: t for t in _ALL}
 

@@ -18,6 +18,7 @@ def run(cfg, session) -> dict:
     data = torch.randn(cfg.batch_size * 4, cfg.in_features)
     labels = torch.randint(0, cfg.classes, (cfg.batch_size * 4,))
     session.set_step_info(samples=cfg.batch_size, phase="train")
+    losses = []  # recipe.keep_losses: every step's loss tensor kept (each keeps its device buffer)
     for step in range(cfg.steps):
         with xp.StepTrace("train_step", step_num=step):  # its exit calls torch_xla.sync(): one step
             with xp.Trace("data"):
@@ -31,6 +32,8 @@ def run(cfg, session) -> dict:
             with xp.Trace("optimizer"):
                 opt.step()
                 opt.zero_grad()
+            if cfg.get("keep_losses", False):
+                losses.append(loss)
             if cfg.log_every and step % cfg.log_every == 0:
                 print(f"step {step} loss {loss.item():.4f}")
     final = loss.item()  # one read after the loop: not a finding
