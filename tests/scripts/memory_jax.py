@@ -18,7 +18,7 @@ def loss_fn(params, x, y):
 
 
 def train_step(params, x, y):
-    loss, grads = jax.value_and_grad(loss_fn)(params)
+    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
     return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), loss
 
 
