@@ -36,8 +36,8 @@ MAX_PROTO_BYTES = 64 << 20  # a torch_xla graph's HLO above this is not compiled
 
 @dataclass
 class GraphMemory:
-    """One compiled program, per device. `peak_bytes`: XLA's own peak where it gives one, else arguments +
-    outputs - aliased + temporaries (what the program needs at once)."""
+    """One compiled program, per device. `peak_bytes`: the larger of XLA's own peak estimate and arguments +
+    outputs - aliased + temporaries (what the program holds at once)."""
 
     argument_bytes: int | None
     output_bytes: int | None
@@ -47,6 +47,7 @@ class GraphMemory:
     peak_bytes: int | None
     source: str  # xla_memory_analysis | unavailable
     note: str | None = None
+    xla_peak_bytes: int | None = None  # XLA's own peak estimate (CompiledMemoryStats.peak_memory_in_bytes)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,8 +68,12 @@ def from_stats(stats: Any, note: str | None = None) -> GraphMemory:
     alias = int(stats.alias_size_in_bytes)
     temp = int(stats.temp_size_in_bytes)
     code = int(getattr(stats, "generated_code_size_in_bytes", 0) or 0)
-    peak = int(getattr(stats, "peak_memory_in_bytes", 0) or 0) or arg + out - alias + temp
-    return GraphMemory(arg, out, alias, temp, code, peak, XLA, note)
+    xla_peak = int(getattr(stats, "peak_memory_in_bytes", 0) or 0) or None
+    # the temporaries are one allocation (XLA's preallocated temp buffer), live for the whole program: what the
+    # program holds at once is at least arguments + outputs not aliased + temporaries, whatever XLA's own peak
+    # estimate says (on the CPU it can leave a while loop's temporaries out)
+    peak = max(xla_peak or 0, arg + out - alias + temp)
+    return GraphMemory(arg, out, alias, temp, code, peak, XLA, note, xla_peak)
 
 
 def from_compiled(compiled: Any) -> GraphMemory:

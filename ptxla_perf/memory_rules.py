@@ -109,3 +109,18 @@ def headroom(sec: dict[str, Any] | None, advice: dict[str, str]) -> list[Finding
                     {"peak_bytes": sec.get("peak_bytes"), "capacity_bytes": cap["bytes"],
                      "capacity_source": cap["source"], "headroom_bytes": sec["headroom_bytes"],
                      "headroom_share": round(share, 4), "graph": sec.get("largest_graph")})]
+
+
+def join_oom(f: Finding, sec: dict[str, Any]) -> None:
+    """An `oom` finding (oom.py) joined with what the run measured before it died: the largest graph's peak and
+    whether live device memory grew step over step (and what held it)."""
+    live = sec.get("live") or {}
+    f.evidence["memory"] = {"largest_graph": sec.get("largest_graph"), "peak_bytes": sec.get("peak_bytes"),
+                            "arrays_per_step": live.get("arrays_per_step"), "bytes_per_step": live.get("bytes_per_step")}
+    if live and M.grows(live):
+        held = live.get("holder") or {}
+        line = held.get("location") or {}
+        f.message += (f" Before it died, live device memory grew every step (+{live['arrays_per_step']:.2f} arrays"
+                      + (f", {fmt.nbytes(live['bytes_per_step'])}" if live.get("bytes_per_step") is not None else "")
+                      + " per step" + (f", held by `{held['holder']}` at line {line.get('line')}" if held.get("holder")
+                                      else "") + "): see memory_growth.")

@@ -84,6 +84,9 @@ class ReportOutput:
         sec = self._roofline(analysis, env, findings, measure_cpu=status != "running")
         mem = self._memory(analysis, env, final=status != "running")
         extra_findings += memory_rules.headroom(mem, dict(adapter.advice))
+        for f in extra_findings:
+            if f.kind == "oom" and mem:
+                memory_rules.join_oom(f, mem)
         return report_mod.from_analysis(analysis, backend=s.backend, run=run, env=env,
                                         extra_findings=extra_findings, profiler=s.profiler,
                                         extra=s.extra or None, trace=s.trace, roofline=sec, memory=mem)

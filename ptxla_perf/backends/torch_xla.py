@@ -740,6 +740,14 @@ class TorchXlaAdapter:
                          "(attribution.mode=off or hlo=false turns them off)")
         elif not final:
             notes.append("per-graph memory is analysed when the run ends")
+        if graphs:  # the captured HLO has no aliasing: torch_xla adds it when it compiles the graph itself
+            aliasing = os.environ.get("XLA_ENABLE_PARAM_ALIASING", "1").lower() not in ("0", "false")
+            notes.append("alias_bytes is 0 here: torch_xla aliases the parameters a step updates in place "
+                         "(input-output aliasing) when it compiles the graph, after the HLO captured for these "
+                         "figures; " + ("it is on (XLA_ENABLE_PARAM_ALIASING unset or 1), so the step's peak is "
+                                        "lower by up to the updated parameters' bytes" if aliasing else
+                                        "it is OFF in this run (XLA_ENABLE_PARAM_ALIASING=0): every updated "
+                                        "parameter is held twice at the step's peak"))
         return {"scope": "per device (the graph torch_xla runs on one device), as XLA's CPU compiler assigns its "
                          "buffers",
                 "method": "the captured graph's HLO (the roofline's, once per graph hash) converted to StableHLO and "
