@@ -52,6 +52,8 @@ def test_jax_graph_figures_are_xlas_memory_analysis(profiled):
     assert mem["capacity"]["source"] == "unknown" and mem["headroom_bytes"] is None
     assert not _kinds(run.report, "memory_headroom")
     assert any(ln.startswith("  memory      peak ") for ln in run.proc.stderr.splitlines()), run.proc.stderr[-2000:]
+    page = run.path.with_suffix(".html").read_text()  # the page's memory panel: a bar per graph, live memory
+    assert 'id="memory"' in page and "train_step: temps" in page and "Live device memory" in page
 
 
 def test_jax_missing_donation_only_when_nothing_is_donated(profiled):
@@ -163,3 +165,9 @@ def test_console_line_and_diff_metrics():
     src = from_report(report, "r")
     assert src.values["peak_bytes"] == (float(int(3.5 * 2**30)), "B")
     assert src.values["temp_bytes"] == (float(2 << 30), "B")
+
+
+def test_tensorboard_scalars_of_live_memory():
+    from ptxla_perf.tb_scalars import SCALARS
+    assert SCALARS["live_mib"]({"live_bytes": 3 * 2**20}) == 3.0 and SCALARS["live_mib"]({}) is None
+    assert SCALARS["live_arrays"]({"live_arrays": 7}) == 7 and SCALARS["live_arrays"]({}) is None

@@ -21,6 +21,7 @@ What it hooks (all restored by `stop()`):
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 import time
@@ -51,7 +52,9 @@ _GUARD_TRIP = ("Disallowed host-to-device transfer", "Disallowed device-to-devic
 _SCALARS = (int, float, bool, complex)
 _MAX_EVENTS_PER_STEP = 16
 _REPEAT_WINDOW = 4  # steps: a host buffer copied again within this many steps is the same data copied again
-_LIVE_EVERY = 4  # boundaries: live arrays are counted at every 4th one (memory_growth)
+_LIVE_EVERY = 4  # boundaries: live arrays are counted at every 4th one (memory_growth)...
+_LIVE_SHARE = 0.01  # ...or less often, so that a sample costs at most this share of the steps between samples...
+_LIVE_MAX_EVERY = 64  # ...but at least every this many boundaries
 
 
 class Counts(NamedTuple):
@@ -279,7 +282,7 @@ class JaxAdapter:
         self._compiled: dict[int, Any] = {}  # the Compiled objects costed (their HLO text only read on demand)
         # memory (memory.py): per function, XLA's memory analysis of its compiled program(s), from the same Compiled
         self._graph_mem: dict[str, dict] = {}
-        self._live_every = _LIVE_EVERY  # boundaries between two jax.live_arrays() samples
+        self._next_live = 0  # the boundary of the next jax.live_arrays() sample
         self._watch = GrowthWatch()
         self._holders_before: dict[int, int] | None = None  # containers of arrays at the sample it fired
 
@@ -869,12 +872,18 @@ class JaxAdapter:
             if found is not None:
                 rec.events.append(Event("memory_growth", found[0], found[1]))
             rec.attributed = True
-        if self._nsteps % self._live_every:
+        if self._nsteps < self._next_live:
             return
+        t0 = time.perf_counter()
         try:
             rec.live_arrays, rec.live_bytes = _live_sample()
         except Exception:
             return
+        # the next sample: every _LIVE_EVERY boundaries, further apart when a sample costs more than _LIVE_SHARE of
+        # a step (many arrays, short steps): at most every _LIVE_MAX_EVERY
+        cost = time.perf_counter() - t0
+        every = math.ceil(cost / max(_LIVE_SHARE * rec.wall_time_s, 5e-6))
+        self._next_live = self._nsteps + min(_LIVE_MAX_EVERY, max(_LIVE_EVERY, every))
         if self._watch.observe(rec.live_arrays) and self.lines:
             self._holders_before = holder_counts(_is_array)
             rec.attributed = True
@@ -1023,7 +1032,7 @@ def _live_sample() -> tuple[int, int]:
     """Live device arrays and their bytes (`jax.live_arrays()`: a list of the runtime's live arrays; metadata
     only, no sync)."""
     arrays = jax.live_arrays()
-    return len(arrays), int(sum(a.nbytes for a in arrays))
+    return len(arrays), int(sum(a.size * a.dtype.itemsize for a in arrays))  # 3x cheaper than .nbytes
 
 
 def _is_array(x) -> bool:

@@ -34,7 +34,7 @@ def _bars(rows: list[dict[str, Any]], cap: int | None, capacity: dict[str, Any])
     width, label_w, bar_h, gap = 720, 180, 18, 8
     scale_max = max([r["peak"] for r in rows] + [cap or 0]) or 1
     h = len(rows) * (bar_h + gap) + 24
-    px = (width - label_w - 10) / scale_max
+    px = (width - label_w - 80) / scale_max  # room on the right for the peak label
     parts = [f"<svg class=\"chart\" viewBox=\"0 0 {width} {h}\" width=\"{width}\" height=\"{h}\" role=\"img\" "
              "aria-label=\"memory per step graph\">"]
     for i, r in enumerate(rows):
@@ -48,7 +48,7 @@ def _bars(rows: list[dict[str, Any]], cap: int | None, capacity: dict[str, Any])
                 parts.append(f"<rect x=\"{x:.1f}\" y=\"{y}\" width=\"{w:.1f}\" height=\"{bar_h}\" fill=\"{colour}\">"
                              f"<title>{escape(name)}: {key} {fmt.nbytes(r[key])}</title></rect>")
                 x += w
-        parts.append(f"<text x=\"{min(x + 4, width - 60):.1f}\" y=\"{y + bar_h - 5}\" font-size=\"11\">"
+        parts.append(f"<text x=\"{x + 4:.1f}\" y=\"{y + bar_h - 5}\" font-size=\"11\">"
                      f"{escape(fmt.nbytes(r['peak']))}</text>")
     if cap:
         cx = label_w + cap * px
