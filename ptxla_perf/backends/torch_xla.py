@@ -397,6 +397,7 @@ class TorchXlaAdapter:
         self._cost_counts = Counter()  # how each launching boundary got its cost: captured | carried | unknown
         self._protos: dict[str, bytes] = {}  # graph hash -> its serialized HLO, for the memory analysis at the end
         self._graph_mem: dict[str, dict] = {}  # graph hash -> XLA's memory analysis of it (memory.py)
+        self._mem_time = 0.0  # seconds spent compiling graphs for their memory figures (at the end)
         self._watch = GrowthWatch()  # live XLA tensors rising step after step: one look for what holds them
         self._holders_before: dict[int, int] | None = None  # containers of XLA tensors at the boundary it fired
         self._data_site_sent = False  # the loader line, sent once as a data_wait event
@@ -730,11 +731,17 @@ class TorchXlaAdapter:
         """XLA's memory analysis of each captured graph: its HLO (kept when the roofline costed it) compiled once on
         a standalone CPU client, at the end of the run only (`final`), never inside a step."""
         if final:
+            t0 = time.perf_counter()
             for digest, proto in list(self._protos.items()):
                 if digest not in self._graph_mem:
                     self._graph_mem[digest] = {"id": digest, **mem.from_hlo_proto(proto).to_json()}
+                    self._mem_time += time.perf_counter() - t0
+                    t0 = time.perf_counter()
         graphs = list(self._graph_mem.values())
         notes = sorted({g["note"] for g in graphs if g.get("note")})[:3]
+        if graphs:
+            notes.append(f"{len(graphs)} graph(s) compiled for their memory figures in {self._mem_time:.2f} s, after "
+                         "the run")
         if not self._protos:
             notes.append("no step graph was captured: memory figures come from graph-capture attribution steps "
                          "(attribution.mode=off or hlo=false turns them off)")
