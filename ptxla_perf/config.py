@@ -54,6 +54,9 @@ class RooflineConfig:
     peak_tflops: Optional[float] = _f(None, "the device's peak FLOP/s in TFLOP/s; null = from the device kind (CPU: "
                                             "calibrated) (docs/roofline.md)")
     peak_gbps: Optional[float] = _f(None, "its peak memory bandwidth in GB/s; null = likewise")
+    device_memory_gb: Optional[float] = _f(None, "the device's memory in GiB for the memory section's capacity and "
+                                                 "headroom (\"would it fit on X\"); null = from the runtime or the "
+                                                 "spec table (docs/report.md#memory)")
 
 
 @dataclass
@@ -100,6 +103,8 @@ class MlpRecipe(RecipeConfig):
                            "torch_xla.compile'd step) | spmd (batch sharded over a mesh of all devices) (docs/modes.md)")
     spmd_devices: int = _f(4, "mode=spmd on the CPU: PJRT CPU devices (CPU_NUM_DEVICES, unless set); "
                               "batch_size must be a multiple")
+    keep_losses: bool = _f(False, "true: keep every step's loss tensor in a list (losses.append(loss)): the classic "
+                                  "leak -> memory_growth at that line")
 
 
 @dataclass
@@ -176,6 +181,8 @@ class RnnJaxRecipe(RecipeConfig):
     lr: float = 0.05
     seed: int = 0
     block_each_step: bool = _f(True, "fixed: wait for each step so step time is compute time")
+    donate: bool = _f(True, "fixed: donate the parameters to the step (donate_argnums=0); false -> "
+                            "missing_donation (the old and new parameters both on the device during each step)")
 
 
 @dataclass

@@ -160,7 +160,21 @@ def merge(reports: list[dict[str, Any]], paths: list[str] | None = None,
     return assemble(backend=base["backend"], run=run, env=env, steps=base.get("steps", []),
                     summary=base.get("summary", {}), findings=findings, profiler=base.get("profiler"),
                     roofline=base.get("roofline"), trace=trace, extra=base.get("extra"), rules=base.get("rules"),
-                    processes=procs, aggregate=dict(aggregate(procs), **({"notes": notes} if notes else {})))
+                    processes=procs, aggregate=dict(aggregate(procs), **({"notes": notes} if notes else {})),
+                    memory=_memory(base, reports))
+
+
+def _memory(base: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Rank 0's memory section with every rank's peak, headroom and live growth beside it (`per_rank`)."""
+    sec = base.get("memory")
+    if not isinstance(sec, dict):
+        return None
+    rows = []
+    for r in sorted(reports, key=rank_of):
+        m = r.get("memory") or {}
+        rows.append({"rank": rank_of(r), "peak_bytes": m.get("peak_bytes"), "headroom_bytes": m.get("headroom_bytes"),
+                     "bytes_per_step": (m.get("live") or {}).get("bytes_per_step")})
+    return dict(sec, per_rank=rows)
 
 
 def _steady_times(report: dict[str, Any], key: str = "step") -> list[float]:
@@ -200,6 +214,8 @@ def _process_row(report: dict[str, Any], path: str) -> dict[str, Any]:
         "device_to_host_per_step": s.get(K.D2H_PER_STEP),
         "throughput": s.get(K.THROUGHPUT) or {},
         "findings_by_severity": s.get(K.FINDINGS_BY_SEVERITY),
+        "peak_bytes": s.get(K.PEAK_BYTES),  # memory (memory.py): the largest graph's peak, live growth per step
+        "live_bytes_per_step": s.get(K.LIVE_BYTES_PER_STEP),
     }
 
 

@@ -66,6 +66,21 @@ def from_table(device: str) -> Peak | None:
     return None
 
 
+# per-chip device memory (HBM) of the table's rows, GiB, from the same spec pages (memory.py: capacity, headroom)
+MEMORY_GIB: dict[str, float] = {"TPU v6e": 32, "TPU v5e": 16, "TPU v5p": 95, "TPU v4": 32, "NVIDIA H200 SXM": 141,
+                                "NVIDIA H100 PCIe": 80, "NVIDIA H100 SXM": 80, "NVIDIA A100 40GB": 40,
+                                "NVIDIA A100 80GB": 80}
+
+
+def memory_from_table(device: str) -> tuple[str, int, str] | None:
+    """(chip, device memory in bytes, source) for a device kind the table knows; None otherwise."""
+    text = device.lower().strip()
+    for pattern, name, _tflops, _gbps, source in TABLE:
+        if re.search(pattern, text) and name in MEMORY_GIB:
+            return name, int(MEMORY_GIB[name] * 2**30), f"spec table: {name} {MEMORY_GIB[name]:g} GiB ({source})"
+    return None
+
+
 def is_cpu(device: str) -> bool:
     return device.lower().strip() in ("cpu", "host") or device.lower().startswith("cpu")
 

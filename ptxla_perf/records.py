@@ -209,6 +209,9 @@ class StepRecord:
     # --- torch_xla eager mode (backends/torch_xla_modes.py): absent from the JSON where not measured ---
     eager_launches: int = 0  # eager ops run outside the torch_xla.compile'd step since the previous boundary
     eager_time_s: float | None = None  # wall time from the previous boundary to the compiled step's start
+    # --- live device memory at the boundary (memory.py); None where not sampled ---
+    live_arrays: int | None = None  # live device tensors (torch_xla) / arrays (JAX)
+    live_bytes: int | None = None  # their bytes, where the backend can tell cheaply (JAX)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

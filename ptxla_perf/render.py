@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from . import memory as _memory
 from . import roofline as _roofline
 from . import summary_keys as K
 from .figures import basis_text
@@ -52,6 +53,7 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
         lines.append("  throughput  " + ", ".join(parts))
     lines += _processes_lines(report)
     lines += _roofline.summary_lines(report.get("roofline"))  # MFU, TFLOP/s, predicted vs observed
+    lines += _memory.summary_line(report.get("memory"))  # peak of the largest graph against the capacity
     if s.get(K.FALLBACK_OPS):
         lines.append("  CPU fallback ops  " + ", ".join(f"{k} x{v}" for k, v in s[K.FALLBACK_OPS].items()))
     findings = report.get("findings", [])

@@ -42,8 +42,8 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
              summary: dict[str, Any], findings: list[dict[str, Any]], profiler: dict[str, Any] | None = None,
              roofline: dict[str, Any] | None = None, trace: dict[str, Any] | None = None,
              extra: dict[str, Any] | None = None, rules: dict[str, Any] | None = None,
-             processes: list[dict[str, Any]] | None = None, aggregate: dict[str, Any] | None = None
-             ) -> dict[str, Any]:
+             processes: list[dict[str, Any]] | None = None, aggregate: dict[str, Any] | None = None,
+             memory: dict[str, Any] | None = None) -> dict[str, Any]:
     """The report from its parts. A trace's findings replace any earlier trace findings; severity counts are
     over the final findings; the roofline's summary figures come from its section."""
     if trace is not None:  # its findings in place of any earlier trace findings
@@ -54,12 +54,16 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
     if roofline is not None:
         from .roofline import summary_fields
         summary.update(summary_fields(roofline))
+    if memory is not None:
+        from .memory import summary_fields as memory_fields
+        summary.update(memory_fields(memory))
     report: dict[str, Any] = {
         "schema": SCHEMA_ID, "tool_version": __version__, "backend": backend, "run": run, "environment": env,
         "profiler": profiler or {}, "steps": steps, "summary": summary, "findings": findings,
     }
     for key, part in (("trace", trace), ("roofline", roofline), ("extra", extra or None), ("rules", rules),
-                      ("processes", processes), ("aggregate", aggregate)):
+                      ("processes", processes), ("aggregate", aggregate),
+                      ("memory", memory)):
         if part is not None:
             report[key] = part
     from .sources import attach  # the culprit lines travel with the report (findings[].source)
@@ -89,7 +93,8 @@ def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list
 
 def with_trace(report: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:
     """A written report re-assembled with a capture's trace analysis (`analyze --report`)."""
-    parts = {k: report.get(k) for k in ("profiler", "roofline", "extra", "rules", "processes", "aggregate")}
+    parts = {k: report.get(k) for k in ("profiler", "roofline", "extra", "rules", "processes", "aggregate",
+                                      "memory")}
     return assemble(backend=report["backend"], run=report.get("run", {}), env=report.get("environment", {}),
                     steps=report.get("steps", []), summary=report.get("summary", {}),
                     findings=report.get("findings", []), trace=trace, **parts)

@@ -27,6 +27,7 @@ from . import spawn
 from .backends.base import Adapter
 from .findings import Analysis, Finding, analyze
 from .guard import Guard
+from .memory_rules import RULES as MEMORY_RULES  # memory_growth, missing_donation (memory_rules.py)
 from .outcome import Outcome, RunStopped, SessionError, outcome
 from .records import StepRecord
 from .session_report import ReportOutput
@@ -61,7 +62,7 @@ def check_port(port: int) -> None:
 def _roofline_cfg(cfg: dict | None) -> dict[str, Any]:
     """`peak_tflops` / `peak_gbps` overrides (null = from the device): positive numbers, or a SessionError."""
     cfg = dict(cfg or {})
-    for key in ("peak_tflops", "peak_gbps"):
+    for key in ("peak_tflops", "peak_gbps", "device_memory_gb"):
         v = cfg.get(key)
         if v is None:
             continue
@@ -332,7 +333,7 @@ class Session:
         A run that crashed before its first step gets no `no_steps` finding: the crash is the story."""
         return analyze(self.steps, advice=self.adapter.advice, max_warmup=self.max_warmup,
                        expect_steps=self.run_info.get("kind") != "trace" and status != "crashed", tail=self.tail,
-                       rules=self.adapter.rules, host_to_device_bytes=self._h2d_bytes(),
+                       rules=(*self.adapter.rules, *MEMORY_RULES), host_to_device_bytes=self._h2d_bytes(),
                        attribution=self.adapter.cfg.get("mode") != "off")
 
     def _h2d_bytes(self) -> int | None:

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from . import oom, peaks, render, report as report_mod, roofline
+from . import memory, memory_rules, oom, peaks, render, report as report_mod, roofline
 from .findings import Analysis, Finding
 from .frames import function_at, is_user_file
 from .records import Location
@@ -82,9 +82,30 @@ class ReportOutput:
         findings = [f.to_json() for f in extra_findings + analysis.findings] + list((s.trace or {}).get(
             "findings", []))
         sec = self._roofline(analysis, env, findings, measure_cpu=status != "running")
+        mem = self._memory(analysis, env, final=status != "running")
+        extra_findings += memory_rules.headroom(mem, dict(adapter.advice))
+        for f in extra_findings:
+            if f.kind == "oom" and mem:
+                memory_rules.join_oom(f, mem)
         return report_mod.from_analysis(analysis, backend=s.backend, run=run, env=env,
                                         extra_findings=extra_findings, profiler=s.profiler,
-                                        extra=s.extra or None, trace=s.trace, roofline=sec)
+                                        extra=s.extra or None, trace=s.trace, roofline=sec, memory=mem)
+
+    def _memory(self, analysis: Analysis, env: dict[str, Any], final: bool) -> dict[str, Any] | None:
+        """The memory section (memory.py): the adapter's per-graph figures (torch_xla compiles its graphs' HLO for
+        them only when the run ends: `final`), the device's capacity, live memory per step. Never fails the
+        report."""
+        s = self.session
+        adapter = s.adapter
+        try:
+            runtime = adapter.device_memory() if hasattr(adapter, "device_memory") else None
+            info = adapter.graph_memory(final) if hasattr(adapter, "graph_memory") else {
+                "graphs": [], "notes": ["this backend gives no memory analysis"]}
+            live = memory.live_figures(analysis.train, analysis.warmup, analysis.iterations)
+            return memory.section(info, runtime, [env.get("device_model"), env.get("device_kind")],
+                                  s.roofline_cfg.get("device_memory_gb"), live)
+        except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
+            return memory.section({"graphs": [], "notes": [f"memory analysis failed: {exc}"]}, None, [], None, None)
 
     def _roofline(self, analysis: Analysis, env: dict[str, Any], findings: list[dict], measure_cpu: bool
                   ) -> dict[str, Any]:

@@ -52,6 +52,12 @@ MFU = "mfu"
 ACHIEVED_TFLOPS = "achieved_tflops_per_s"
 FLOPS_PER_STEP = "flops_per_step"
 ROOFLINE_VERDICT = "roofline_verdict"
+PEAK_BYTES = "peak_bytes"
+TEMP_BYTES = "temp_bytes"
+ARGUMENT_BYTES = "argument_bytes"
+DEVICE_MEMORY = "device_memory_bytes"
+MEMORY_HEADROOM = "memory_headroom_bytes"
+LIVE_BYTES_PER_STEP = "live_bytes_per_step"
 
 # key -> (unit, what it is): the contract docs/report.md renders
 FIELDS: dict[str, tuple[str, str]] = {
@@ -93,4 +99,10 @@ FIELDS: dict[str, tuple[str, str]] = {
     ACHIEVED_TFLOPS: ("TFLOP/s", "roofline achieved FLOP/s / 1e12"),
     FLOPS_PER_STEP: ("FLOP", "roofline.flops_per_step"),
     ROOFLINE_VERDICT: ("text", "roofline.verdict"),
+    PEAK_BYTES: ("B", "memory.peak_bytes: the largest step graph's peak (XLA's memory analysis)"),
+    TEMP_BYTES: ("B", "memory.temp_bytes: that graph's temporaries"),
+    ARGUMENT_BYTES: ("B", "memory.argument_bytes: that graph's arguments (parameters, state, batch)"),
+    DEVICE_MEMORY: ("B", "memory.capacity.bytes (null: unknown, e.g. the CPU without --device-memory-gb)"),
+    MEMORY_HEADROOM: ("B", "memory.headroom_bytes: capacity - peak (null: capacity unknown)"),
+    LIVE_BYTES_PER_STEP: ("B/step", "memory.live.bytes_per_step: live device memory growth per step after warm-up"),
 }

@@ -24,6 +24,8 @@ SCALARS: dict[str, Callable[[dict[str, Any]], float | None]] = {
     "executions": lambda s: s.get("executions", 0),
     "device_to_host": step_reads,  # host reads, net of CPU-fallback copies (as the summary counts them)
     "host_to_device": lambda s: (s.get("host_to_device") or {}).get("count", 0),
+    "live_arrays": lambda s: s.get("live_arrays"),  # live device tensors/arrays where sampled (memory.py)
+    "live_mib": lambda s: s["live_bytes"] / 2**20 if s.get("live_bytes") is not None else None,
 }
 TAGS = [PREFIX + k for k in SCALARS]
 

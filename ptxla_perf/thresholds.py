@@ -46,6 +46,13 @@ _ALL = (
               "iterations and the loop spends at least this share of the steady step outside the compiled step "
               "(data wait excluded)..."),
     Threshold("eager_ops_min_s", 0.001, "...and at least this many seconds per step"),
+    Threshold("memory_growth_min_samples", 4,
+              "memory_growth: at least this many live-memory samples after warm-up (torch_xla: every step; JAX: "
+              "every few steps)..."),
+    Threshold("memory_growth_share", 0.75, "...the live count went up in at least this share of the intervals..."),
+    Threshold("memory_growth_min_per_step", 0.5, "...by at least this many device arrays per step on average"),
+    Threshold("memory_headroom_share", 0.1,
+              "memory_headroom: the largest graph's peak leaves less than this share of a known device capacity free"),
 )
 THRESHOLDS: dict[str, Threshold] = {t.name: t for t in _ALL}
 

@@ -122,11 +122,12 @@ def profiled(tmp_path_factory):
     and shared by every test that reads that run (several tests assert different things about one report)."""
     runs: dict[tuple, Profiled] = {}
 
-    def _get(script: str | Path, *options: str) -> Profiled:
-        key = (str(script), options)
+    def _get(script: str | Path, *options: str, args: tuple[str, ...] = ()) -> Profiled:
+        key = (str(script), options, args)  # args: the script's own arguments
         if key not in runs:
             out = tmp_path_factory.mktemp(Path(script).stem) / "report.json"
-            proc = run_cli("profile", "--port", "none", "--report", str(out), *options, str(script), cwd=out.parent)
+            proc = run_cli("profile", "--port", "none", "--report", str(out), *options, str(script), *args,
+                           cwd=out.parent)
             assert out.exists(), f"no report written\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
             runs[key] = Profiled(proc, load_report(out), out)
         run = runs[key]

@@ -25,6 +25,7 @@ What it hooks (all restored by `stop()`):
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 from collections import Counter
@@ -44,6 +45,8 @@ from jax._src.lib import guard_lib as _guard
 
 from .. import hlo_cost
 from .. import provenance
+from .. import memory as mem
+from ..live_holders import GrowthWatch, find_holder, holder_counts
 from ..frames import USER, classify, user_frame
 from ..records import Event, Location, StepRecord, Transfers
 from .jax_rules import RULES as JAX_RULES
@@ -59,6 +62,9 @@ _REPEAT_WINDOW = 4  # steps: a host buffer copied again within this many steps i
 _READER_FALLBACK = 100  # calls from one line of a function that computes no gradients (no training step seen):
 #                         then the loop is not training (inference, a benchmark): its repeated function is the step
 _MAX_UNDECIDED = 4096  # top-level calls kept while no step function is known
+_LIVE_EVERY = 4  # boundaries: live arrays are counted at every 4th one (memory_growth)...
+_LIVE_SHARE = 0.01  # ...or less often, so that a sample costs at most this share of the steps between samples...
+_LIVE_MAX_EVERY = 64  # ...but at least every this many boundaries
 
 
 class Counts(NamedTuple):
@@ -149,7 +155,7 @@ class _Jitted:
     """Stands in for the object `jax.jit` returns: same call, attributes forwarded (lower, trace, ...)."""
 
     __slots__ = ("_jit", "_adapter", "_name", "_static", "_code", "_ident", "_library", "_sig", "_mode",
-                 "_no_host_trips", "_d2d", "_varnames", "_cost", "_costs",
+                 "_no_host_trips", "_d2d", "_varnames", "_cost", "_costs", "_donate", "_outs",
                  "__weakref__")
 
     def __init__(self, jitted, adapter: "JaxAdapter", fun, kwargs: dict):
@@ -179,6 +185,10 @@ class _Jitted:
         self._d2d = False  # its guard tripped on a device-to-device move (uncommitted arrays to a mesh)
         self._costs: dict[tuple, hlo_cost.GraphCost] = {}  # signature -> cost of its compiled program (roofline)
         self._cost: hlo_cost.GraphCost | None = None  # the cost while only one signature has compiled
+        # donation (missing_donation): whether it donates anything; weak refs to the outputs of the call that
+        # compiled it, checked against the next call's arguments once
+        self._donate = _donates(kwargs)
+        self._outs: list | None = None
 
     def __call__(self, *args, **kwargs):
         return self._adapter._call(self, args, kwargs)
@@ -222,6 +232,13 @@ class JaxAdapter:
         "input_pipeline": "Prefetching batches to the device (jax.device_put ahead of the step) overlaps the copy.",
         "graph_break": "Call the step function once per step.",
         "no_steps": "No StepTraceAnnotation and no jitted function called twice from the same line.",
+        "memory_growth": "Keep Python numbers, not jax.Arrays, across steps: read the value every N steps "
+                         "(float(loss) or jax.device_get once for many), or accumulate inside the step function; "
+                         "drop references to old step outputs.",
+        "missing_donation": "Donate the arguments the step replaces: jax.jit(step, donate_argnums=(0,)) "
+                            "(or donate_argnames=...); XLA then writes the new values into the old buffers.",
+        "memory_headroom": "Reduce the per-device batch, rematerialise activations (jax.checkpoint), donate the "
+                           "state (donate_argnums), or shard parameters and optimizer state over more devices.",
     }
 
     def __init__(self, attribution: dict | None = None):
@@ -287,6 +304,11 @@ class JaxAdapter:
         self._cost_note: str | None = None
         self._costed_fns: dict[str, dict] = {}  # function name -> its signatures' costs (report: roofline.graphs)
         self._compiled: dict[int, Any] = {}  # the Compiled objects costed (their HLO text only read on demand)
+        # memory (memory.py): per function, XLA's memory analysis of its compiled program(s), from the same Compiled
+        self._graph_mem: dict[str, dict] = {}
+        self._next_live = 0  # the boundary of the next jax.live_arrays() sample
+        self._watch = GrowthWatch()
+        self._holders_before: dict[int, int] | None = None  # containers of arrays at the sample it fired
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[[StepRecord], None]) -> None:
@@ -544,6 +566,7 @@ class JaxAdapter:
     def _emit(self, site: Location | None, phase: str | None = "train", now: Counts | None = None) -> None:
         rec = self._record(site, phase, now)
         self._mark_site = site
+        self._sample_live(rec)
         self._nsteps += 1
         self._on_boundary(rec)
 
@@ -696,6 +719,11 @@ class JaxAdapter:
             self._maybe_step(fn, frame, args, kwargs)
         elif not self._ann_depth and not self._in_other and self._mark is not None:
             self._in_other = True  # a jitted call between annotated steps: evaluation until the next step
+        if fn._outs is not None:
+            try:
+                self._check_donation(fn, args, kwargs, frame)
+            except Exception:  # a diagnostic: never break the user's call
+                fn._outs = None
         self._execs += 1
         compiles, compile_time = self._compiles, self._compile_time
         self._depth += 1
@@ -735,6 +763,7 @@ class JaxAdapter:
         if self._compiles != compiles:
             self._explain_compile(fn, args, kwargs, frame, self._compiles - compiles, self._compile_time - compile_time)
             self._cost_compiled(fn, args, kwargs)
+            self._watch_outputs(fn, out)
         cost = fn._cost if len(fn._costs) < 2 else fn._costs.get(self._cost_signature(fn, args, kwargs))
         if cost is not None and cost.flops is not None:
             self._flops += cost.flops
@@ -910,6 +939,7 @@ class JaxAdapter:
                     if os.environ.get(hlo_cost.DISABLE_ENV):
                         raise ImportError(f"{hlo_cost.DISABLE_ENV} is set")
                     compiled = lowered.compile()
+                    self._remember_memory(fn, mem.from_compiled(compiled))
                     cost = hlo_cost.from_properties(compiled.cost_analysis())
                     if len(self._compiled) < 8:
                         self._compiled[id(compiled)] = compiled
@@ -970,6 +1000,101 @@ class JaxAdapter:
                           "function and signature, right after the call that compiled it (a cache hit); summed "
                           "over the top-level jitted calls of each step",
                 "graphs": graphs[:20], "notes": notes}
+
+    # --- memory: per compiled program, live arrays, donation ------------------------------------------------
+    def _remember_memory(self, fn: _Jitted, m: "mem.GraphMemory") -> None:
+        """XLA's memory analysis of the program just compiled (once per function and signature, from the Compiled
+        the roofline costs): the function keeps its largest signature's figures."""
+        entry = self._graph_mem.get(fn._name)
+        if entry is None or (m.peak_bytes or 0) > (entry.get("peak_bytes") or 0):
+            self._graph_mem[fn._name] = {"id": fn._name, "signatures": (entry or {}).get("signatures", 0),
+                                         "donates": fn._donate, **m.to_json()}
+        self._graph_mem[fn._name]["signatures"] += 1
+
+    def graph_memory(self, final: bool = True) -> dict[str, Any]:
+        graphs = list(self._graph_mem.values())
+        notes = sorted({g["note"] for g in graphs if g.get("note")})[:3]
+        if not graphs:
+            notes.append(self._cost_note or "no jitted function compiled during the session")
+        return {"scope": "per device (the compiled, partitioned program each device runs)",
+                "method": "compiled.memory_analysis() (XLA's buffer assignment of the optimized program), once per "
+                          "jitted function and signature, from the Compiled the roofline costs (a cache hit)",
+                "graphs": graphs[:20], "notes": notes}
+
+    def device_memory(self) -> dict[str, Any] | None:
+        """The runtime's memory figures of the first local device (TPU/GPU `memory_stats()`; None on the CPU)."""
+        from jax._src import xla_bridge
+        if not xla_bridge.backends_are_initialized():
+            return None
+        try:
+            stats = jax.local_devices()[0].memory_stats()
+        except Exception:
+            return None
+        if not stats:
+            return None
+        return {"bytes_limit": stats.get("bytes_limit"), "bytes_in_use": stats.get("bytes_in_use"),
+                "peak_bytes_in_use": stats.get("peak_bytes_in_use")}
+
+    def _watch_outputs(self, fn: _Jitted, out) -> None:
+        """After the call that compiled a function that donates nothing: weak refs to its output arrays."""
+        if fn._donate or fn._library:
+            return
+        try:
+            fn._outs = [weakref.ref(x) for x in jax.tree_util.tree_leaves(out) if type(x) is ArrayImpl]
+        except Exception:
+            fn._outs = None
+
+    def _check_donation(self, fn: _Jitted, args: tuple, kwargs: dict, frame) -> None:
+        """The next call after a compile, once: its arguments that are the previous call's outputs (state threaded
+        through the step) were not donated, so both are on the device during the call."""
+        outs, fn._outs = fn._outs, None
+        alive = {id(x): x for x in (r() for r in outs) if x is not None}
+        if not alive:
+            return
+        nums, names = fn._static
+        dyn = [(fn._varnames[i] if i < len(fn._varnames) else f"args[{i}]", a) for i, a in enumerate(args)
+               if i not in nums] + [(k, v) for k, v in kwargs.items() if k not in names]
+        n = nbytes = 0
+        shapes: list = []
+        argnames: list[str] = []
+        for name, a in dyn:
+            hit = [x for x in jax.tree_util.tree_leaves(a) if alive.get(id(x)) is x]
+            if hit:
+                argnames.append(name)
+                n += len(hit)
+                nbytes += sum(int(x.nbytes) for x in hit)
+                shapes += [list(x.shape) for x in hit[:4]]
+        if not n:
+            return
+        loc = user_frame(frame)[0] if self.lines else None
+        self._events.append(Event("missing_donation", loc, {
+            "call": fn._name, "bytes": nbytes, "shapes": shapes[:6], "arrays": n, "argument": argnames[:4]}))
+
+    def _sample_live(self, rec: StepRecord) -> None:
+        """Every few boundaries: live arrays and bytes on the record. When they have risen sample after sample,
+        look for what holds them (live_holders.py): the containers of arrays now, and at the next boundary the one
+        that grew (both boundaries marked attributed)."""
+        if self._holders_before is not None:
+            before, self._holders_before = self._holders_before, None
+            found = find_holder(_is_array, _array_bytes, sys._getframe(2), before)
+            if found is not None:
+                rec.events.append(Event("memory_growth", found[0], found[1]))
+            rec.attributed = True
+        if self._nsteps < self._next_live:
+            return
+        t0 = time.perf_counter()
+        try:
+            rec.live_arrays, rec.live_bytes = _live_sample()
+        except Exception:
+            return
+        # the next sample: every _LIVE_EVERY boundaries, further apart when a sample costs more than _LIVE_SHARE of
+        # a step (many arrays, short steps): at most every _LIVE_MAX_EVERY
+        cost = time.perf_counter() - t0
+        every = math.ceil(cost / max(_LIVE_SHARE * rec.wall_time_s, 5e-6))
+        self._next_live = self._nsteps + min(_LIVE_MAX_EVERY, max(_LIVE_EVERY, every))
+        if self._watch.observe(rec.live_arrays) and self.lines:
+            self._holders_before = holder_counts(_is_array)
+            rec.attributed = True
 
     def _signature(self, fn: _Jitted, args: tuple, kwargs: dict) -> tuple:
         nums, names = fn._static
@@ -1206,3 +1331,24 @@ def _safe_repr(v) -> str:
     except Exception:
         r = f"<{type(v).__name__}>"
     return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _donates(kwargs: dict) -> bool:
+    """Whether `jax.jit(..., donate_argnums=..., donate_argnames=...)` donates any argument."""
+    nums, names = kwargs.get("donate_argnums"), kwargs.get("donate_argnames")
+    return (isinstance(nums, int) or bool(nums)) or (isinstance(names, str) or bool(names))
+
+
+def _live_sample() -> tuple[int, int]:
+    """Live device arrays and their bytes (`jax.live_arrays()`: a list of the runtime's live arrays; metadata
+    only, no sync)."""
+    arrays = jax.live_arrays()
+    return len(arrays), int(sum(a.size * a.dtype.itemsize for a in arrays))  # 3x cheaper than .nbytes
+
+
+def _is_array(x) -> bool:
+    return type(x) is ArrayImpl
+
+
+def _array_bytes(x) -> int:
+    return int(x.nbytes)

@@ -29,6 +29,8 @@ import torch_xla
 import torch_xla.debug.profiler as xp
 
 from .. import hlo_cost, hlo_diff
+from .. import memory as mem
+from ..live_holders import GrowthWatch, find_holder, holder_counts
 from ..attribution_plan import CALLS, GRAPHS, AttributionPlan
 from ..config import AttributionConfig
 from ..frames import function_at, is_user_file, user_frame
@@ -56,6 +58,11 @@ def _metric(name: str) -> tuple[int, float]:
     return (data[0], data[1]) if data else (0, 0.0)
 
 
+def _live_tensors() -> int:
+    """Live XLA tensors: torch_xla counts every XLA tensor made and destroyed (two counter reads)."""
+    return _counter("CreateXlaTensor") - _counter("DestroyXlaTensor")
+
+
 def _fallbacks() -> dict[str, int]:
     return {n: _counter(n) for n in X._xla_counter_names() if n.startswith("aten::") and n != _SCALAR_READ}
 
@@ -66,7 +73,7 @@ class _Snapshot:
     samples (~60 us) per call."""
 
     __slots__ = ("uncached", "cached", "d2h", "d2h_ns", "d2h_bytes", "h2d", "fallbacks", "t", "backward",
-                 "opt", "closure_d2h", "data_wait")
+                 "opt", "closure_d2h", "data_wait", "live")
 
     def __init__(self, prev: "_Snapshot | None" = None, training: "_TrainingCalls | None" = None):
         self.t = time.perf_counter()
@@ -78,6 +85,7 @@ class _Snapshot:
         self.closure_d2h = training.closure_reads if training else 0
         self.data_wait = training.data_wait if training else 0.0
         self.h2d = _counter("xla::_copy_from") + _counter("DeviceDataCacheMiss")
+        self.live = _live_tensors()
         if prev is not None and self.d2h == prev.d2h:
             # a CPU fallback copies its inputs to the host, so no transfer means no fallback: skip listing every
             # counter (slow under load, ~0.4 ms while the executor threads run)
@@ -384,6 +392,11 @@ class TorchXlaAdapter:
                              "steps late.",
         "control_flow_branch": "Keep the decision on the device: compute both sides and pick with "
                                "`torch.where(cond, a, b)`, or read the value every N steps if the branch may lag.",
+        "memory_growth": "Keep Python numbers, not XLA tensors, across steps: read the loss every N steps inside "
+                         "xm.add_step_closure (loss.item() there), or accumulate on the device into one tensor "
+                         "(total += loss.detach()); a kept tensor keeps its device buffer alive.",
+        "memory_headroom": "Reduce the batch size, use gradient checkpointing (torch.utils.checkpoint) or bf16, "
+                           "or shard parameters and optimizer state (SPMD / FSDP).",
     }
 
     def __init__(self, attribution: dict | None = None):
@@ -422,6 +435,11 @@ class TorchXlaAdapter:
         self._costs: dict[str, hlo_cost.GraphCost] = {}  # graph hash -> its cost, computed once (roofline)
         self._site_cost: dict[tuple, tuple[str, hlo_cost.GraphCost]] = {}  # site -> its last captured graph's cost
         self._cost_counts = Counter()  # how each launching boundary got its cost: captured | carried | unknown
+        self._protos: dict[str, bytes] = {}  # graph hash -> its serialized HLO, for the memory analysis at the end
+        self._graph_mem: dict[str, dict] = {}  # graph hash -> XLA's memory analysis of it (memory.py)
+        self._mem_time = 0.0  # seconds spent compiling graphs for their memory figures (at the end)
+        self._watch = GrowthWatch()  # live XLA tensors rising step after step: one look for what holds them
+        self._holders_before: dict[int, int] | None = None  # containers of XLA tensors at the boundary it fired
         self._data_site_sent = False  # the loader line, sent once as a data_wait event
         self._dynamo = False  # the script called torch.compile: no TorchFunctionMode from then on
         self._sync_callers: set[str] = set()  # who cut the graphs: "lazy" | "torch_xla.compile" | "dynamo"
@@ -652,6 +670,7 @@ class TorchXlaAdapter:
                     rec.events.append(Event("spmd", None, {"graph": pending[0], **{k: v for k, v in spmd.items()
                                                                                     if not k.startswith("_")}}))
             self._step_cost(rec, site, pending)
+            self._watch_live(rec)
             if rec.compiles and not rec.early_executions:
                 self._size_evidence(rec, site, emit=pending is None)
             self._after_step(rec, kind)
@@ -686,6 +705,8 @@ class TorchXlaAdapter:
         for name, value in now.fallbacks.items():
             if value != prev.fallbacks.get(name, 0) and _since(value, prev.fallbacks.get(name, 0)):
                 rec.fallback_ops[name] = _since(value, prev.fallbacks.get(name, 0))
+        if index >= 0:
+            rec.live_arrays = now.live
         rec.events = list(self.events)
         self.events.clear()
         if index >= 0:
@@ -797,6 +818,70 @@ class TorchXlaAdapter:
         """Empty: torch_xla gives the HLO it builds, not the optimized module whose fusions a trace names."""
         return {}
 
+    # --- memory: per captured graph, the device's figures, live tensors ---------------------------------------
+    def graph_memory(self, final: bool = True) -> dict[str, Any]:
+        """XLA's memory analysis of each captured graph: its HLO (kept when the roofline costed it) compiled once on
+        a standalone CPU client, at the end of the run only (`final`), never inside a step."""
+        if final:
+            t0 = time.perf_counter()
+            for digest, proto in list(self._protos.items()):
+                if digest not in self._graph_mem:
+                    self._graph_mem[digest] = {"id": digest, **mem.from_hlo_proto(proto).to_json()}
+                    self._mem_time += time.perf_counter() - t0
+                    t0 = time.perf_counter()
+        graphs = list(self._graph_mem.values())
+        notes = sorted({g["note"] for g in graphs if g.get("note")})[:3]
+        if graphs:
+            notes.append(f"{len(graphs)} graph(s) compiled for their memory figures in {self._mem_time:.2f} s, after "
+                         "the run")
+        if not self._protos:
+            notes.append("no step graph was captured: memory figures come from graph-capture attribution steps "
+                         "(attribution.mode=off or hlo=false turns them off)")
+        elif not final:
+            notes.append("per-graph memory is analysed when the run ends")
+        if graphs:  # the captured HLO has no aliasing: torch_xla adds it when it compiles the graph itself
+            aliasing = os.environ.get("XLA_ENABLE_PARAM_ALIASING", "1").lower() not in ("0", "false")
+            notes.append("alias_bytes is 0 here: torch_xla aliases the parameters a step updates in place "
+                         "(input-output aliasing) when it compiles the graph, after the HLO captured for these "
+                         "figures; " + ("it is on (XLA_ENABLE_PARAM_ALIASING unset or 1), so the step's peak is "
+                                        "lower by up to the updated parameters' bytes" if aliasing else
+                                        "it is OFF in this run (XLA_ENABLE_PARAM_ALIASING=0): every updated "
+                                        "parameter is held twice at the step's peak"))
+        return {"scope": "per device (the graph torch_xla runs on one device), as XLA's CPU compiler assigns its "
+                         "buffers",
+                "method": "the captured graph's HLO (the roofline's, once per graph hash) converted to StableHLO and "
+                          "compiled on a standalone jaxlib CPU client at the end of the run; its "
+                          "CompiledMemoryStats (arguments, outputs, aliasing, temporaries)",
+                "graphs": graphs[:20], "notes": notes}
+
+    def device_memory(self) -> dict[str, Any] | None:
+        """The runtime's figures for the device (TPU/GPU: `xm.get_memory_info`); None on the CPU."""
+        if not X._xla_runtime_is_initialized():
+            return None
+        try:
+            import torch_xla.core.xla_model as xm
+            import torch_xla.runtime as xr
+            if str(xr.device_type()).upper() == "CPU":
+                return None
+            info = xm.get_memory_info(torch_xla.device())
+        except Exception:
+            return None
+        return {"bytes_limit": info.get("bytes_limit"), "bytes_in_use": info.get("bytes_used"),
+                "peak_bytes_in_use": info.get("peak_bytes_used")}
+
+    def _watch_live(self, rec: StepRecord) -> None:
+        """Live XLA tensors rose at several boundaries in a row: once, find what holds them (live_holders.py): the
+        containers of XLA tensors now, and at the next boundary the one that grew."""
+        if self._holders_before is not None:
+            before, self._holders_before = self._holders_before, None
+            found = find_holder(_is_xla_tensor, _tensor_bytes, sys._getframe(2), before)
+            if found is not None:
+                rec.events.append(Event("memory_growth", found[0], found[1]))
+            rec.attributed = True
+        elif self._watch.observe(rec.live_arrays) and self.cfg.get("mode") != "off":
+            self._holders_before = holder_counts(_is_xla_tensor)
+            rec.attributed = True
+
     # --- graphs for recompile diffs -------------------------------------------------------------------
     def _size_evidence(self, rec: StepRecord, site: Location | None, emit: bool) -> None:
         """What is cheap at every compile: the size of the graph this sync compiled (`TensorsGraphSize`, sampled per
@@ -859,6 +944,13 @@ class TorchXlaAdapter:
                     self._costs[digest] = cost
             if digest not in self._costs:  # once per graph: XLA's cost analysis of the same live tensors' HLO
                 self._costs[digest] = hlo_cost.cost(lambda: X._get_xla_tensors_hlo_proto(live), text)
+                if len(self._protos) < 16:
+                    try:  # the graph the sync runs: its outputs are the tensors with pending IR (not device data)
+                        pending = [t for t in live if _pending_ir(t)]
+                        if pending:
+                            self._protos[digest] = X._get_xla_tensors_hlo_proto(pending)
+                    except Exception:  # the memory figures of this graph stay unknown
+                        pass
             return digest, text
         except Exception as exc:  # never break the user's step for a diagnostic
             self.notes.append(f"graph capture failed: {str(exc).splitlines()[0]}")
@@ -1061,3 +1153,21 @@ def _sizes(values: list[int]) -> str:
 
 def _site_key(site: Location | None) -> tuple:
     return (site.file, site.line) if site else ("?", 0)
+
+
+def _is_xla_tensor(x) -> bool:
+    try:
+        return isinstance(x, torch.Tensor) and x.device.type == "xla"
+    except Exception:
+        return False
+
+
+def _tensor_bytes(x) -> int:
+    return int(x.element_size() * x.numel())  # metadata: no sync
+
+
+def _pending_ir(t: torch.Tensor) -> bool:
+    """A tensor whose value the next sync computes (its IR is not just device data): an output of the graph."""
+    info = X._get_xla_tensor_debug_info(t)
+    ir = info.split("\nIR:", 1)[1].split("\n", 1)[0] if "\nIR:" in info else ""
+    return bool(ir.strip()) and "xla::device_data" not in ir

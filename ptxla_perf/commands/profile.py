@@ -32,6 +32,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "calibrated on a CPU; docs/roofline.md)")
     p.add_argument("--peak-gbps", type=float, default=None, metavar="Y",
                    help="the device's peak memory bandwidth in GB/s (default: as --peak-tflops)")
+    p.add_argument("--device-memory-gb", type=float, default=None, metavar="G",
+                   help="the device's memory in GiB for the report's memory headroom, e.g. 16 to ask whether the step "
+                        "would fit on a TPU v5e (default: from the runtime or the device kind; unknown on a CPU)")
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     return p
@@ -79,7 +82,8 @@ def run(args) -> int:
                                "backend_choice": args.backend},
                           attribution={"mode": args.attribution}, max_warmup=args.max_warmup,
                           guard=None if args.guard == "off" else "default", tensorboard_dir=args.tensorboard,
-                          roofline={"peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps},
+                          roofline={"peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps,
+                                    "device_memory_gb": args.device_memory_gb},
                           port_fallback=args.port is None)
         session.start()
     except SessionError as exc:

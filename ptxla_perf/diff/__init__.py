@@ -26,6 +26,7 @@ Mapping of canonical rows (docs/diff.md has the table):
                       un-lowered op)              sum of summary.fallback_ops (same exclusion)
     X_per_step        X / steps                   summary.X_per_step where the report has it, else X / steps
     mfu, achieved_tflops_per_s, flops_per_step   (not in metrics text)   summary.* (roofline, docs/roofline.md)
+    peak_bytes, temp_bytes                      (not in metrics text)   summary.* (memory, docs/report.md#memory)
 """
 from __future__ import annotations
 

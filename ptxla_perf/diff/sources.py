@@ -53,6 +53,8 @@ CANONICAL: list[tuple[str, str | None, bool]] = [
     ("mfu", None, False),  # roofline (docs/roofline.md): achieved / peak FLOP/s over steady steps, a fraction
     ("achieved_tflops_per_s", None, False),
     ("flops_per_step", None, False),
+    ("peak_bytes", "B", False),  # memory (docs/report.md#memory): the largest step graph's peak, its temporaries
+    ("temp_bytes", "B", False),
 ]
 _CANON = {name: (unit, additive) for name, unit, additive in CANONICAL}
 _PER_STEP_BASES = ["compiles", "executions", "device_to_host", "device_to_host_bytes", "host_to_device",
@@ -263,6 +265,9 @@ def from_report(report: dict, label: str = "") -> Source:
     for k in (K.MFU, K.ACHIEVED_TFLOPS, K.FLOPS_PER_STEP):  # roofline figures (absent: unknown)
         if _num(summary.get(k)) is not None:
             values[k] = (_num(summary[k]), None)
+    for k in (K.PEAK_BYTES, K.TEMP_BYTES):  # memory figures (absent: unknown)
+        if _num(summary.get(k)) is not None:
+            values[k] = (_num(summary[k]), "B")
     for k in (K.WALL_TIME, K.WARMUP_STEPS, K.DISTINCT_GRAPHS):
         if _num(summary.get(k)) is not None:
             values[k] = (_num(summary[k]), "s" if k.endswith("_s") else None)

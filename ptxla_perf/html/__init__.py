@@ -12,7 +12,7 @@ from typing import Any
 from .. import fmt
 from .. import summary_keys as K
 from ..figures import basis_text
-from . import assets, charts
+from . import assets, charts, memory_panel
 
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 _SEV_LABEL = {"error": "ERROR", "warning": "WARN", "info": "info"}
@@ -51,7 +51,7 @@ def render(report: dict[str, Any]) -> str:
     run = report.get("run") or {}
     title = _what(report)
     body = [_header(report, title), headline_section(report), _processes(report), timeline_section(report),
-            _findings(report), _trace(report), _footer(report)]
+            _findings(report), memory_panel.section(report), _trace(report), _footer(report)]
     return page(f"ptxla_perf: {title} ({run.get('status') or '-'})", body)
 
 

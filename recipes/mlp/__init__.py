@@ -39,7 +39,11 @@ def run(cfg, session) -> dict:
             xs.mark_sharding(x, mesh, ("data", None))
         return x, y
 
+    losses = []  # recipe.keep_losses: every step's loss tensor kept (each keeps its device buffer)
+
     def log(step, loss):
+        if cfg.get("keep_losses", False):
+            losses.append(loss)
         if cfg.log_every and step % cfg.log_every == 0:
             print(f"step {step} loss {loss.item():.4f}")
 

@@ -1,0 +1,82 @@
+"""The page's memory panel (report `memory`, memory.py): one stacked bar per step graph (arguments, outputs not
+aliased, temporaries) on one scale with the device's capacity where it is known, and live device memory per step
+(the sampled `steps[].live_bytes`, else `live_arrays`) under it. SVG, no script."""
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from .. import fmt
+from .. import memory as M
+
+PARTS = (("arguments", "#4e79a7"), ("outputs", "#f28e2b"), ("temps", "#e15759"))
+
+
+def section(report: dict[str, Any]) -> str:
+    sec = report.get("memory")
+    if not isinstance(sec, dict):
+        return ""
+    rows = list(M.graph_rows(sec))
+    cap = (sec.get("capacity") or {}).get("bytes")
+    out = ["<h2>Memory</h2><section class=\"box\" id=\"memory\">"]
+    line = " ".join(M.summary_line(sec)).replace("  memory      ", "")
+    out.append(f"<p class=\"sub\">{escape(line)}</p>")
+    if rows:
+        out.append(_bars(rows, cap, sec.get("capacity") or {}))
+    else:
+        out.append(f"<p>{escape('; '.join(sec.get('notes') or ['no per-graph figures']))}</p>")
+    out.append(_live(report.get("steps") or [], sec.get("live") or {}))
+    out.append("</section>")
+    return "".join(out)
+
+
+def _bars(rows: list[dict[str, Any]], cap: int | None, capacity: dict[str, Any]) -> str:
+    width, label_w, bar_h, gap = 720, 180, 18, 8
+    scale_max = max([r["peak"] for r in rows] + [cap or 0]) or 1
+    h = len(rows) * (bar_h + gap) + 24
+    px = (width - label_w - 80) / scale_max  # room on the right for the peak label
+    parts = [f"<svg class=\"chart\" viewBox=\"0 0 {width} {h}\" width=\"{width}\" height=\"{h}\" role=\"img\" "
+             "aria-label=\"memory per step graph\">"]
+    for i, r in enumerate(rows):
+        y = i * (bar_h + gap) + 4
+        name = str(r["id"])
+        parts.append(f"<text x=\"0\" y=\"{y + bar_h - 5}\" font-size=\"11\">{escape(name[:28])}</text>")
+        x = float(label_w)
+        for key, colour in PARTS:
+            w = r[key] * px
+            if w > 0:
+                parts.append(f"<rect x=\"{x:.1f}\" y=\"{y}\" width=\"{w:.1f}\" height=\"{bar_h}\" fill=\"{colour}\">"
+                             f"<title>{escape(name)}: {key} {fmt.nbytes(r[key])}</title></rect>")
+                x += w
+        parts.append(f"<text x=\"{x + 4:.1f}\" y=\"{y + bar_h - 5}\" font-size=\"11\">"
+                     f"{escape(fmt.nbytes(r['peak']))}</text>")
+    if cap:
+        cx = label_w + cap * px
+        parts.append(f"<line x1=\"{cx:.1f}\" y1=\"0\" x2=\"{cx:.1f}\" y2=\"{h - 14}\" stroke=\"#333\" "
+                     "stroke-dasharray=\"4 3\"/>"
+                     f"<text x=\"{max(cx - 150, 0):.1f}\" y=\"{h - 2}\" font-size=\"11\">capacity {fmt.nbytes(cap)} "
+                     f"({escape(str(capacity.get('name') or capacity.get('source')))})</text>")
+    parts.append("</svg>")
+    legend = "".join(f"<span><i style=\"background:{c}\"></i>{k}</span>" for k, c in PARTS)
+    return f"<div class=\"legend\" style=\"margin-left:0\">{legend}</div>" + "".join(parts)
+
+
+def _live(steps: list[dict[str, Any]], live: dict[str, Any]) -> str:
+    """Live memory per step, at the step indices of the timeline above."""
+    key = "live_bytes" if any(s.get("live_bytes") is not None for s in steps) else "live_arrays"
+    pts = [(s["index"], s[key]) for s in steps if s.get(key) is not None]
+    if len(pts) < 2:
+        return ""
+    width, h = 720, 80
+    n = max(s["index"] for s in steps) or 1
+    lo, hi = min(v for _, v in pts), max(v for _, v in pts)
+    span = (hi - lo) or 1
+    poly = " ".join(f"{i / n * (width - 10) + 5:.1f},{h - 10 - (v - lo) / span * (h - 20):.1f}" for i, v in pts)
+    unit = "B" if key == "live_bytes" else None
+    per = live.get("bytes_per_step") if unit else live.get("arrays_per_step")
+    note = (f"live device {'memory' if unit else 'arrays'} per step: {fmt.value(lo, unit)} → {fmt.value(hi, unit)}"
+            + (f", {fmt.value(per, unit, signed=True)}/step after warm-up" if per is not None else ""))
+    return (f"<h3 style=\"margin-top:12px\">Live device memory</h3><p class=\"sub\">{escape(note)}</p>"
+            f"<svg class=\"chart\" viewBox=\"0 0 {width} {h}\" width=\"{width}\" height=\"{h}\" role=\"img\" "
+            f"aria-label=\"live device memory per step\"><polyline points=\"{poly}\" fill=\"none\" "
+            "stroke=\"#4e79a7\" stroke-width=\"2\"/></svg>")

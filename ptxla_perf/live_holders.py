@@ -1,0 +1,179 @@
+"""What keeps device values alive from step to step, found once: the adapters count live device tensors/arrays
+cheaply at every boundary (memory.py); when that count has gone up at several samples in a row, `GrowthWatch`
+says so once. Then two looks at the Python heap's containers (list, dict, deque) of device values: `holder_counts`
+at that boundary, `find_holder` at the next one, which picks the container that grew in between (not merely the
+largest: a model's parameter list holds as many), names the variable holding it in the user's frames on the stack
+(or an attribute of an object there), and the line of the user's code that adds to it (`losses.append(loss)`).
+Two heap walks (tens of ms each), once per run: the boundaries they run at are marked attributed (not timed).
+
+Backend-neutral: the adapter passes what a device value is and how many bytes it holds. Never raises."""
+from __future__ import annotations
+
+import collections
+import gc
+import linecache
+import os
+import re
+from typing import Any, Callable
+
+from .frames import USER, classify, function_at
+from .records import Location
+
+_MIN_RISES = 4  # samples in a row with a higher live count before one scan
+_ADD = r"(?:\.(?:append|extend|insert|appendleft|add|update|setdefault)\s*\(|\s*\+=|\s*\[[^\]]*\]\s*=(?!=))"
+
+
+class GrowthWatch:
+    """Rising live counts: True once, at the sample that makes `_MIN_RISES` rises in a row."""
+
+    def __init__(self, min_rises: int = _MIN_RISES):
+        self.min_rises = min_rises
+        self.last: int | None = None
+        self.rises = 0
+        self.fired = False
+
+    def observe(self, count: int | None) -> bool:
+        if count is None or self.fired:
+            return False
+        if self.last is not None:
+            self.rises = self.rises + 1 if count > self.last else 0
+        self.last = count
+        if self.rises >= self.min_rises:
+            self.fired = True
+            return True
+        return False
+
+
+def holder_counts(is_device: Callable[[Any], bool], min_items: int = 2) -> dict[int, int]:
+    """First of the two looks: id -> device values held, for every container holding at least `min_items`."""
+    try:
+        return {id(o): len(held) for o, held in _containers(is_device, min_items)}
+    except Exception:  # a diagnostic: never break the user's step
+        return {}
+
+
+def find_holder(is_device: Callable[[Any], bool], nbytes: Callable[[Any], int], frame,
+                before: dict[int, int] | None = None, min_items: int = 2
+                ) -> tuple[Location | None, dict[str, Any]] | None:
+    """The container whose device values grew since `before` (holder_counts at an earlier boundary) the most,
+    then the one holding the most; its name and the user's line that adds to it. None when no container holds
+    `min_items` device values. `frame`: where to start looking for the user's frames."""
+    try:
+        return _find(is_device, nbytes, frame, min_items, before or {})
+    except Exception:  # a diagnostic: never break the user's step
+        return None
+
+
+def _containers(is_device, min_items):
+    for o in gc.get_objects():
+        t = type(o)
+        if t is list or t is collections.deque:
+            items = o
+        elif t is dict:
+            items = o.values()
+        else:
+            continue
+        if len(o) < min_items:
+            continue
+        tail = list(o)[-8:] if t is not dict else list(items)[-8:]
+        if sum(1 for x in tail if is_device(x)) < max(2, len(tail) // 2):
+            continue
+        held = [x for x in items if is_device(x)]
+        if len(held) >= min_items:
+            yield o, held
+
+
+def _find(is_device, nbytes, frame, min_items, before):
+    best = None
+    for o, held in _containers(is_device, min_items):
+        grew = len(held) - before[id(o)] if id(o) in before else 0
+        key = (grew > 0, grew, len(held))
+        if best is None or key > best[0]:
+            best = (key, o, held)
+    if best is None:
+        return None
+    _, container, held = best
+    total = sum(nbytes(x) for x in held)
+    shapes = collections.Counter(str(list(getattr(x, "shape", ()))) for x in held).most_common(3)
+    detail: dict[str, Any] = {"call": type(container).__name__, "items": len(held), "bytes": int(total),
+                              "bytes_per_item": int(total / len(held)) if held else 0,
+                              "shapes": [s for s, _ in shapes]}
+    name, code_frame, is_global = _name_of(container, frame)
+    loc = None
+    if name:
+        detail["holder"] = name
+        loc = _adding_line(name.split(".")[-1], code_frame, is_global, is_device)
+    if loc is None and code_frame is not None:
+        loc = Location(os.path.abspath(code_frame.f_code.co_filename), code_frame.f_lineno, code_frame.f_code.co_name)
+    return loc, detail
+
+
+def _user_frames(frame):
+    f = frame
+    while f is not None:
+        if classify(f.f_code.co_filename) == USER:
+            yield f
+        f = f.f_back
+
+
+def _name_of(container, frame):
+    """(name, the frame whose code refers to it, whether it is a module global) for the container: a local or a
+    global of a user frame on the stack, or an attribute of an object one of them holds (`self.history`)."""
+    frames = list(_user_frames(frame))
+    for f in frames:
+        for k, v in f.f_locals.items():
+            if v is container:
+                return k, f, False
+    for f in frames:
+        for k, v in f.f_globals.items():
+            if v is container:
+                return k, f, True
+    for f in frames:
+        for k, v in list(f.f_locals.items()) + list(f.f_globals.items()):
+            d = getattr(v, "__dict__", None)
+            if isinstance(d, dict) and not isinstance(v, type) and type(v).__module__ != "builtins":
+                for a, w in d.items():
+                    if w is container:
+                        return f"{k}.{a}", f, False
+    return None, (frames[0] if frames else None), False
+
+
+def _adding_line(name: str, f, is_global: bool, is_device=None) -> Location | None:
+    """The user's line that adds to `name` (`name.append(`, `name +=`, `name[k] =`): in the frame's function,
+    else (a global) anywhere in its file. Of several, one that adds a variable holding a device value now
+    (`losses.append(loss)`, not `losses.append(loss.item())`) wins, then the nearest above the current line."""
+    if f is None:
+        return None
+    path = f.f_code.co_filename
+    lines = linecache.getlines(path)
+    if not lines:
+        return None
+    pat = re.compile(rf"(?<![\w.]){re.escape(name)}{_ADD}")
+    code = f.f_code
+    first = code.co_firstlineno
+    last = max((ln for _, _, ln in code.co_lines() if ln), default=len(lines))
+    spans = [(first, last)] + ([(1, len(lines))] if is_global or code.co_name == "<module>" else [])
+    for lo, hi in spans:
+        hits = [i for i in range(lo, min(hi, len(lines)) + 1) if pat.search(lines[i - 1].split("#", 1)[0])]
+        if hits and is_device is not None:
+            device = [i for i in hits if _adds_device(lines[i - 1].split("#", 1)[0].rstrip(), name, f, is_device)]
+            hits = device or hits
+        if hits:
+            above = [i for i in hits if i <= f.f_lineno]
+            line = above[-1] if above else hits[0]
+            return Location(os.path.abspath(path), line, function_at(path, line))
+    return None
+
+
+
+
+def _adds_device(text: str, name: str, f, is_device) -> bool:
+    """`name.append(var)` / `name += [var]` / `name[k] = var` where `var` is a device value in the frame now."""
+    m = re.search(rf"{re.escape(name)}(?:\.\w+\(\s*\[?\s*|\s*\+=\s*\[\s*|\s*\[[^\]]*\]\s*=\s*)([A-Za-z_]\w*)\s*(?:[\])]|$)",
+                  text)
+    if not m:
+        return False
+    try:
+        return bool(is_device(f.f_locals.get(m.group(1), f.f_globals.get(m.group(1)))))
+    except Exception:
+        return False

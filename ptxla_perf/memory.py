@@ -1,0 +1,291 @@
+"""Device memory: what each step graph holds, what the device has, and what grows from step to step.
+
+- **Per graph**, from XLA's own compiled-memory analysis (`CompiledMemoryStats`: argument, output, alias, temp,
+  generated-code bytes), obtained once per distinct graph where the compile already happened: JAX asks the
+  `Compiled` object it gets for the roofline's cost analysis (`compiled.memory_analysis()`, a cache hit of the
+  executable just built); torch_xla keeps the serialized HLO of each graph it captures for the roofline and, once
+  at the end of the run, converts it to StableHLO (`jaxlib`'s `mlir.hlo_to_stablehlo`) and compiles it on the
+  standalone jaxlib CPU client hlo_cost.py already makes (never JAX's runtime: that would grab a TPU torch_xla
+  holds). Without jaxlib: "unavailable".
+- **Capacity**: the runtime's own figure where it gives one (TPU/GPU `memory_stats()['bytes_limit']`,
+  `xm.get_memory_info`), else the spec table (peaks.MEMORY_GIB), else unknown (the CPU); a user override
+  (`--device-memory-gb`, `roofline.device_memory_gb`) asks "would it fit on X".
+- **Headroom** = capacity - the largest graph's peak (its arguments, i.e. the resident parameters and optimizer
+  state it takes, are part of its peak), or - the runtime's own peak in use where that is larger.
+- **Live memory per step**: the adapters put a cheap live count on boundary records (`StepRecord.live_arrays`,
+  `live_bytes`: torch_xla's tensor create/destroy counters, JAX's live arrays sampled every few steps);
+  `growth()` is the one derivation of "bytes / arrays per step in the steady state" that the rule
+  (memory_rules.py), the section and the views read.
+
+Pure logic except `from_hlo_proto` (jaxlib, imported on use). docs/report.md#memory has the section's fields.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable
+
+from . import fmt
+from .thresholds import value as threshold
+
+XLA, UNAVAILABLE = "xla_memory_analysis", "unavailable"
+DISABLE_ENV = "PTXLA_PERF_NO_XLA_MEMORY"  # tests: behave as if jaxlib's entry points were missing
+MAX_PROTO_BYTES = 64 << 20  # a torch_xla graph's HLO above this is not compiled again for its memory figures
+
+
+@dataclass
+class GraphMemory:
+    """One compiled program, per device. `peak_bytes`: the larger of XLA's own peak estimate and arguments +
+    outputs - aliased + temporaries (what the program holds at once)."""
+
+    argument_bytes: int | None
+    output_bytes: int | None
+    alias_bytes: int | None  # outputs that reuse a donated argument's buffer
+    temp_bytes: int | None
+    generated_code_bytes: int | None
+    peak_bytes: int | None
+    source: str  # xla_memory_analysis | unavailable
+    note: str | None = None
+    xla_peak_bytes: int | None = None  # XLA's own peak estimate (CompiledMemoryStats.peak_memory_in_bytes)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def unavailable(note: str) -> GraphMemory:
+    return GraphMemory(None, None, None, None, None, None, UNAVAILABLE, note)
+
+
+def from_stats(stats: Any, note: str | None = None) -> GraphMemory:
+    """XLA's `CompiledMemoryStats` (or a list of one per program) -> GraphMemory."""
+    if isinstance(stats, (list, tuple)):
+        stats = stats[0] if stats else None
+    if stats is None or not hasattr(stats, "argument_size_in_bytes"):
+        raise ValueError("memory analysis returned nothing")
+    arg = int(stats.argument_size_in_bytes)
+    out = int(stats.output_size_in_bytes)
+    alias = int(stats.alias_size_in_bytes)
+    temp = int(stats.temp_size_in_bytes)
+    code = int(getattr(stats, "generated_code_size_in_bytes", 0) or 0)
+    xla_peak = int(getattr(stats, "peak_memory_in_bytes", 0) or 0) or None
+    # the temporaries are one allocation (XLA's preallocated temp buffer), live for the whole program: what the
+    # program holds at once is at least arguments + outputs not aliased + temporaries, whatever XLA's own peak
+    # estimate says (on the CPU it can leave a while loop's temporaries out)
+    peak = max(xla_peak or 0, arg + out - alias + temp)
+    return GraphMemory(arg, out, alias, temp, code, peak, XLA, note, xla_peak)
+
+
+def from_compiled(compiled: Any) -> GraphMemory:
+    """JAX: `jax.stages.Compiled.memory_analysis()`. Never raises."""
+    if os.environ.get(DISABLE_ENV):
+        return unavailable(f"{DISABLE_ENV} is set")
+    try:
+        stats = compiled.memory_analysis()
+        if stats is None:
+            return unavailable("memory analysis unsupported by this backend")
+        return from_stats(stats)
+    except Exception as exc:  # private or changed API: said, never fatal
+        return unavailable(f"memory analysis failed ({type(exc).__name__}: {_first_line(exc)})")
+
+
+
+def from_hlo_proto(proto: bytes) -> GraphMemory:
+    """torch_xla: a graph's serialized HloModuleProto, converted to StableHLO and compiled on a standalone jaxlib
+    CPU client (the CPU's buffer assignment: the program XLA would build for the CPU, before the device's own
+    layouts and fusions). Never raises."""
+    if os.environ.get(DISABLE_ENV):
+        return unavailable(f"{DISABLE_ENV} is set")
+    if len(proto) > MAX_PROTO_BYTES:
+        return unavailable(f"graph HLO of {fmt.nbytes(len(proto))} not compiled again for its memory figures")
+    try:
+        xla = importlib.import_module("jaxlib._jax")
+        from .hlo_cost import _CLIENT  # one standalone CPU client per process, shared with the cost analysis
+        if not _CLIENT:
+            _CLIENT.append(xla.get_tfrt_cpu_client(asynchronous=False, num_devices=1))
+        client = _CLIENT[0]
+        module = xla.mlir.hlo_to_stablehlo(proto)
+        devices = xla.DeviceList(tuple(client.local_devices()[:1]))
+        exe = client.compile_and_load(module, devices, xla.CompileOptions())
+        return from_stats(exe.get_compiled_memory_stats())
+    except Exception as exc:
+        return unavailable(f"memory analysis of the graph's HLO failed ({type(exc).__name__}: {_first_line(exc)})")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    return text.splitlines()[0][:120] if text else ""
+
+
+# --- capacity -------------------------------------------------------------------------------------------------
+def capacity(runtime: dict[str, Any] | None, devices: list[str | None], override_gb: float | None
+             ) -> dict[str, Any]:
+    """The device's memory: the user's figure, else the runtime's `bytes_limit`, else the spec table, else
+    unknown. `source` says which: user | runtime | table | unknown."""
+    from .peaks import memory_from_table
+    if override_gb:
+        return {"bytes": int(float(override_gb) * 2**30), "source": "user", "name": f"{float(override_gb):g} GiB",
+                "detail": "--device-memory-gb / roofline.device_memory_gb"}
+    limit = (runtime or {}).get("bytes_limit")
+    if limit:
+        name = next((d for d in devices if d), None)
+        return {"bytes": int(limit), "source": "runtime", "name": name, "detail": "the runtime's memory_stats()"}
+    for d in devices:
+        if d:
+            found = memory_from_table(d)
+            if found:
+                name, nbytes, src = found
+                return {"bytes": nbytes, "source": "table", "name": name, "detail": src}
+    return {"bytes": None, "source": "unknown", "name": next((d for d in devices if d), None),
+            "detail": "the runtime gives no memory figure for this device (the CPU) and the spec table has none: "
+                      "pass --device-memory-gb to ask whether it would fit on a given device"}
+
+
+# --- live memory, step over step ---------------------------------------------------------------------------------
+def growth(train: list, warmup: int) -> dict[str, Any] | None:
+    """Live device values per step over the training iterations after warm-up: `arrays_per_step` (and
+    `bytes_per_step` where the adapter measured bytes) from the first to the last sample, `rising_share` of the
+    intervals between samples in which the count went up. None without enough samples."""
+    samples = [(s.index, s.live_arrays, s.live_bytes) for s in train[warmup:] if s.live_arrays is not None]
+    if len(samples) < 2:
+        return None
+    (i0, a0, b0), (i1, a1, b1) = samples[0], samples[-1]
+    span = max(i1 - i0, 1)
+    rises = sum(1 for (_, a, _), (_, b, _) in zip(samples, samples[1:]) if b > a)
+    out = {"samples": len(samples), "first_step": i0, "last_step": i1,
+           "arrays_per_step": (a1 - a0) / span, "rising_share": rises / (len(samples) - 1),
+           "bytes_per_step": (b1 - b0) / span if b0 is not None and b1 is not None else None,
+           "live_arrays": a1, "live_bytes": b1}
+    return out
+
+
+def grows(g: dict[str, Any] | None) -> bool:
+    """Steady growth: enough samples, going up in most intervals, by at least a value every few steps."""
+    return bool(g) and g["samples"] >= threshold("memory_growth_min_samples") \
+        and g["rising_share"] >= threshold("memory_growth_share") \
+        and g["arrays_per_step"] >= threshold("memory_growth_min_per_step")
+
+
+# --- the report section ---------------------------------------------------------------------------------------
+def section(info: dict[str, Any], runtime: dict[str, Any] | None, devices: list[str | None],
+            override_gb: float | None, live: dict[str, Any] | None) -> dict[str, Any]:
+    """`info`: the adapter's `graph_memory()`; `runtime`: its `device_memory()`; `live`: `live_figures()`."""
+    graphs = [dict(g) for g in info.get("graphs", [])]
+    known = [g for g in graphs if g.get("peak_bytes") is not None]
+    cap = capacity(runtime, devices, override_gb)
+    out: dict[str, Any] = {
+        "source": XLA if known else UNAVAILABLE, "method": info.get("method"), "scope": info.get("scope"),
+        "graphs": graphs, "largest_graph": None, "peak_bytes": None, "argument_bytes": None, "output_bytes": None,
+        "alias_bytes": None, "temp_bytes": None, "capacity": cap, "runtime": runtime or None,
+        "headroom_bytes": None, "headroom_share": None, "live": live_json(live), "notes": list(info.get("notes", []))}
+    if known:
+        top = max(known, key=lambda g: g["peak_bytes"])
+        out["largest_graph"] = top.get("id")
+        for k in ("peak_bytes", "argument_bytes", "output_bytes", "alias_bytes", "temp_bytes"):
+            out[k] = top.get(k)
+    need = max([v for v in (out["peak_bytes"], (runtime or {}).get("peak_bytes_in_use")) if v is not None],
+               default=None)
+    if cap["bytes"] and need is not None:
+        out["headroom_bytes"] = cap["bytes"] - need
+        out["headroom_share"] = out["headroom_bytes"] / cap["bytes"]
+    return out
+
+
+def summary_fields(sec: dict[str, Any]) -> dict[str, Any]:
+    """The figures the summary carries (console, `diff`, the sweep table)."""
+    live = sec.get("live") or {}
+    from . import summary_keys as K
+    return {K.PEAK_BYTES: sec.get("peak_bytes"), K.TEMP_BYTES: sec.get("temp_bytes"),
+            K.ARGUMENT_BYTES: sec.get("argument_bytes"), K.DEVICE_MEMORY: (sec.get("capacity") or {}).get("bytes"),
+            K.MEMORY_HEADROOM: sec.get("headroom_bytes"), K.LIVE_BYTES_PER_STEP: live.get("bytes_per_step")}
+
+
+def _gib(n: float | None) -> str:
+    if n is None:
+        return "?"
+    return f"{n / 2**30:.3g}" if abs(n) >= 2**27 else fmt.nbytes(n)
+
+
+def summary_line(sec: dict[str, Any] | None) -> list[str]:
+    """`memory  peak 3.2 GiB of 16 GiB (TPU v5e) · args 1.1 · temps 1.9 · live +12 MiB/step`."""
+    if not sec:
+        return []
+    if sec.get("peak_bytes") is None:
+        why = (sec.get("notes") or [sec.get("source")])[0]
+        return [f"  memory      per-graph figures unavailable: {why}"] + _live_part(sec, alone=True)
+    cap = sec.get("capacity") or {}
+    peak = sec["peak_bytes"]
+    big = max(peak, cap.get("bytes") or 0) >= 2**27
+    unit = " GiB" if big else ""
+    num = (lambda n: f"{n / 2**30:.3g}") if big else fmt.nbytes
+    head = f"  memory      peak {num(peak)}{unit}"
+    if cap.get("bytes"):
+        head += f" of {num(cap['bytes'])}{unit} ({cap.get('name') or cap.get('source')})"
+    else:
+        head += " (device capacity unknown)"
+    parts = [head, f"args {num(sec.get('argument_bytes') or 0)}", f"temps {num(sec.get('temp_bytes') or 0)}"]
+    if sec.get("alias_bytes"):
+        parts.append(f"donated {num(sec['alias_bytes'])}")
+    line = " · ".join(parts)
+    live = _live_part(sec)
+    return [line + (" · " + live[0] if live else "")]
+
+
+def _live_part(sec: dict[str, Any], alone: bool = False) -> list[str]:
+    live = sec.get("live") or {}
+    if not live:
+        return []
+    b = live.get("bytes_per_step")
+    text = (f"live {fmt.value(b, 'B', signed=True)}/step" if b is not None
+            else f"live {live['arrays_per_step']:+.2f} arrays/step")
+    return [f"  memory      {text}"] if alone else [text]
+
+
+def fmt_gib(n: float | None) -> str:
+    return _gib(n)
+
+
+def graph_rows(sec: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    """Per-graph rows for the views: id and the parts of its peak (arguments, outputs not aliased, temps)."""
+    for g in sec.get("graphs") or []:
+        if g.get("peak_bytes") is None:
+            continue
+        yield {"id": g.get("id"), "arguments": g.get("argument_bytes") or 0,
+               "outputs": max((g.get("output_bytes") or 0) - (g.get("alias_bytes") or 0), 0),
+               "temps": g.get("temp_bytes") or 0, "peak": g["peak_bytes"], "aliased": g.get("alias_bytes") or 0}
+
+
+def live_figures(train: list, warmup: int, iterations: list) -> dict[str, Any] | None:
+    """`growth()` joined with what holds the values where an adapter found it (a `memory_growth` event: the
+    container, its name, the line that adds to it, bytes per held value). Where the adapter measured no bytes per
+    step (torch_xla), bytes/step = arrays/step x the held values' bytes each. The one derivation the rule, the
+    section and the views read."""
+    g = growth(train, warmup)
+    if g is None:
+        return None
+    ev = next((e for s in iterations for e in s.events if e.kind == "memory_growth"), None)
+    if ev is not None:
+        from .records import evidence_json
+        g["holder"] = dict(evidence_json(ev.detail), location=ev.location)
+        per_item = g["holder"].get("bytes_per_item")
+        if g["bytes_per_step"] is None and per_item:
+            g["bytes_per_step"] = g["arrays_per_step"] * per_item
+            g["bytes_source"] = "arrays/step x bytes of each held value"
+    return g
+
+
+def location_of(holder: dict[str, Any]):
+    return holder.get("location")
+
+
+def live_json(g: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The section's `live` block: JSON (the holder's location as a dict)."""
+    if g is None:
+        return None
+    out = {k: v for k, v in g.items() if k != "holder"}
+    h = g.get("holder")
+    if h:
+        loc = h.get("location")
+        out["holder"] = {**{k: v for k, v in h.items() if k != "location"},
+                         "location": asdict(loc) if loc is not None else None}
+    return out

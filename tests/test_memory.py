@@ -1,0 +1,173 @@
+"""Device memory (issue 20): per-graph figures from XLA's compiled-memory analysis, capacity and headroom, live
+memory per step and the memory findings (memory_growth, missing_donation, memory_headroom), on real runs.
+
+Runs (each once, shared through the `profiled` fixture): tests/scripts/memory_jax.py (nodonate+keep,
+donate+item), tests/scripts/memory_torch.py (matmul, keep, item)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import SCRIPTS, planted_line
+
+from ptxla_perf import SCHEMA_ID, memory, peaks
+from ptxla_perf.diff import from_report
+from ptxla_perf.records import StepRecord
+
+JAX_SCRIPT = SCRIPTS / "memory_jax.py"
+TORCH_SCRIPT = SCRIPTS / "memory_torch.py"
+PARAM_BYTES = 4 * (64 * 128 + 128 * 8)  # memory_jax.py's w1 and w2, float32
+M, K, N = 64, 128, 32  # memory_torch.py's matmul
+
+
+def _jax(profiled, *args):
+    pytest.importorskip("jax")
+    return profiled(JAX_SCRIPT, "--backend", "jax", args=args)
+
+
+def _kinds(report, kind):
+    return [f for f in report["findings"] if f["kind"] == kind]
+
+
+def _expected(proc) -> dict:
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("EXPECTED "))
+    return json.loads(line.split(" ", 1)[1])
+
+
+def test_jax_graph_figures_are_xlas_memory_analysis(profiled):
+    run = _jax(profiled, "nodonate", "keep")
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    mem = run.report["memory"]
+    assert mem["source"] == "xla_memory_analysis", mem
+    (g,) = [g for g in mem["graphs"] if g["id"] == "train_step"]
+    want = _expected(run.proc)
+    for key, value in want.items():
+        assert g[key] == value, (key, g, want)
+    assert g["argument_bytes"] >= PARAM_BYTES and g["donates"] is False
+    assert mem["largest_graph"] == "train_step" and mem["peak_bytes"] == g["peak_bytes"] > 0
+    assert run.report["summary"]["peak_bytes"] == g["peak_bytes"]
+    assert run.report["summary"]["temp_bytes"] == g["temp_bytes"]
+    # the CPU says nothing of its capacity: unknown, no headroom, no headroom finding
+    assert mem["capacity"]["source"] == "unknown" and mem["headroom_bytes"] is None
+    assert not _kinds(run.report, "memory_headroom")
+    assert any(ln.startswith("  memory      peak ") for ln in run.proc.stderr.splitlines()), run.proc.stderr[-2000:]
+    page = run.path.with_suffix(".html").read_text()  # the page's memory panel: a bar per graph, live memory
+    assert 'id="memory"' in page and "train_step: temps" in page and "Live device memory" in page
+
+
+def test_jax_missing_donation_only_when_nothing_is_donated(profiled):
+    off = _jax(profiled, "nodonate", "keep")
+    (f,) = _kinds(off.report, "missing_donation")
+    assert f["severity"] == "info" and f["evidence"]["bytes"] == PARAM_BYTES and f["evidence"]["arrays"] == 2
+    assert f["evidence"]["argument"] == ["params"]
+    on = _jax(profiled, "donate", "item")
+    assert on.proc.returncode == 0, on.proc.stderr[-3000:]
+    assert not _kinds(on.report, "missing_donation")
+    (g,) = [g for g in on.report["memory"]["graphs"] if g["id"] == "train_step"]
+    assert g["donates"] is True
+    assert g["alias_bytes"] == _expected(on.proc)["alias_bytes"] == PARAM_BYTES  # XLA aliased the parameters
+    (g_off,) = [g for g in off.report["memory"]["graphs"] if g["id"] == "train_step"]
+    assert g_off["alias_bytes"] == 0
+
+
+def test_jax_kept_losses_grow_at_their_line(profiled):
+    run = _jax(profiled, "nodonate", "keep")
+    (f,) = _kinds(run.report, "memory_growth")
+    assert f["severity"] == "warning"
+    assert f["location"]["line"] == planted_line(JAX_SCRIPT), f
+    ev = f["evidence"]
+    assert ev["holder"] == "losses" and ev["bytes_per_step"] == pytest.approx(4.0, rel=0.01)  # one f32 per step
+    assert ev["arrays_per_step"] == pytest.approx(1.0, rel=0.01)
+    live = run.report["memory"]["live"]
+    assert live["bytes_per_step"] == pytest.approx(4.0, rel=0.01) and live["holder"]["location"]["line"] == f["location"]["line"]
+    assert run.report["summary"]["live_bytes_per_step"] == pytest.approx(4.0, rel=0.01)
+    sampled = [s for s in run.report["steps"] if s.get("live_arrays") is not None]
+    assert len(sampled) >= 4 and all(s["live_bytes"] > 0 for s in sampled)
+
+
+def test_jax_python_floats_kept_do_not_grow(profiled):
+    run = _jax(profiled, "donate", "item")
+    assert not _kinds(run.report, "memory_growth")
+    assert abs(run.report["memory"]["live"]["arrays_per_step"]) < 0.5
+
+
+def test_torch_xla_matmul_arguments_are_the_inputs(profiled):
+    run = profiled(TORCH_SCRIPT, args=("matmul",))
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    mem = run.report["memory"]
+    assert mem["source"] == "xla_memory_analysis", mem
+    graphs = [g for g in mem["graphs"] if g["peak_bytes"] is not None]
+    assert any(g["argument_bytes"] == 4 * (M * K + K * N) and g["output_bytes"] >= 4 * M * N for g in graphs), graphs
+    assert run.report["summary"]["peak_bytes"] == mem["peak_bytes"] >= 4 * (M * K + K * N + M * N)
+    assert not _kinds(run.report, "memory_growth")
+
+
+def test_torch_xla_kept_losses_grow_at_their_line(profiled):
+    run = profiled(TORCH_SCRIPT, args=("keep",))
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    (f,) = _kinds(run.report, "memory_growth")
+    assert f["severity"] == "warning" and f["location"]["line"] == planted_line(TORCH_SCRIPT), f
+    ev = f["evidence"]
+    assert ev["holder"] == "losses" and ev["arrays_per_step"] == pytest.approx(1.0, rel=0.05)
+    assert ev["bytes_per_step"] == pytest.approx(4.0, rel=0.05)  # a float32 scalar per step
+
+
+def test_torch_xla_loss_item_kept_does_not_grow(profiled):
+    run = profiled(TORCH_SCRIPT, args=("item",))
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    assert not _kinds(run.report, "memory_growth")
+    assert _kinds(run.report, "device_to_host_sync")  # the .item() per step is still found
+
+
+def test_would_it_fit_override(tmp_path, profile):
+    proc, report = profile(TORCH_SCRIPT, "matmul", options=("--device-memory-gb", "0.00004"))
+    mem = report["memory"]
+    assert mem["capacity"] == {"bytes": int(0.00004 * 2**30), "source": "user", "name": "4e-05 GiB",
+                               "detail": mem["capacity"]["detail"]}
+    assert mem["headroom_bytes"] == mem["capacity"]["bytes"] - mem["peak_bytes"] < 0
+    (f,) = _kinds(report, "memory_headroom")
+    assert f["severity"] == "warning" and f["evidence"]["capacity_source"] == "user"
+    assert report["summary"]["device_memory_bytes"] == mem["capacity"]["bytes"]
+
+
+# --- pure logic on figures the real libraries produced ---------------------------------------------------------
+def test_capacity_sources():
+    assert memory.capacity({"bytes_limit": 1000}, ["TPU v5 lite"], None)["source"] == "runtime"
+    tpu = memory.capacity(None, ["TPU v5 lite"], None)
+    assert tpu["source"] == "table" and tpu["bytes"] == 16 * 2**30 and tpu["name"] == "TPU v5e"
+    assert memory.capacity(None, ["cpu"], None) == {**memory.capacity(None, ["cpu"], None), "bytes": None,
+                                                    "source": "unknown"}
+    assert memory.capacity({"bytes_limit": 1000}, ["TPU v5 lite"], 2)["bytes"] == 2 * 2**30
+    assert peaks.memory_from_table("NVIDIA H100 80GB HBM3")[1] == 80 * 2**30
+
+
+def test_growth_needs_a_steady_rise():
+    def steps(counts):
+        return [StepRecord(index=i, wall_time_s=0.01, live_arrays=c, live_bytes=None if c is None else 4 * c)
+                for i, c in enumerate(counts)]
+    rising = memory.growth(steps([10, 11, 12, 13, 14, 15]), 1)
+    assert rising["arrays_per_step"] == 1 and rising["bytes_per_step"] == 4 and memory.grows(rising)
+    flat = memory.growth(steps([10, 11, 10, 11, 10, 11]), 1)
+    assert not memory.grows(flat)
+    assert memory.growth(steps([10, None, None]), 0) is None
+
+
+def test_console_line_and_diff_metrics():
+    sec = memory.section({"graphs": [{"id": "g", "argument_bytes": 1 << 30, "output_bytes": 1 << 29,
+                                      "alias_bytes": 0, "temp_bytes": 2 << 30, "peak_bytes": int(3.5 * 2**30),
+                                      "source": "xla_memory_analysis"}]},
+                         None, ["TPU v5 lite"], None, None)
+    (line,) = memory.summary_line(sec)
+    assert line == "  memory      peak 3.5 GiB of 16 GiB (TPU v5e) · args 1 · temps 2", line
+    assert sec["headroom_bytes"] == 16 * 2**30 - int(3.5 * 2**30)
+    report = {"schema": SCHEMA_ID, "summary": {"steps": 4, **memory.summary_fields(sec)}, "run": {"status": "completed"}}
+    src = from_report(report, "r")
+    assert src.values["peak_bytes"] == (float(int(3.5 * 2**30)), "B")
+    assert src.values["temp_bytes"] == (float(2 << 30), "B")
+
+
+def test_tensorboard_scalars_of_live_memory():
+    from ptxla_perf.tb_scalars import SCALARS
+    assert SCALARS["live_mib"]({"live_bytes": 3 * 2**20}) == 3.0 and SCALARS["live_mib"]({}) is None
+    assert SCALARS["live_arrays"]({"live_arrays": 7}) == 7 and SCALARS["live_arrays"]({}) is None
