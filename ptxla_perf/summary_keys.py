@@ -7,6 +7,7 @@ from typing import Any
 # per-step keys the assembler adds to each `steps[]` record from figures.py
 STEP_STEADY = "steady"
 STEP_HOST_READS = "host_reads"
+STEP_BREAKDOWN = "time_breakdown"  # where the iteration's time went: component -> seconds (breakdown.py)
 
 
 def step_reads(step: dict[str, Any]) -> int:
@@ -52,6 +53,7 @@ MFU = "mfu"
 ACHIEVED_TFLOPS = "achieved_tflops_per_s"
 FLOPS_PER_STEP = "flops_per_step"
 ROOFLINE_VERDICT = "roofline_verdict"
+TIME_BREAKDOWN = "time_breakdown"
 
 # key -> (unit, what it is): the contract docs/report.md renders
 FIELDS: dict[str, tuple[str, str]] = {
@@ -93,4 +95,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     ACHIEVED_TFLOPS: ("TFLOP/s", "roofline achieved FLOP/s / 1e12"),
     FLOPS_PER_STEP: ("FLOP", "roofline.flops_per_step"),
     ROOFLINE_VERDICT: ("text", "roofline.verdict"),
+    TIME_BREAKDOWN: ("s", "where the steady step's time goes: components_s (mean seconds per steady iteration of data, "
+                          "host, launch, compile, read_wait, device, other; they sum to wall_s), share (of wall_s), "
+                          "largest, steps (null: not measured)"),
 }

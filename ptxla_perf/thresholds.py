@@ -41,6 +41,14 @@ _ALL = (
               "of the gap between observed and predicted step time"),
     Threshold("roofline_under_ratio", 0.5,
               "observed step below this multiple of the prediction: the wall time cannot cover the device's work"),
+    Threshold("host_bound_share", 0.5,
+              "host_bound: the main thread's Python and graph tracing take this share of the steady step (on average, "
+              "and in recurring_share of the steady steps)..."),
+    Threshold("host_bound_min_s", 0.005, "...and at least this many seconds per step"),
+    Threshold("launch_bound_share", 0.4,
+              "launch_bound: launching the step's graphs (the sync call, net of compile and device wait; JAX: "
+              "dispatch) takes this share of the steady step (on average, and in recurring_share of the steps)..."),
+    Threshold("launch_bound_min_s", 0.0001, "...and at least this many seconds per step"),
 )
 THRESHOLDS: dict[str, Threshold] = {t.name: t for t in _ALL}
 
