@@ -6,10 +6,10 @@ import numpy as np
 
 
 def batches(n: int):
-    base = np.random.default_rng(0).standard_normal(400_000).astype(np.float32)
+    base = np.random.default_rng(0).standard_normal(2_500_000).astype(np.float32)
     for k in range(n):
         raw = np.sort(base * (k + 1))  # PLANTED: input_bound
-        yield raw[:128].reshape(8, 16)
+        yield raw[:128].reshape(8, 16) / (k + 1)
 
 
 @jax.jit
@@ -21,4 +21,4 @@ def step(w, x):
 w = jax.device_put(np.ones((16, 4), np.float32))
 for x in batches(24):  # LOOP: the loop pulls from the generator
     w, loss = step(w, jax.device_put(x))
-print("done", float(loss) >= 0)
+print("done", bool(float(loss) >= 0))
