@@ -10,8 +10,9 @@ last sample to one kind:
 - `data`: it is pulling the next batch: inside the loader's `next()` (the adapter's timing wrapper), in a frame of
   `torch.utils.data`, or in a generator / `__next__` / `__getitem__` that the loop's own frames called (the frames
   the step boundaries were called from: the loop that pulls a batch is one of them);
-- `framework`: the innermost frame is torch, torch_xla, JAX or ptxla_perf (tracing, dispatch, hooks);
-- `user`: anything else (the user's Python, and libraries it calls).
+- `framework`: the innermost frame is torch, torch_xla, JAX, ptxla_perf or another installed library (tracing,
+  dispatch, hooks, a model zoo's Python);
+- `user`: the innermost frame is the user's own code (C calls it makes - NumPy, a sleep - included).
 
 Each sample also keeps the innermost user line (for `data`, the line inside `__getitem__` or the generator; and the
 loop's own line that pulls the batch, kind `data_site`). At each step boundary the session takes the lines sampled
@@ -110,6 +111,9 @@ class StackSampler:
                 self._sample(frame, dt)
             except Exception:  # noqa: BLE001 - a diagnostic never takes the run down
                 pass
+            # never hold a frame of the training thread between samples: a frame object outliving its call keeps
+            # the call's locals alive (tensors: torch_xla would sync them as extra graph outputs and recompile)
+            frame = None
 
     def _kind_of(self, code) -> int:
         kind = self._kind.get(code)
@@ -153,7 +157,9 @@ class StackSampler:
                 data = is_data
             callee = code
             f = f.f_back
-        kind = DATA if data else (FRAMEWORK if innermost == TOOL else USER_KIND)
+        # the user's own line at the top of the stack is theirs to fix; torch/JAX tracing and installed libraries'
+        # Python (a model zoo, a trainer) are the framework's, named by the user line that called them
+        kind = DATA if data else (USER_KIND if innermost == USER else FRAMEWORK)
         self.seconds[kind] += dt
         lines = self._lines
         if user is not None:
