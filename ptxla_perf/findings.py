@@ -648,6 +648,12 @@ class InputBound(Rule):
             len(hits) / len(steady), hits)]
 
 
+def _of(part: float, wall: float, share: float) -> str:
+    """A part's share of the step, and of its measured time where `other` (waiting for a CPU) took some."""
+    whole = part / wall if wall else 0.0
+    return f"{whole:.0%}" if abs(share - whole) < 0.05 else f"{whole:.0%}; {share:.0%} of its measured time"
+
+
 def _line_loc(row: dict | None) -> Location | None:
     return Location(row["file"], int(row["line"]), row.get("function") or "?") if row else None
 
@@ -658,22 +664,26 @@ def _lines_text(rows: list[dict]) -> str:
 
 
 class _Dominant(Rule):
-    """A breakdown component (breakdown.py) that dominates the steady step: on average at least `share` of it and
-    `min_s` per step, and in recurring_share of the steady steps: a warning with its measured ms per step."""
+    """A breakdown component (breakdown.py) that dominates the steady step: on average at least `share` of its
+    measured time (the wall time less `other`: on a loaded host the main thread waiting for a CPU is nobody's part)
+    and `min_s` per step, and in recurring_share of the steady steps: a warning with its measured ms per step."""
 
     component = ""
 
-    def measure(self, ctx: Context) -> tuple[float, float, list[int], list] | None:
+    def measure(self, ctx: Context) -> tuple[float, float, list[int], list, float] | None:
         steady = ctx.figures.steady
-        values, walls = B.per_step(steady, self.component), [s.wall_time_s for s in steady]
+        values, others = B.per_step(steady, self.component), B.per_step(steady, "other")
+        walls = [s.wall_time_s for s in steady]
         if not values or not sum(walls):
             return None
+        busy = [max(w - o, 0.0) for w, o in zip(walls, others)]
         mean, wall = sum(values) / len(values), sum(walls) / len(walls)
+        share = mean / (sum(busy) / len(busy)) if sum(busy) else 0.0
         bound = threshold(f"{self.kind}_share")
-        hits = [s.index for s, v, w in zip(steady, values, walls) if w and v / w >= bound]
-        if mean / wall < bound or mean < threshold(f"{self.kind}_min_s") or not recurs(len(hits), len(steady)):
+        hits = [s.index for s, v, b in zip(steady, values, busy) if b and v / b >= bound]
+        if share < bound or mean < threshold(f"{self.kind}_min_s") or not recurs(len(hits), len(steady)):
             return None
-        return mean, wall, hits, steady
+        return mean, wall, hits, steady, share
 
 
 class HostBound(_Dominant):
@@ -686,7 +696,7 @@ class HostBound(_Dominant):
         m = self.measure(ctx)
         if m is None:
             return []
-        host, wall, hits, steady = m
+        host, wall, hits, steady, share = m
         lines = B.top_lines(steady, ("user",))
         sampled = {k: sum(h["s"] for s in steady for h in s.hot_lines if h["kind"] == k) for k in ("user", "framework")}
         total = sum(sampled.values())
@@ -703,11 +713,11 @@ class HostBound(_Dominant):
                 "the main thread's Python and graph tracing")
         return [Finding(
             "host_bound", severity,
-            f"The host keeps the step busy{where(loc)}: {_ms(host)} of each {_ms(wall)} step ({host / wall:.0%}) is "
-            f"the main thread's own work ({what}), in {len(hits)} of {len(steady)} steady steps, while the device "
+            f"The host keeps the step busy{where(loc)}: {_ms(host)} of each {_ms(wall)} step ({_of(host, wall, share)}) "
+            f"is the main thread's own work ({what}), in {len(hits)} of {len(steady)} steady steps, while the device "
             f"waits for its next graph.{top} {ctx.advice.get('host_bound', GENERIC_ADVICE['host_bound'])}",
             len(hits), loc, {"ms_per_step": round(host * 1e3, 3), "step_ms": round(wall * 1e3, 3),
-                             "share": round(host / wall, 4), "user_share_sampled": round(own, 3) if own is not None
+                             "share": round(share, 4), "share_of_wall": round(host / wall, 4), "user_share_sampled": round(own, 3) if own is not None
                              else None, "lines": lines, "source": "runtime"},
             len(hits) / len(steady), hits)]
 
@@ -722,7 +732,7 @@ class LaunchBound(_Dominant):
         m = self.measure(ctx)
         if m is None:
             return []
-        launch, wall, hits, steady = m
+        launch, wall, hits, steady, share = m
         graphs = sum(s.executions for s in steady) / len(steady)
         sites = Counter((s.site.file, s.site.line) for s in steady if s.site)
         loc = next((s.site for s in steady if s.site and (s.site.file, s.site.line) == sites.most_common(1)[0][0]),
@@ -737,11 +747,11 @@ class LaunchBound(_Dominant):
         return [Finding(
             "launch_bound", severity,
             f"Launching graphs dominates the step{where(loc)}: {_ms(launch)} of each {_ms(wall)} step "
-            f"({launch / wall:.0%}) goes to launching its {graphs:.3g} graph(s){per}{own}, in {len(hits)} of "
+            f"({_of(launch, wall, share)}) goes to launching its {graphs:.3g} graph(s){per}{own}, in {len(hits)} of "
             f"{len(steady)} steady steps: the steps are too small for the per-launch cost. "
             f"{ctx.advice.get('launch_bound', GENERIC_ADVICE['launch_bound'])}",
             len(hits), loc, {"ms_per_step": round(launch * 1e3, 3), "step_ms": round(wall * 1e3, 3),
-                             "share": round(launch / wall, 4), "graphs_per_step": round(graphs, 3),
+                             "share": round(share, 4), "share_of_wall": round(launch / wall, 4), "graphs_per_step": round(graphs, 3),
                              "device_ms_per_step": round(busy * 1e3, 3) if busy is not None else None,
                              "source": "runtime"},
             len(hits) / len(steady), hits)]

@@ -42,12 +42,13 @@ _ALL = (
     Threshold("roofline_under_ratio", 0.5,
               "observed step below this multiple of the prediction: the wall time cannot cover the device's work"),
     Threshold("host_bound_share", 0.5,
-              "host_bound: the main thread's Python and graph tracing take this share of the steady step (on average, "
-              "and in recurring_share of the steady steps)..."),
+              "host_bound: the main thread's Python and graph tracing take this share of the steady step's measured "
+              "time (its wall time less `other`; on average, and in recurring_share of the steady steps)..."),
     Threshold("host_bound_min_s", 0.005, "...and at least this many seconds per step"),
     Threshold("launch_bound_share", 0.4,
               "launch_bound: launching the step's graphs (the sync call, net of compile and device wait; JAX: "
-              "dispatch) takes this share of the steady step (on average, and in recurring_share of the steps)..."),
+              "dispatch) takes this share of the steady step's measured time (on average, and in recurring_share of "
+              "the steps)..."),
     Threshold("launch_bound_min_s", 0.0001, "...and at least this many seconds per step"),
 )
 THRESHOLDS: dict[str, Threshold] = {t.name: t for t in _ALL}

@@ -40,8 +40,9 @@ def test_heavy_python_block_is_host_bound_at_its_line(profiled):
     f = only(rep, "host_bound")
     assert f["severity"] == "warning" and f["location"]["line"] == planted_line(script)
     assert f["evidence"]["lines"][0]["line"] == planted_line(script) and f["evidence"]["share"] >= 0.5
-    assert rep["summary"]["time_breakdown"]["largest"] == "host"
-    assert "time/step   host " in run.proc.stderr  # the console's line leads with the largest part
+    split = rep["summary"]["time_breakdown"]  # host is the largest part (but for `other` on a loaded host)
+    assert max((p for p in PARTS if p != "other"), key=lambda p: split["components_s"][p]) == "host"
+    assert f"time/step   {split['largest'].replace('_', ' ')} " in run.proc.stderr  # the largest part first
     assert not [x for x in rep["findings"] if x["kind"] in ("input_bound", "launch_bound")]
 
 
@@ -65,7 +66,11 @@ def test_many_tiny_steps_split_launch_device_and_host(profiled):
     assert rep["roofline"]["bound_by"]["component"] == split["largest"]
     assert "launch_bound" in rep["rules"]["judged"]
     launch = [f for f in rep["findings"] if f["kind"] == "launch_bound"]
-    assert bool(launch) == (split["share"]["launch"] >= 0.4)
+    measured = split["wall_s"] - split["components_s"]["other"]  # the rule leaves `other` out (a loaded host)
+    if split["components_s"]["launch"] < 0.3 * measured:
+        assert not launch
+    if launch:
+        assert launch[0]["evidence"]["share"] >= 0.4
     assert not [x for x in rep["findings"] if x["kind"] == "input_bound"]
 
 
@@ -80,4 +85,5 @@ def test_jax_generator_with_heavy_numpy_is_input_bound_at_its_line(profiled):
     assert f["location"]["line"] == planted_line(script, "LOOP")  # the loop's line that pulls the batch
     assert f["evidence"]["lines"][0]["line"] == planted_line(script)  # the line inside the generator
     assert f"{planted_line(script)} (batches" in f["message"]
-    assert rep["summary"]["time_breakdown"]["largest"] == "data"
+    split = rep["summary"]["time_breakdown"]
+    assert max((p for p in PARTS if p != "other"), key=lambda p: split["components_s"][p]) == "data"
