@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from . import breakdown as B
 from . import summary_keys as K
 from .records import StepRecord
 
@@ -145,6 +146,16 @@ class Figures:
                    host_to_device_bytes)
 
     # per iteration
+    def breakdown(self, s: StepRecord) -> dict[str, float] | None:
+        """Where the iteration's time went (breakdown.py): components summing to its wall time; None where the
+        adapter did not measure them."""
+        return B.rounded(B.components(s))
+
+    def steady_breakdown(self) -> dict[str, Any] | None:
+        """The mean breakdown of the steady iterations (summary.time_breakdown): what the console line, the
+        roofline verdict and the rules read."""
+        return B.steady(self.steady)
+
     def reads(self, s: StepRecord) -> int:
         """Host reads of the user's code in one iteration: device-to-host transfers net of fallback copies."""
         return s.device_to_host.count - self.copies(s)
@@ -231,6 +242,7 @@ class Figures:
             K.OVERHEAD: stats([s.own_time_us for s in self.steady if s.own_time_us is not None]),
             K.HOST_TIME: stats(series(self.steady, "host")),
             K.DATA_WAIT: stats(series(self.steady, "data")),
+            K.TIME_BREAKDOWN: self.steady_breakdown(),
         }
         return out
 

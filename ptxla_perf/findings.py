@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from . import breakdown as B
 from . import compiles as C
 from . import control_flow
 from . import iterations as I
@@ -49,6 +50,10 @@ GENERIC_ADVICE = {
                          "it every N steps, stopping at most N steps late.",
     "control_flow_branch": "Keep the decision on the device: compute both sides and select with `where`, or read "
                            "the value every N steps if the branch may lag.",
+    "host_bound": "Move per-step Python work out of the step (precompute it, vectorise it, or do it every N steps) "
+                  "so that the host keeps ahead of the device.",
+    "launch_bound": "Do more work per launch: a larger batch, several steps per compiled call, fewer syncs per "
+                    "step.",
 }
 
 
@@ -684,8 +689,9 @@ class InputBound(Rule):
 
     def run(self, ctx: Context) -> list[Finding]:
         steady = ctx.figures.steady
-        waits, times = series(steady, "data"), series(steady, "step")
-        if not waits or not sum(times):
+        split = B.per_step(steady, "data")  # the breakdown's data part where measured (what every view shows)
+        waits, times = split or [B.data_s(s) for s in steady], series(steady, "step")
+        if not waits or None in waits or not sum(times):
             return []
         wait, step = sum(waits) / len(waits), sum(times) / len(times)
         share = wait / step
@@ -694,15 +700,132 @@ class InputBound(Rule):
         if share < bound or wait < threshold("input_bound_min_s") or not recurs(len(hits), len(steady)):
             return []
         site = next((e for s in ctx.iterations for e in s.events if e.kind == "data_wait"), None)
-        loc = site.location if site else None
-        call = site.detail.call if site else None
+        lines = B.top_lines(steady, ("data",))  # sampled: where inside the loading the time goes
+        pulls = B.top_lines(steady, (B.DATA_SITE,), 1)  # sampled: the loop's line that pulls the batch
+        loc = site.location if site else (_line_loc(pulls[0]) if pulls else (_line_loc(lines[0]) if lines else None))
+        call = site.detail.call if site else ("generator" if pulls else None)
+        inside = next((r for r in lines if loc is None or (r["file"], r["line"]) != (loc.file, loc.line)), None)
+        spent = (f"; most of it{where(_line_loc(inside))} ({inside['ms_per_step']:.1f} ms/step sampled)"
+                 if inside else "")
         return [Finding(
             "input_bound", "warning",
             f"The loop waits for its input{where(loc)}: {_ms(wait)} of each {_ms(step)} step ({share:.0%}) goes "
             f"to the next batch{f' ({call})' if call else ''}, in {len(hits)} of {len(steady)} steady steps, while "
-            f"the device has nothing to run. {ctx.advice.get('input_bound', GENERIC_ADVICE['input_bound'])}",
+            f"the device has nothing to run{spent}. "
+            f"{ctx.advice.get('input_bound', GENERIC_ADVICE['input_bound'])}",
             len(hits), loc, {"wait_ms_per_step": round(wait * 1e3, 3), "step_ms": round(step * 1e3, 3),
-                             "share": round(share, 4), "call": call, "source": "runtime"},
+                             "share": round(share, 4), "call": call, "source": "runtime",
+                             "measured": "timed" if all(s.data_wait_s is not None for s in steady) else "sampled",
+                             "lines": lines},
+            len(hits) / len(steady), hits)]
+
+
+def _of(part: float, wall: float, share: float) -> str:
+    """A part's share of the step, and of its measured time where `other` (waiting for a CPU) took some."""
+    whole = part / wall if wall else 0.0
+    return f"{whole:.0%}" if abs(share - whole) < 0.05 else f"{whole:.0%}; {share:.0%} of its measured time"
+
+
+def _line_loc(row: dict | None) -> Location | None:
+    return Location(row["file"], int(row["line"]), row.get("function") or "?") if row else None
+
+
+def _lines_text(rows: list[dict]) -> str:
+    return ", ".join(f"{short_path(r['file'])}:{r['line']} ({r['function']}, {r['ms_per_step']:.1f} ms/step)"
+                     for r in rows)
+
+
+class _Dominant(Rule):
+    """A breakdown component (breakdown.py) that dominates the steady step: on average at least `share` of its
+    measured time (the wall time less `other`: on a loaded host the main thread waiting for a CPU is nobody's part)
+    and `min_s` per step, and in recurring_share of the steady steps: a warning with its measured ms per step."""
+
+    component = ""
+
+    def measure(self, ctx: Context) -> tuple[float, float, list[int], list, float] | None:
+        steady = ctx.figures.steady
+        values, others = B.per_step(steady, self.component), B.per_step(steady, "other")
+        walls = [s.wall_time_s for s in steady]
+        if not values or not sum(walls):
+            return None
+        busy = [max(w - o, 0.0) for w, o in zip(walls, others)]
+        mean, wall = sum(values) / len(values), sum(walls) / len(walls)
+        share = mean / (sum(busy) / len(busy)) if sum(busy) else 0.0
+        bound = threshold(f"{self.kind}_share")
+        hits = [s.index for s, v, b in zip(steady, values, busy) if b and v / b >= bound]
+        if share < bound or mean < threshold(f"{self.kind}_min_s") or not recurs(len(hits), len(steady)):
+            return None
+        return mean, wall, hits, steady, share
+
+
+class HostBound(_Dominant):
+    """The main thread's own Python and graph tracing take most of the steady step: the device waits for it. The
+    stack sampler's user lines say where (sampler.py)."""
+
+    kind, component = "host_bound", "host"
+
+    def run(self, ctx: Context) -> list[Finding]:
+        m = self.measure(ctx)
+        if m is None:
+            return []
+        host, wall, hits, steady, share = m
+        lines = B.top_lines(steady, ("user",))
+        sampled = {k: sum(h["s"] for s in steady for h in s.hot_lines if h["kind"] == k) for k in ("user", "framework")}
+        total = sum(sampled.values())
+        own = sampled["user"] / total if total else None
+        # the user's own Python is something to fix (a warning); the framework tracing a small model every step is
+        # what a lazy-tensor step costs (info, with the advice)
+        severity = "warning" if own is not None and own >= 0.5 else "info"
+        if severity == "info":
+            lines = B.top_lines(steady, ("user", "framework"))
+        loc = _line_loc(lines[0]) if lines else None
+        top = f" The top lines (sampled): {_lines_text(lines)}." if lines else ""
+        what = ("the user's own Python" if severity == "warning" else
+                "mostly tracing and dispatch inside the framework" if own is not None else
+                "the main thread's Python and graph tracing")
+        return [Finding(
+            "host_bound", severity,
+            f"The host keeps the step busy{where(loc)}: {_ms(host)} of each {_ms(wall)} step ({_of(host, wall, share)}) "
+            f"is the main thread's own work ({what}), in {len(hits)} of {len(steady)} steady steps, while the device "
+            f"waits for its next graph.{top} {ctx.advice.get('host_bound', GENERIC_ADVICE['host_bound'])}",
+            len(hits), loc, {"ms_per_step": round(host * 1e3, 3), "step_ms": round(wall * 1e3, 3),
+                             "share": round(share, 4), "share_of_wall": round(host / wall, 4), "user_share_sampled": round(own, 3) if own is not None
+                             else None, "lines": lines, "source": "runtime"},
+            len(hits) / len(steady), hits)]
+
+
+class LaunchBound(_Dominant):
+    """Tiny steps: launching the graphs (the sync call's own CPU time, net of compile and device wait; JAX:
+    dispatch) takes most of the steady step."""
+
+    kind, component = "launch_bound", "launch"
+
+    def run(self, ctx: Context) -> list[Finding]:
+        m = self.measure(ctx)
+        if m is None:
+            return []
+        launch, wall, hits, steady, share = m
+        graphs = sum(s.executions for s in steady) / len(steady)
+        sites = Counter((s.site.file, s.site.line) for s in steady if s.site)
+        loc = next((s.site for s in steady if s.site and (s.site.file, s.site.line) == sites.most_common(1)[0][0]),
+                   None) if sites else None
+        device = [s.device_time_s for s in steady]
+        busy = sum(device) / len(device) if device and None not in device else None
+        own = (f", more than the device's own {_ms(busy)} on them" if busy is not None and busy < launch else "")
+        per = f" ({_ms(launch / graphs)} per graph)" if graphs else ""
+        # a warning where the device's own time on the graphs was measured and is below their launch cost; where
+        # it is not known (JAX), the device may still be the bound: info
+        severity = "warning" if busy is not None and busy < launch else "info"
+        return [Finding(
+            "launch_bound", severity,
+            f"Launching graphs dominates the step{where(loc)}: {_ms(launch)} of each {_ms(wall)} step "
+            f"({_of(launch, wall, share)}) goes to launching its {graphs:.3g} graph(s){per}{own}, in {len(hits)} of "
+            f"{len(steady)} steady steps: the steps are too small for the per-launch cost. "
+            f"{ctx.advice.get('launch_bound', GENERIC_ADVICE['launch_bound'])}",
+            len(hits), loc, {"ms_per_step": round(launch * 1e3, 3), "step_ms": round(wall * 1e3, 3),
+                             "share": round(share, 4), "share_of_wall": round(launch / wall, 4), "graphs_per_step": round(graphs, 3),
+                             "device_ms_per_step": round(busy * 1e3, 3) if busy is not None else None,
+                             "source": "runtime"},
             len(hits) / len(steady), hits)]
 
 
@@ -718,7 +841,8 @@ class NoSteps(Rule):
 
 
 RULES: tuple[Rule, ...] = (Recompilation(), WarmupCompiles(), NewGraph(), DeviceToHostSync(), OpFallback(),
-                           GraphBreak(), HostToDeviceTransfer(), InputBound(), CompileTime(), NoSteps())
+                           GraphBreak(), HostToDeviceTransfer(), InputBound(), CompileTime(), NoSteps(), HostBound(),
+                           LaunchBound())
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 

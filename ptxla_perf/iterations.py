@@ -115,7 +115,30 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
         eager_launches=sum(p.eager_launches for p in parts),
         eager_time_s=None if all(p.eager_time_s is None for p in parts) else sum(p.eager_time_s or 0.0 for p in parts),
         live_arrays=next((p.live_arrays for p in reversed(parts) if p.live_arrays is not None), None),
-        live_bytes=next((p.live_bytes for p in reversed(parts) if p.live_arrays is not None), None))
+        live_bytes=next((p.live_bytes for p in reversed(parts) if p.live_arrays is not None), None),
+        **{k: _opt_sum(parts, k) for k in _TIMED}, hot_lines=_lines_sum(parts))
+
+
+_TIMED = ("launch_time_s", "device_wait_s", "device_time_s", "host_cpu_s", "sampled_data_s")
+
+
+def _opt_sum(parts: list[StepRecord], key: str) -> float | None:
+    """A measured time over an iteration's boundaries: their sum, None when no boundary measured it."""
+    values = [getattr(p, key) for p in parts]
+    return None if all(v is None for v in values) else sum(v or 0.0 for v in values)
+
+
+def _lines_sum(parts: list[StepRecord]) -> list[dict]:
+    """The sampled lines of an iteration: each (line, kind) once, its seconds summed over the boundaries."""
+    out: dict[tuple, dict] = {}
+    for p in parts:
+        for h in p.hot_lines:
+            key = (h["file"], h["line"], h["kind"])
+            if key in out:
+                out[key] = dict(out[key], s=out[key]["s"] + h["s"])
+            else:
+                out[key] = dict(h)
+    return sorted(out.values(), key=lambda h: -h["s"])
 
 
 def _cost_sum(parts: list[StepRecord], key: str) -> float | None:

@@ -208,6 +208,7 @@ def _process_row(report: dict[str, Any], path: str) -> dict[str, Any]:
         # the process's own figures (figures.py); derived here the same way for reports written before them
         "host_time_s": s[K.HOST_TIME] if K.HOST_TIME in s else stats(_steady_times(report, "host")),
         "data_wait_s": s[K.DATA_WAIT] if K.DATA_WAIT in s else stats(_steady_times(report, "data")),
+        "time_breakdown": s.get(K.TIME_BREAKDOWN),  # where the rank's steady step goes (figures.py)
         "compiles": s.get(K.COMPILES, 0),
         "compile_time_s": s.get(K.COMPILE_TIME, 0.0),
         "recompiles_after_warmup": s.get(K.RECOMPILES, 0),
@@ -295,16 +296,32 @@ def straggler(reports: list[dict[str, Any]], procs: list[dict[str, Any]]) -> lis
             continue
         what = {"step": "step time", "data": "wait for input data per step",
                 "host": "host time per step (outside device waits)"}[phase]
+        slow_part = _slowest_component(reports, slow)
         msg = (f"Rank {slow} is a straggler: its {what} is {ms(gap)} above the other ranks' "
-               f"(p50 {ms(typical[slow])} vs {ms(ref)}) in {share:.0%} of {n} steady steps. In a "
+               f"(p50 {ms(typical[slow])} vs {ms(ref)}) in {share:.0%} of {n} steady steps"
+               + (f"; the part that differs most is its {slow_part[0].replace('_', ' ')} time "
+                  f"({ms(slow_part[1])} more per step)" if slow_part else "") + ". In a "
                "synchronous job every rank waits for the slowest at each collective. Look at what is different on "
                f"rank {slow}: its input pipeline, its share of the data, its host (load, other processes).")
         return [{"kind": "straggler", "severity": "warning", "message": msg, "count": above,
                  "per_step": gap, "location": None, "steps": [], "ranks": [slow],
                  "evidence": {"rank": slow, "phase": phase, "gap_s": gap, "gap_share": gap / ref if ref else None,
+                              "component": slow_part[0] if slow_part else None,
                               "p50_s": {str(k): v for k, v in sorted(typical.items())},
                               "steps_compared": n, "steps_above_all_others": above}}]
     return []
+
+
+def _slowest_component(reports: list[dict[str, Any]], slow: int) -> tuple[str, float] | None:
+    """The breakdown component (summary.time_breakdown) by which the slow rank's steady step exceeds the other
+    ranks' typical one the most: its slow phase, named."""
+    split = {rank_of(r): ((r.get("summary") or {}).get(K.TIME_BREAKDOWN) or {}).get("components_s")
+             for r in reports}
+    if not split.get(slow) or not all(split.values()):
+        return None
+    gaps = {c: v - median(split[k][c] for k in split if k != slow) for c, v in split[slow].items()}
+    c = max(gaps, key=gaps.get)
+    return (c, gaps[c]) if gaps[c] > 0 else None
 
 
 def rank_divergence(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:

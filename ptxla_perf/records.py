@@ -212,6 +212,13 @@ class StepRecord:
     # --- live device memory at the boundary (memory.py); None where not sampled ---
     live_arrays: int | None = None  # live device tensors (torch_xla) / arrays (JAX)
     live_bytes: int | None = None  # their bytes, where the backend can tell cheaply (JAX)
+    # --- where the step's time went: what figures.breakdown derives the components from (docs/report.md) ---
+    launch_time_s: float | None = None  # inside the step's sync / jitted calls, net of compile and device wait
+    device_wait_s: float | None = None  # torch_xla: blocked in the sync call until the device finished a graph
+    device_time_s: float | None = None  # torch_xla: the device's busy time (ExecuteTime) of graphs started here
+    host_cpu_s: float | None = None  # the main thread's CPU time outside those calls and the loader's next()
+    sampled_data_s: float | None = None  # the stack sampler's estimate of the time spent pulling the next batch
+    hot_lines: list[dict] = field(default_factory=list)  # sampled lines: file, line, function, kind, seconds
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -222,6 +229,8 @@ class StepRecord:
             del d["boundaries"]
         if d["eager_time_s"] is None:  # not eager mode with a compiled step: not measured
             del d["eager_launches"], d["eager_time_s"]
+        if not d["hot_lines"]:
+            del d["hot_lines"]
         return d
 
 

@@ -5,6 +5,7 @@ import os
 from typing import Any
 
 from . import memory as _memory
+from . import breakdown as _breakdown
 from . import roofline as _roofline
 from . import summary_keys as K
 from .figures import basis_text
@@ -37,6 +38,9 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
         return lines
     lines.append(f"  step time   p50 {_ms(st.get('p50'))}  p90 {_ms(st.get('p90'))}  mean {_ms(st.get('mean'))}"
                  f"  ({basis_text(s.get(K.STEP_TIME_BASIS), st.get('n', 0))})")
+    split = _breakdown.line(s.get(K.TIME_BREAKDOWN))
+    if split:  # where the steady step's time goes (summary.time_breakdown)
+        lines.append(f"  time/step   {split}")
     lines.append(f"  compiles    {s[K.COMPILES]} ({s[K.COMPILE_TIME]:.2f} s), {s[K.RECOMPILES]} after "
                  f"warm-up;  executions/step {_num(s[K.EXECUTIONS_PER_STEP])};  "
                  f"device->host/step {_num(s[K.D2H_PER_STEP])};  "

@@ -77,7 +77,9 @@ def from_analysis(analysis: Analysis, *, backend: str, run: dict[str, Any], env:
     findings = (extra_findings or []) + analysis.findings
     steady = {s.index for s in analysis.steady}
     reads = analysis.figures.reads
-    steps = [dict(s.to_json(), **{K.STEP_STEADY: s.index in steady, K.STEP_HOST_READS: reads(s)})
+    split = analysis.figures.breakdown
+    steps = [dict(s.to_json(), **{K.STEP_STEADY: s.index in steady, K.STEP_HOST_READS: reads(s),
+                                  K.STEP_BREAKDOWN: split(s)})
              for s in analysis.iterations]
     return assemble(backend=backend, run=run, env=env, steps=steps, summary=analysis.figures.summary(),
                     findings=[f.to_json() for f in findings],

@@ -29,8 +29,17 @@ _TIME_SINKS = ("device_to_host_sync", "graph_break", "op_fallback", "host_to_dev
                "host_bound", "collective_bound", "eager_ops")
 
 
-def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict] | None = None) -> dict[str, Any]:
-    """`steady`: the steady training iterations (StepRecords); `costs`: the adapter's `graph_costs()`."""
+# the largest breakdown component of an overhead-bound step -> the verdict it makes, and the finding behind it
+_BOUND_BY = {"data": ("input-bound", "input_bound"), "host": ("host-bound", "host_bound"),
+             "launch": ("launch-bound", "launch_bound"), "device": ("device-bound", None),
+             "read_wait": ("device-bound", "device_to_host_sync"), "compile": ("compile-bound", "recompilation"),
+             "other": ("overhead-bound", None)}
+
+
+def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict] | None = None,
+            breakdown: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`steady`: the steady training iterations (StepRecords); `costs`: the adapter's `graph_costs()`;
+    `breakdown`: the steady breakdown (figures.steady_breakdown), which names an overhead-bound step's bound."""
     out: dict[str, Any] = {
         "source": costs.get("source", "unavailable"), "scope": costs.get("scope"), "method": costs.get("method"),
         "peak": peak.to_json(), "graphs": costs.get("graphs", []), "notes": list(costs.get("notes", [])),
@@ -98,6 +107,8 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
                               "dispatch return before the device finishes: a loop whose steps neither depend on each "
                               "other nor read a value measures dispatch) or the peak is set too low; MFU is not "
                               "meaningful here")
+    elif ratio > OVERHEAD_RATIO and breakdown:
+        _from_breakdown(out, breakdown, findings or [], ratio, observed, predicted, bound)
     elif ratio > OVERHEAD_RATIO:
         out["verdict"] = "overhead-bound"
         where = (f"see the findings: {', '.join(out['related_findings'])}" if sinks else
@@ -114,6 +125,27 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
         out["explanation"] = (f"{side + ': ' if side else ''}observed {_ms(observed)} is {fmt_ratio(ratio)} the "
                               f"predicted {_ms(predicted)}")
     return out
+
+
+def _from_breakdown(out: dict[str, Any], split: dict[str, Any], findings: list[dict], ratio: float,
+                    observed: float, predicted: float, bound: str) -> None:
+    """An overhead-bound step's verdict from where its time goes: the largest component of the steady breakdown
+    (input-, host-, launch-, device-bound), with its ms and share, and the finding behind it when that finding
+    was raised (a warning: its own cost is real) - never a finding whose cost is small."""
+    largest = split["largest"]
+    verdict, kind = _BOUND_BY.get(largest, ("overhead-bound", None))
+    ms_part, share = split["components_s"][largest], split["share"][largest]
+    behind = [f for f in findings if kind and f.get("kind") == kind and f.get("severity") in ("warning", "error")]
+    out["verdict"] = verdict
+    out["bound_by"] = {"component": largest, "seconds_per_step": ms_part, "share": share,
+                       "finding": kind if behind else None}
+    out["related_findings"] = [kind] if behind else []
+    what = {"data": "waiting for input", "host": "the host's Python and tracing", "launch": "launching graphs",
+            "device": "waiting for the device", "read_wait": "waiting in host reads",
+            "compile": "compiling", "other": "time no part of the step accounts for"}[largest]
+    out["explanation"] = (f"the steady step takes {fmt_ratio(ratio)} the {bound}-bound prediction ({_ms(observed)} "
+                          f"observed vs {_ms(predicted)} predicted); its largest part is {what}: "
+                          f"{_ms(ms_part)} per step ({share:.0%})" + (f" ({kind})" if behind else ""))
 
 
 def _explains(f: dict, gap_s: float) -> bool:
@@ -186,6 +218,10 @@ def summary_lines(sec: dict[str, Any] | None) -> list[str]:
     if sec.get("predicted_step_time_s") is not None:
         why = f" (see {', '.join(sec['related_findings'])})" if sec.get("related_findings") and \
             sec.get("verdict") == "overhead-bound" else ""
+        by = sec.get("bound_by")
+        if by:  # the verdict from the breakdown: its largest part, and the finding behind it
+            why = (f" ({by['component'].replace('_', ' ')} {_ms(by['seconds_per_step'])}/step, {by['share']:.0%}"
+                   + (f"; see {by['finding']}" if by.get("finding") else "") + ")")
         lines.append(f"              predicted {_ms(sec['predicted_step_time_s'])} vs observed "
                      f"{_ms(sec['observed_step_time_s'])} ({fmt_ratio(sec['observed_over_predicted'])}): "
                      f"{sec['verdict']}{why}")

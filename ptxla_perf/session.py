@@ -30,6 +30,7 @@ from .guard import Guard
 from .memory_rules import RULES as MEMORY_RULES  # memory_growth, missing_donation (memory_rules.py)
 from .outcome import Outcome, RunStopped, SessionError, outcome
 from .records import StepRecord
+from .sampler import DATA, StackSampler
 from .session_report import ReportOutput
 
 __all__ = ["Session", "RunStopped", "SessionError"]
@@ -95,7 +96,8 @@ class Session:
                  max_warmup: int = 5, guard: dict | None | str = "default", progress_every_s: float | None = 10.0,
                  flush_every_s: float | None = 30.0, console: bool = True, handle_signals: bool = True,
                  rank: int | None = None, rank_suffix: bool = False, summary: bool = True,
-                 tensorboard_dir: str | None = None, roofline: dict | None = None, port_fallback: bool = False):
+                 tensorboard_dir: str | None = None, roofline: dict | None = None, port_fallback: bool = False,
+                 sample_hz: float = 100.0):
         self.backend = backend
         self.report_path = report_path
         self.port = port
@@ -143,6 +145,10 @@ class Session:
         self._capture = None  # the step-window capture this session owns (open_capture), closed in finish
         self.tensorboard_dir = tensorboard_dir  # per-step scalars go here (tb_scalars.py); None: not written
         self.output = ReportOutput(self)  # report assembly, its page, TensorBoard scalars, the console summary
+        self.sample_hz = sample_hz  # the main thread's stack sampler (sampler.py); 0: off
+        self.sampler: StackSampler | None = None
+        self._sampled_data = 0.0
+        self._data_carry = 0.0  # sampled data time not yet given to a step (a sample can span a boundary)
 
     # --- public API -------------------------------------------------------------------------------
     def start(self) -> "Session":
@@ -160,6 +166,9 @@ class Session:
         self.follower = spawn.follow(self)  # children the script spawns get sessions of their own
         if self.tensorboard_dir:
             self.profiler["scalars"] = self.output.open_scalars(self.tensorboard_dir, self.rank, self.started_at)
+        if self.sample_hz and self.sample_hz > 0:
+            codes = getattr(self.adapter, "sampler_codes", None)
+            self.sampler = StackSampler(codes() if codes else None, 1.0 / float(self.sample_hz)).start()
         self.adapter.start(self._on_boundary)
         return self
 
@@ -290,6 +299,8 @@ class Session:
                 self.capture_analysis()
             else:
                 self._capture.close_unanalysed(self.profiler.setdefault("captures", []))
+        if self.sampler is not None:
+            self.sampler.stop()
         self.tail = self.adapter.stop()
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)
@@ -357,6 +368,18 @@ class Session:
         rec.index = len(self.steps)
         if self._data_wait is not None:
             rec.data_wait_s, self._data_wait_mark = self._data_wait - self._data_wait_mark, self._data_wait
+        sampler = self.sampler
+        if sampler is not None:  # the lines sampled since the previous boundary, and the data time among them
+            sampler.learn_loop(sys._getframe(1))
+            data = sampler.seconds[DATA]
+            # a sample charges the interval since the previous one, which can reach into the step before: what
+            # does not fit in this step (its wall time less what was measured exactly) goes to the next one
+            carry = self._data_carry + data - self._sampled_data
+            room = max(rec.wall_time_s - rec.compile_time_s - (rec.launch_time_s or 0.0)
+                       - (rec.device_wait_s or 0.0) - (rec.device_to_host_time_s or 0.0), 0.0)
+            rec.sampled_data_s = min(carry, room)
+            self._sampled_data, self._data_carry = data, carry - rec.sampled_data_s
+            rec.hot_lines = sampler.take()
         for key, value in self._step_info.items():
             setattr(rec, key, value)
         self.steps.append(rec)

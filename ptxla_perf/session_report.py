@@ -60,6 +60,9 @@ class ReportOutput:
         roofline, the capture's trace analysis and the run's facts."""
         s = self.session
         adapter = s.adapter
+        settle = getattr(adapter, "settle", None)
+        if settle is not None:  # measurements an adapter completes in batches (torch_xla's device times)
+            settle()
         env = report_mod.environment(adapter.environment())
         run = dict(s.run_info, run_id=s.run_id, rank=s.rank, pid=os.getpid(), started_at=s.started_at or "",
                    ended_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -115,7 +118,8 @@ class ReportOutput:
         try:
             peak = peaks.select([env.get("device_model"), env.get("device_kind")], s.roofline_cfg,
                                 calibrate_cpu=measure_cpu, cpu_devices=int(env.get("local_devices") or 1))
-            sec = roofline.section(analysis.steady, s.adapter.graph_costs(), peak, findings)
+            sec = roofline.section(analysis.steady, s.adapter.graph_costs(), peak, findings,
+                                   breakdown=analysis.figures.steady_breakdown())
             ops = (s.trace or {}).get("top_ops")
             if ops and sec["source"] != "unavailable":  # a capture's top ops, with their instructions' costs
                 sec["top_ops"] = roofline.top_ops(ops, s.adapter.hlo_modules(), peak)

@@ -7,6 +7,7 @@ from typing import Any
 # per-step keys the assembler adds to each `steps[]` record from figures.py
 STEP_STEADY = "steady"
 STEP_HOST_READS = "host_reads"
+STEP_BREAKDOWN = "time_breakdown"  # where the iteration's time went: component -> seconds (breakdown.py)
 
 
 def step_reads(step: dict[str, Any]) -> int:
@@ -58,6 +59,7 @@ ARGUMENT_BYTES = "argument_bytes"
 DEVICE_MEMORY = "device_memory_bytes"
 MEMORY_HEADROOM = "memory_headroom_bytes"
 LIVE_BYTES_PER_STEP = "live_bytes_per_step"
+TIME_BREAKDOWN = "time_breakdown"
 
 # key -> (unit, what it is): the contract docs/report.md renders
 FIELDS: dict[str, tuple[str, str]] = {
@@ -105,4 +107,7 @@ FIELDS: dict[str, tuple[str, str]] = {
     DEVICE_MEMORY: ("B", "memory.capacity.bytes (null: unknown, e.g. the CPU without --device-memory-gb)"),
     MEMORY_HEADROOM: ("B", "memory.headroom_bytes: capacity - peak (null: capacity unknown)"),
     LIVE_BYTES_PER_STEP: ("B/step", "memory.live.bytes_per_step: live device memory growth per step after warm-up"),
+    TIME_BREAKDOWN: ("s", "where the steady step's time goes: components_s (mean seconds per steady iteration of data, "
+                          "host, launch, compile, read_wait, device, other; they sum to wall_s), share (of wall_s), "
+                          "largest, steps (null: not measured)"),
 }

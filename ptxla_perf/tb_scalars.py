@@ -12,7 +12,8 @@ import queue
 import threading
 from typing import Any, Callable
 
-from .summary_keys import step_reads
+from .breakdown import COMPONENTS
+from .summary_keys import STEP_BREAKDOWN, step_reads
 
 PREFIX = "ptxla_perf/"
 # tag -> (value of an iteration record, or None when the tag does not apply to it); step = the record's index,
@@ -26,6 +27,9 @@ SCALARS: dict[str, Callable[[dict[str, Any]], float | None]] = {
     "host_to_device": lambda s: (s.get("host_to_device") or {}).get("count", 0),
     "live_arrays": lambda s: s.get("live_arrays"),  # live device tensors/arrays where sampled (memory.py)
     "live_mib": lambda s: s["live_bytes"] / 2**20 if s.get("live_bytes") is not None else None,
+    # where the step's time went (steps[].time_breakdown): one tag per component, in ms
+    **{f"time_{c}_ms": (lambda s, c=c: None if s.get(STEP_BREAKDOWN) is None else s[STEP_BREAKDOWN][c] * 1e3)
+       for c in COMPONENTS},
 }
 TAGS = [PREFIX + k for k in SCALARS]
 

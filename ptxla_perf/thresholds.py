@@ -53,6 +53,15 @@ _ALL = (
     Threshold("memory_growth_min_per_step", 0.5, "...by at least this many device arrays per step on average"),
     Threshold("memory_headroom_share", 0.1,
               "memory_headroom: the largest graph's peak leaves less than this share of a known device capacity free"),
+    Threshold("host_bound_share", 0.5,
+              "host_bound: the main thread's Python and graph tracing take this share of the steady step's measured "
+              "time (its wall time less `other`; on average, and in recurring_share of the steady steps)..."),
+    Threshold("host_bound_min_s", 0.005, "...and at least this many seconds per step"),
+    Threshold("launch_bound_share", 0.4,
+              "launch_bound: launching the step's graphs (the sync call, net of compile and device wait; JAX: "
+              "dispatch) takes this share of the steady step's measured time (on average, and in recurring_share of "
+              "the steps)..."),
+    Threshold("launch_bound_min_s", 0.0001, "...and at least this many seconds per step"),
 )
 THRESHOLDS: dict[str, Threshold] = {t.name: t for t in _ALL}
 

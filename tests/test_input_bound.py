@@ -24,6 +24,14 @@ def test_slow_loader_is_input_bound_at_the_loop_line(profile, workers):
     assert all(s["data_wait_s"] is not None for s in steady)
     if workers == "0":  # every sample's sleep is on the loop's own time: the wait is the planted one
         assert f["evidence"]["wait_ms_per_step"] == pytest.approx(PLANTED_WAIT_S * 1e3, rel=0.25)
+        # the breakdown's data part is that wait, and the sampler names the line inside __getitem__
+        split = report["summary"]["time_breakdown"]
+        assert split["components_s"]["data"] == pytest.approx(PLANTED_WAIT_S, rel=0.25)
+        assert max((p for p in split["components_s"] if p != "other"), key=split["components_s"].get) == "data"
+        assert f["evidence"]["lines"][0]["line"] == planted_line(script, "DATA_LINE")
+        assert f"{planted_line(script, 'DATA_LINE')} (__getitem__)" in f["message"]
+    for s in report["steps"]:  # every step's parts sum to its wall time
+        assert sum(s["time_breakdown"].values()) == pytest.approx(s["wall_time_s"], rel=0.05, abs=1e-6)
     assert report["roofline"]["related_findings"] in ([], ["input_bound"])
 
 

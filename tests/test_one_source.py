@@ -116,3 +116,36 @@ def test_every_summary_key_the_code_writes_is_named_once():
                 K.PEAK_BYTES, K.TEMP_BYTES, K.ARGUMENT_BYTES, K.DEVICE_MEMORY, K.MEMORY_HEADROOM, K.LIVE_BYTES_PER_STEP}
     assert set(rep["summary"]) - sections <= set(K.FIELDS)
     assert set(K.FIELDS) - set(rep["summary"]) <= sections
+
+
+def test_every_view_shows_the_same_time_breakdown(run):
+    """Where the step's time goes (issue 18): derived once (figures.py), the same numbers in the JSON's steps and
+    summary, the console line, the page's stacked bars, the TensorBoard tags, `diff` and `merge`."""
+    from ptxla_perf import breakdown
+    rep = run["report"]
+    split = rep["summary"][K.TIME_BREAKDOWN]
+    steady = [x for x in rep["steps"] if x[K.STEP_STEADY]]
+    assert split["steps"] == len(steady) > 0
+    for part in breakdown.COMPONENTS:  # the summary is the mean of the steady steps' parts
+        mean = sum(x[K.STEP_BREAKDOWN][part] for x in steady) / len(steady)
+        assert split["components_s"][part] == pytest.approx(mean, rel=1e-4, abs=1e-6)
+    assert f"time/step   {breakdown.line(split)}" in run["proc"].stderr
+    page = run["path"].with_suffix(".html").read_text()
+    assert 'class="plot split"' in page and f"{split['largest'].replace('_', ' ')} {fmt.pct(split['share'][split['largest']])}" in page
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+    import numpy as np
+    acc = EventAccumulator(str(run["logdir"]))
+    acc.Reload()
+    for part in breakdown.COMPONENTS:
+        tag = f"ptxla_perf/time_{part}_ms"
+        got = {e.step: float(np.asarray(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors(tag)}
+        assert got and all(got[x["index"]] == pytest.approx(x[K.STEP_BREAKDOWN][part] * 1e3, rel=1e-4, abs=1e-6)
+                           for x in rep["steps"] if x["index"] in got)
+    res = run_cli("diff", str(run["path"]), str(run["path"]), "--format", "json")
+    rows = {r["name"]: r for r in json.loads(res.stdout)["rows"]}
+    for part in breakdown.COMPONENTS:
+        assert rows[f"time_{part}_s"]["a"] == pytest.approx(split["components_s"][part], rel=1e-6, abs=1e-9)
+    from ptxla_perf import merge
+    proc = merge.merge([rep], [str(run["path"])])["processes"][0]
+    assert proc["time_breakdown"] == split

@@ -68,6 +68,8 @@ def test_default_config_trains_mmfs_mmbt_cleanly(tmp_path, bert_cache):
     assert not [f for f in report["findings"] if f["severity"] != "info"], report["findings"]
     assert report["summary"]["throughput"]["tokens_per_s"] > 0
     assert "Warning:" not in proc.stderr  # MMF/transformers 2020 deprecations are silenced by name only
+    for s in report["steps"]:  # where each step's time went: the parts sum to its wall time (issue 18)
+        assert sum(s["time_breakdown"].values()) == pytest.approx(s["wall_time_s"], rel=0.05, abs=1e-6)
 
 
 @pytest.fixture(scope="module")

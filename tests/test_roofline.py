@@ -79,7 +79,12 @@ def test_flops_match_the_analytic_count(tmp_path, backend, program):
         assert any(n.startswith("MFU not given") for n in roof["notes"]), roof["notes"]
     else:
         assert roof["mfu"] == pytest.approx(achieved) and roof["mfu"] <= 1.0
-    assert roof["verdict"] in ("compute-bound", "memory-bound", "overhead-bound", "unknown")
+    assert roof["verdict"] in ("compute-bound", "memory-bound", "overhead-bound", "unknown", "input-bound",
+                               "host-bound", "launch-bound", "device-bound", "compile-bound")
+    if roof["verdict"] not in ("compute-bound", "memory-bound", "unknown"):  # named by the breakdown's largest part
+        split = report["summary"]["time_breakdown"]
+        assert roof["bound_by"]["component"] == split["largest"]
+        assert roof["bound_by"]["seconds_per_step"] == split["components_s"][split["largest"]]
     assert "roofline" in proc.stderr and "FLOP/step" in proc.stderr
     if backend == "torch_xla":
         assert "jax imported: False" in proc.stdout  # jaxlib's cost analysis only: JAX's runtime never started

@@ -49,6 +49,7 @@ from .. import memory as mem
 from ..live_holders import GrowthWatch, find_holder, holder_counts
 from ..frames import USER, classify, user_frame
 from ..records import Event, Location, StepRecord, Transfers
+from ..sampler import main_thread_cpu
 from .jax_rules import RULES as JAX_RULES
 
 _BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
@@ -84,6 +85,9 @@ class Counts(NamedTuple):
     bytes: float
     trans: float
     uncosted: int  # calls whose program cost is not known
+    launch: float  # time inside top-level jitted calls, net of the compile time in them (breakdown.py)
+    cpu: float  # the main thread's CPU clock
+    call_cpu: float  # ...of it inside top-level jitted calls
 _DISALLOW = _guard.TransferGuardLevel.DISALLOW
 _GLOBAL_GUARD = _guard.global_state()
 
@@ -239,6 +243,13 @@ class JaxAdapter:
                             "(or donate_argnames=...); XLA then writes the new values into the old buffers.",
         "memory_headroom": "Reduce the per-device batch, rematerialise activations (jax.checkpoint), donate the "
                            "state (donate_argnums), or shard parameters and optimizer state over more devices.",
+        "input_bound": "Prefetch batches ahead of the step (a background thread or a loader that prefetches, "
+                       "jax.device_put of the next batch before the step) and move per-batch NumPy work out of the "
+                       "loop, or cache it.",
+        "host_bound": "Move the per-step Python/NumPy work into the jitted step function, or precompute it; "
+                      "Python between steps runs while the device has nothing queued.",
+        "launch_bound": "Do more work per jitted call: a larger batch, or several steps per call (jax.lax.scan / "
+                        "fori_loop over micro-steps).",
     }
 
     def __init__(self, attribution: dict | None = None):
@@ -309,6 +320,14 @@ class JaxAdapter:
         self._next_live = 0  # the boundary of the next jax.live_arrays() sample
         self._watch = GrowthWatch()
         self._holders_before: dict[int, int] | None = None  # containers of arrays at the sample it fired
+        self._launch = 0.0  # time in top-level jitted calls net of compile (dispatch), cumulative
+        self._call_cpu = 0.0
+        self._cpu = main_thread_cpu()
+
+    @staticmethod
+    def sampler_codes() -> tuple[set, set]:
+        """Our wrapper's code, for the stack sampler (sampler.py): a frame of a jitted call (dispatch, compile)."""
+        return {JaxAdapter._call.__code__}, set()
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[[StepRecord], None]) -> None:
@@ -534,7 +553,7 @@ class JaxAdapter:
     def _snapshot(self) -> Counts:
         return Counts(self._compiles, self._compile_time, self._cached, self._execs, self._d2h, self._d2h_bytes,
                 self._h2d, self._h2d_bytes, time.perf_counter(), self._d2h_time,
-                self._flops, self._bytes, self._trans, self._uncosted)
+                self._flops, self._bytes, self._trans, self._uncosted, self._launch, self._cpu(), self._call_cpu)
 
     def _record(self, site: Location | None, phase: str | None = None, now: Counts | None = None) -> StepRecord:
         prev, now = self._mark, now or self._snapshot()
@@ -547,7 +566,9 @@ class JaxAdapter:
                          device_to_host=Transfers(now.d2h - prev.d2h, now.d2h_bytes - prev.d2h_bytes),
                          host_to_device=Transfers(now.h2d - prev.h2d, now.h2d_bytes - prev.h2d_bytes),
                          events=self._events, phase=phase,
-                         device_to_host_time_s=max(now.d2h_time - prev.d2h_time, 0.0))
+                         device_to_host_time_s=max(now.d2h_time - prev.d2h_time, 0.0),
+                         launch_time_s=max(now.launch - prev.launch, 0.0),
+                         host_cpu_s=max((now.cpu - prev.cpu) - (now.call_cpu - prev.call_cpu), 0.0))
         if not execs or now.uncosted == prev.uncosted:  # every call's program cost known (or no call): the sum
             rec.flops, rec.bytes_accessed = now.flops - prev.flops, now.bytes - prev.bytes
             rec.transcendentals = now.trans - prev.trans
@@ -726,6 +747,8 @@ class JaxAdapter:
                 fn._outs = None
         self._execs += 1
         compiles, compile_time = self._compiles, self._compile_time
+        c0 = self._cpu()
+        t0 = time.perf_counter()
         self._depth += 1
         self._tracing = fn._ident or id(fn)
         try:
@@ -760,6 +783,8 @@ class JaxAdapter:
         finally:
             self._depth -= 1
             self._tracing = None
+            self._launch += max(time.perf_counter() - t0 - (self._compile_time - compile_time), 0.0)
+            self._call_cpu += self._cpu() - c0
         if self._compiles != compiles:
             self._explain_compile(fn, args, kwargs, frame, self._compiles - compiles, self._compile_time - compile_time)
             self._cost_compiled(fn, args, kwargs)

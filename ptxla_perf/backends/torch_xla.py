@@ -37,6 +37,7 @@ from ..frames import function_at, is_user_file, user_frame
 from ..records import Event, Location, StepRecord, Transfers
 from .torch_xla_modes import DynamoWatch, spmd_graph, spmd_meshes
 from .torch_xla_rules import EAGER_ADVICE, RULES as TORCH_XLA_RULES
+from ..sampler import main_thread_cpu
 
 X = torch_xla._XLAC
 
@@ -113,6 +114,8 @@ class _TrainingCalls:
         self.batch_changed = False  # the last batch's shapes differ from the one before
         # time the main thread waited in a DataLoader's next(), and where the loop pulls from it
         self.data_wait = 0.0
+        self.data_cpu = 0.0  # the main thread's CPU time inside those next() calls (not host time of the step)
+        self.cpu = main_thread_cpu()
         self.data_seen = False
         self.data_site: Location | None = None
         self.data_call: str | None = None
@@ -188,11 +191,13 @@ class _TrainingCalls:
         if self._in_next or threading.current_thread() is not self._main:
             return real(*args, **kwargs)
         self._in_next = True
+        c0 = self.cpu()
         t0 = time.perf_counter()
         try:
             return real(*args, **kwargs)
         finally:
             self.data_wait += time.perf_counter() - t0
+            self.data_cpu += self.cpu() - c0
             self._in_next = False
             if not self.data_seen:
                 self.data_seen, self.data_call = True, what
@@ -397,6 +402,11 @@ class TorchXlaAdapter:
                          "(total += loss.detach()); a kept tensor keeps its device buffer alive.",
         "memory_headroom": "Reduce the batch size, use gradient checkpointing (torch.utils.checkpoint) or bf16, "
                            "or shard parameters and optimizer state (SPMD / FSDP).",
+        "host_bound": "Move per-step Python work out of the step (precompute, vectorise, or do it every N steps); "
+                      "where tracing the model itself is the cost, torch_xla.compile or torch.compile(backend="
+                      "'openxla') reuse the traced graph instead of tracing it again every step.",
+        "launch_bound": "Do more work per graph: a larger batch, several steps in one graph (a loop inside the step, "
+                        "torch_xla.experimental.scan), and one sync per iteration.",
     }
 
     def __init__(self, attribution: dict | None = None):
@@ -453,6 +463,20 @@ class TorchXlaAdapter:
         self._spmd: int | None = None  # SPMD: the devices the step is partitioned over (once the runtime says so)
         self._meshes: list[dict] = []
         self._spmd_graphs: dict[str, dict] = {}  # graph hash -> its SPMD evidence (sharded inputs, collectives)
+        self._device: _DeviceTimes | None = None  # ExecuteTime samples -> each boundary's device time
+        self._cpu_mark = 0.0  # the main thread's CPU clock after the previous boundary's sync
+        self._data_cpu_mark = 0.0
+
+    def settle(self) -> None:
+        """Give the boundaries so far their device times (read in batches: `_DeviceTimes`) before a report."""
+        if self._device is not None:
+            self._device.read(final=False)
+
+    @staticmethod
+    def sampler_codes() -> tuple[set, set]:
+        """Our wrappers' code, for the stack sampler (sampler.py): a frame of the sync call's wrapper (measured as
+        launch, compile, device wait), of the loader's timed next() (data)."""
+        return {TorchXlaAdapter._marker.__code__}, {_TrainingCalls.timed_next.__code__}
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[..., None]) -> None:
@@ -464,6 +488,8 @@ class TorchXlaAdapter:
         self._watch_torch_compile()
         self._watch_dynamo_graphs()
         self._snap = _Snapshot(None, self.training)
+        self._device = _DeviceTimes()
+        self._cpu_mark = self.training.cpu()
         self._ir_debug0 = bool(X._get_ir_debug())  # the user's own XLA_IR_DEBUG / XLA_HLO_DEBUG setting stays
         self._compile_total = _metric("CompileTime")[1] / 1e9
         self.fallback_seen = dict(self._snap.fallbacks)
@@ -479,6 +505,9 @@ class TorchXlaAdapter:
             X._xla_step_marker = self._real_marker
             self._real_marker = None
         self.training.uninstall()
+        if self._device is not None:
+            self._device.unordered = self._device.unordered or self._dynamo
+            self._device.read()
         if self._real_compile is not None:
             torch.compile, self._real_compile = self._real_compile, None
         if self._real_run_cached is not None:
@@ -645,14 +674,21 @@ class TorchXlaAdapter:
             kind = self._current
             pending = self._pending_graph() if kind == GRAPHS else None
             grad = torch.is_grad_enabled()
-            launches0 = _counter("UncachedCompile") + _counter("CachedCompile")
+            uncached0 = _counter("UncachedCompile")
+            launches0 = uncached0 + _counter("CachedCompile")
+            c1 = self.training.cpu()
             t1 = time.perf_counter()
             result = self._real_marker(*args, **kwargs)
             t2 = time.perf_counter()
+            c2 = self.training.cpu()
             own = _since(_counter("UncachedCompile") + _counter("CachedCompile"), launches0)
             rec = self._record(0, site, _Snapshot(self._snap, self.training))
             if self.dynamo.on:
                 rec.events += self.dynamo.poll()
+            self._time_parts(rec, t2 - t1, c2 - c1, c2, _since(self._snap.uncached, uncached0))
+            if self._dynamo:
+                self._device.unordered = True
+            self._device.add(rec)
             # early: the pending lazy graph ran before this sync. Not early: dynamo's graphs, and in eager mode
             # (outside torch_xla.compile) every op, which runs as it is called (no pending graph to cut)
             not_early, self._not_early = self._not_early, 0
@@ -679,6 +715,24 @@ class TorchXlaAdapter:
             return result
         finally:
             self._in_marker = False
+
+    def _time_parts(self, rec: StepRecord, in_sync: float, cpu_in_sync: float, cpu_now: float,
+                    sync_compiles: int) -> None:
+        """Launch, device wait and host CPU of a boundary (breakdown.py). In the sync call, the main thread's CPU
+        time is launching (tracing the pending graph's hash, lowering, launching) and the rest is blocked: waiting
+        for the device to finish the previous graph (torch_xla holds the device lock until it has; at most that
+        graph's execution time, `_DeviceTimes`); a sync that compiled is launch net of its compile time. Host:
+        the main thread's CPU since the previous sync, outside this one and the loader's next()."""
+        cpu_in_sync = min(max(cpu_in_sync, 0.0), in_sync)
+        if sync_compiles and rec.compiles:
+            compile_s = rec.compile_time_s * min(1.0, sync_compiles / rec.compiles)
+            rec.launch_time_s, rec.device_wait_s = max(in_sync - compile_s, 0.0), 0.0
+        else:
+            rec.launch_time_s, rec.device_wait_s = cpu_in_sync, in_sync - cpu_in_sync
+        data_cpu = self.training.data_cpu - self._data_cpu_mark
+        self._data_cpu_mark = self.training.data_cpu
+        rec.host_cpu_s = max(cpu_now - self._cpu_mark - cpu_in_sync - data_cpu, 0.0)
+        self._cpu_mark = cpu_now
 
     def _record(self, index: int, site: Location | None, now: _Snapshot) -> StepRecord:
         prev = self._snap
@@ -1071,6 +1125,81 @@ def _user_place(instr: hlo_diff.Instr) -> str | None:
     """`train.py:34`: the user's line an HLO instruction was built at, for a difference's text."""
     loc = _user_line(instr)
     return f"{os.path.basename(loc.file)}:{loc.line}" if loc else None
+
+
+class _DeviceTimes:
+    """The device's busy time per boundary from torch_xla's execution metrics. `ExecuteTime` (and
+    `ExecuteReplicatedTime` under SPMD) times each graph from its launch to the moment the device finished it (the
+    PJRT future's ready callback); each sample is stamped with the wall clock (seconds) when it was recorded, its
+    value in nanoseconds. Reading the metric copies its last 1024 samples, so it is read every EVERY boundaries (and
+    before a report), never per boundary. The device runs the graphs one after the other, in launch order: the new
+    samples, by start time, are the boundaries' launches (`executions`) in order - boundary k's device time is the
+    busy time of the graphs launched in its step. Its sync waited for the graphs of the step before, so its
+    `device_wait_s` is capped at their busy time (the rest of a blocked sync is the CPU busy elsewhere: `other`).
+    The latest boundary waits for the next read (its graph may still run); where samples are missing (more graphs
+    between reads than the metric keeps, graphs torch.compile ran outside any sync) the time stays unknown."""
+
+    EVERY = 32
+    METRICS = ("ExecuteTime", "ExecuteReplicatedTime")
+
+    def __init__(self):
+        self.pending: list[StepRecord] = []
+        self.offset = time.time() - time.perf_counter()  # the samples' wall clock -> perf_counter
+        self.done: dict[tuple, None] = {}  # samples already given to a boundary, oldest first (bounded)
+        self.consumed = {m: _metric(m)[0] for m in self.METRICS}  # samples counted so far, per metric
+        self.prev_busy: float | None = None  # device time of the boundary before the first pending one
+        self.unordered = False  # graphs ran outside the syncs (torch.compile): no order to go by
+
+    def add(self, rec: StepRecord) -> None:
+        self.pending.append(rec)
+        if len(self.pending) >= self.EVERY:
+            self.read(final=False)
+
+    def read(self, final: bool = True) -> None:
+        todo = self.pending if final else self.pending[:-1]
+        if not todo:
+            return
+        fresh: list[tuple[float, float, tuple]] = []
+        lost = False
+        for name in self.METRICS:
+            data = X._xla_metric_data(name)
+            if not data:
+                continue
+            count, samples = data[0], data[2]
+            new = []
+            for ts, value in reversed(samples):
+                key = (ts, value, name)
+                if key in self.done:
+                    break
+                new.append((ts - self.offset - value / 1e9, value / 1e9, key))
+            lost = lost or count - self.consumed[name] > len(new)
+            fresh += new
+        fresh.sort()
+        taken = 0
+        resolved = 0
+        for rec in todo:
+            n = rec.executions
+            if lost or self.unordered or taken + n > len(fresh):
+                rec.device_time_s = None
+            else:
+                rec.device_time_s = sum(v for _, v, _ in fresh[taken:taken + n])
+                for _, _, key in fresh[taken:taken + n]:
+                    self.done[key] = None
+                    self.consumed[key[2]] += 1
+                taken += n
+            if rec.device_wait_s is not None:  # its sync waited for the step before's graphs, at most
+                rec.device_wait_s = min(rec.device_wait_s, self.prev_busy) if self.prev_busy is not None else \
+                    rec.device_wait_s
+            self.prev_busy = rec.device_time_s
+            resolved += 1
+        if lost:  # start again from what the metric holds now
+            for name in self.METRICS:
+                self.consumed[name] = _metric(name)[0]
+            for _, _, key in fresh:
+                self.done[key] = None
+        while len(self.done) > 4096:
+            self.done.pop(next(iter(self.done)))
+        self.pending = self.pending[resolved:]
 
 
 def _live_xla_tensors() -> list[torch.Tensor]:

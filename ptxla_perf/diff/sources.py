@@ -55,6 +55,8 @@ CANONICAL: list[tuple[str, str | None, bool]] = [
     ("flops_per_step", None, False),
     ("peak_bytes", "B", False),  # memory (docs/report.md#memory): the largest step graph's peak, its temporaries
     ("temp_bytes", "B", False),
+    # where the steady step's time goes (summary.time_breakdown, breakdown.py): mean seconds per steady step
+    *((f"time_{c}_s", "s", False) for c in ("data", "host", "launch", "compile", "read_wait", "device", "other")),
 ]
 _CANON = {name: (unit, additive) for name, unit, additive in CANONICAL}
 _PER_STEP_BASES = ["compiles", "executions", "device_to_host", "device_to_host_bytes", "host_to_device",
@@ -268,6 +270,11 @@ def from_report(report: dict, label: str = "") -> Source:
     for k in (K.PEAK_BYTES, K.TEMP_BYTES):  # memory figures (absent: unknown)
         if _num(summary.get(k)) is not None:
             values[k] = (_num(summary[k]), "B")
+    split = summary.get(K.TIME_BREAKDOWN)
+    if isinstance(split, dict) and isinstance(split.get("components_s"), dict):
+        for c, v in split["components_s"].items():
+            if _num(v) is not None:
+                values[f"time_{c}_s"] = (_num(v), "s")
     for k in (K.WALL_TIME, K.WARMUP_STEPS, K.DISTINCT_GRAPHS):
         if _num(summary.get(k)) is not None:
             values[k] = (_num(summary[k]), "s" if k.endswith("_s") else None)

@@ -18,6 +18,7 @@ _SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 _SEV_LABEL = {"error": "ERROR", "warning": "WARN", "info": "info"}
 # evidence values that say what a finding costs, shown in its cost line (the rest goes in the evidence table)
 _COST_KEYS = (("wait_ms_per_step", "ms/step waiting", lambda v: f"{v:.2f}"),
+              ("ms_per_step", "ms/step", lambda v: f"{v:.2f}"),
               ("extra_executions_per_step", "extra graphs/step", lambda v: f"{v:.2f}"),
               ("compile_time_s", "compile time", lambda v: fmt.seconds(v)),
               ("share", "of wall time", lambda v: fmt.pct(v)),
@@ -177,6 +178,9 @@ def timeline_section(report: dict[str, Any], title: str = "Step time", zoom: boo
     tl = charts.timeline(steps, warmup=(report.get("summary") or {}).get("warmup_steps") or 0, captures=captures,
                          yvalues=yvalues)
     ct = charts.counts(steps)
+    split = charts.step_split(steps)  # where each step's time went, aligned under its bar
+    if split:
+        ct = {"plot": split["plot"] + ct["plot"], "labels": split["labels"] + ct["labels"]}
     ticks = "".join(f"<span style=\"left:{x:.3f}%\">{k}</span>" for x, k in charts.x_ticks(len(steps)))
     c = charts.COLOURS
     legend = [_legend_item(c["train"], "train step"), _legend_item(c["eval"], "eval step"),
@@ -185,6 +189,11 @@ def timeline_section(report: dict[str, Any], title: str = "Step time", zoom: boo
               _legend_item("#dddddd", "warm-up")]
     if any(cap.get("path") for cap in captures):
         legend.append(_legend_item("#f2e2a0", "capture window"))
+    if split:
+        tb = (report.get("summary") or {}).get(K.TIME_BREAKDOWN) or {}
+        share = tb.get("share") or {}
+        legend += [_legend_item(colour, f"{c.replace('_', ' ')}" + (f" {fmt.pct(share[c])}" if c in share else ""))
+                   for c, colour in charts.SPLIT.items()]
     tools = ("<span class=\"tools\"><button id=\"tl-out\" type=\"button\">−</button><span id=\"tl-zoom\">1x</span>"
              "<button id=\"tl-in\" type=\"button\">+</button><button id=\"tl-reset\" type=\"button\">reset</button>"
              "</span>") if zoom else ""

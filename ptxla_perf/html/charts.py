@@ -164,7 +164,7 @@ def binned(steps: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
                     K.STEP_HOST_READS: max(K.step_reads(s) for s in group),
                     "host_to_device": {"count": max((s.get("host_to_device") or {}).get("count") or 0
                                                     for s in group)},
-                    "fallback_ops": fallback})
+                    "fallback_ops": fallback, K.STEP_BREAKDOWN: top.get(K.STEP_BREAKDOWN)})
     return out
 
 
@@ -280,6 +280,54 @@ def counts(steps: list[dict[str, Any]]) -> dict[str, str]:
     out.append("</svg>")
     labels.append("</svg>")
     return {"plot": "".join(out), "labels": "".join(labels)}
+
+
+# where each step's time went (steps[].time_breakdown), bottom to top
+SPLIT = {"device": "#3b6fd4", "read_wait": "#1c9a6c", "launch": "#8e44ad", "compile": "#d6322c",
+         "host": "#e39b1b", "data": "#2bb3c0", "other": "#bbbbbb"}
+SPLIT_H = 90.0
+
+
+def step_split(steps: list[dict[str, Any]]) -> dict[str, str] | None:
+    """Each step's time split into its components (steps[].time_breakdown) as a stacked bar of its shares, on the
+    timeline's x axis (binned like it: the slowest step of a bin); None when no step has a breakdown."""
+    steps = binned(steps, bin_size(len(steps)))
+    if not any(s.get(K.STEP_BREAKDOWN) for s in steps):
+        return None
+    n = max(1, len(steps))
+    bw = W / n
+    gap = bw * 0.15 if bw > 2 else 0.0
+    top, bottom = 4.0, SPLIT_H - 2
+    paths: dict[str, list[str]] = {c: [] for c in SPLIT}
+    tips = []
+    for k, s in enumerate(steps):
+        parts = s.get(K.STEP_BREAKDOWN)
+        total = sum(parts.values()) if parts else 0.0
+        if not total:
+            continue
+        y = bottom
+        for c in SPLIT:
+            v = parts.get(c) or 0.0
+            if v <= 0:
+                continue
+            hh = (bottom - top) * v / total
+            paths[c].append(f"M{_r(k * bw + gap / 2)} {_r(y)}v-{_r(hh)}h{_r(max(bw - gap, 0.6))}v{_r(hh)}z")
+            y -= hh
+        tip = f"step {s.get('index')}: " + ", ".join(f"{c.replace('_', ' ')} {fmt.ms(parts.get(c), 2)}"
+                                                     for c in SPLIT if parts.get(c))
+        tips.append(f'<rect class="st" x="{_r(k * bw)}" y="0" width="{_r(bw)}" height="{_r(SPLIT_H)}" '
+                    f'fill="transparent"><title>{escape(tip)}</title></rect>')
+    out = [f'<svg class="plot split" viewBox="0 0 {_r(W)} {_r(SPLIT_H)}" preserveAspectRatio="none" '
+           f'height="{_r(SPLIT_H)}" role="img" aria-label="where each step\'s time went">']
+    for c, colour in SPLIT.items():
+        if paths[c]:
+            out.append(f'<path class="s {c}" fill="{colour}" d="{"".join(paths[c])}"/>')
+    out += tips
+    out.append(f'<line class="axis" x1="0" x2="{_r(W)}" y1="{_r(bottom)}" y2="{_r(bottom)}"/></svg>')
+    labels = (f'<svg class="ylabels" viewBox="0 0 86 {_r(SPLIT_H)}" width="86" height="{_r(SPLIT_H)}">'
+              f'<text x="82" y="{_r(top + 10)}" text-anchor="end">time split</text>'
+              f'<text class="flag" x="82" y="{_r(top + 22)}" text-anchor="end">share of step</text></svg>')
+    return {"plot": "".join(out), "labels": labels}
 
 
 def x_ticks(n: int) -> list[tuple[float, int]]:

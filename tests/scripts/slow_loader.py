@@ -17,7 +17,7 @@ class SlowImages(Dataset):
         return 24
 
     def __getitem__(self, i):
-        time.sleep(SLEEP_S)  # the host work every sample costs
+        time.sleep(SLEEP_S)  # DATA_LINE: the host work every sample costs
         return torch.full((16,), float(i)), torch.tensor(i % 2)
 
 

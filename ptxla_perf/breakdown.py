@@ -1,0 +1,131 @@
+"""Where a step's time goes: each iteration's wall time split into components that sum to it, derived once from
+what the adapters measured on the record (figures.py reads it from here; docs/report.md has the model).
+
+    wall = data + host + launch + compile + read_wait + device + other
+
+- `data`: waiting for the next batch (the loader's `next()` timed on the main thread, `session.data_wait()`, or
+  the stack sampler's estimate for a generator the loop pulls from);
+- `compile`: compile time measured in the step;
+- `read_wait`: in device-to-host reads (blocked until the device finished, plus the copy);
+- `launch`: inside the step boundary call (torch_xla: the sync - hashing, lowering, launching the graph) or the
+  jitted calls (JAX: dispatch), on the CPU, net of compile;
+- `device`: blocked inside the sync call until the device finished the graph before (torch_xla; at most that
+  graph's measured execution time). JAX: not measured (its waits show as `read_wait`);
+- `host`: the main thread's CPU time outside those (the user's Python and graph tracing), at most what is left;
+- `other`: the rest: the main thread neither ran nor waited anywhere measured (sleeping, blocking I/O, waiting for
+  the CPU on a loaded host), and ptxla_perf's own time at the boundary (`own_time_us`).
+
+Measured parts that overlap (a read inside the loader) are scaled down to the wall time: the sum always holds.
+Pure logic on records: the rules (findings.py), the summary and every view read these figures.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from .records import StepRecord
+
+DATA_SITE = "data_site"  # sampler.py: the loop's own line that pulls the next batch
+COMPONENTS = ("data", "host", "launch", "compile", "read_wait", "device", "other")
+LABELS = {"read_wait": "read wait"}
+_MEASURED = ("data", "compile", "read_wait", "launch", "device")
+
+
+def measured(s: StepRecord) -> bool:
+    """The adapter measured this iteration's parts (reports and records from before the breakdown did not)."""
+    return s.launch_time_s is not None or s.host_cpu_s is not None
+
+
+def data_s(s: StepRecord) -> float | None:
+    """The step's wait for input: timed exactly where the loop's loader was (or the program timed it), else
+    the stack sampler's estimate; None where neither was measured."""
+    return s.data_wait_s if s.data_wait_s is not None else s.sampled_data_s
+
+
+def components(s: StepRecord) -> dict[str, float] | None:
+    """The iteration's wall time split into COMPONENTS (seconds; they sum to `wall_time_s`), or None where the
+    adapter did not measure them."""
+    if not measured(s):
+        return None
+    wall = max(float(s.wall_time_s), 0.0)
+    parts = {"data": data_s(s) or 0.0, "compile": s.compile_time_s or 0.0,
+             "read_wait": s.device_to_host_time_s or 0.0, "launch": s.launch_time_s or 0.0,
+             "device": s.device_wait_s or 0.0}
+    parts = {k: max(float(v), 0.0) for k, v in parts.items()}
+    total = sum(parts.values())
+    if total > wall:  # overlapping measurements: scaled to the wall time, the sum holds
+        scale = wall / total if total else 0.0
+        parts = {k: v * scale for k, v in parts.items()}
+        total = wall
+    rest = max(wall - total, 0.0)
+    own = (s.own_time_us or 0.0) / 1e6  # ptxla_perf's own time at the boundary: not the user's host time
+    host = rest if s.host_cpu_s is None else min(max(float(s.host_cpu_s) - own, 0.0), rest)
+    out = {k: 0.0 for k in COMPONENTS}
+    out.update(parts)
+    out["host"], out["other"] = host, rest - host
+    return out
+
+
+def rounded(parts: dict[str, float] | None) -> dict[str, float] | None:
+    return {k: round(v, 7) for k, v in parts.items()} if parts is not None else None
+
+
+def steady(steps: Iterable[StepRecord]) -> dict[str, Any] | None:
+    """The mean breakdown over the steady iterations that have one: seconds per component, share of the mean
+    wall time, the largest component. None when no steady iteration was measured."""
+    rows = [(s, c) for s in steps if (c := components(s)) is not None]
+    if not rows:
+        return None
+    n = len(rows)
+    wall = sum(s.wall_time_s for s, _ in rows) / n
+    mean = {k: sum(c[k] for _, c in rows) / n for k in COMPONENTS}
+    largest = max(COMPONENTS, key=lambda k: mean[k])
+    return {"steps": n, "wall_s": round(wall, 7), "components_s": {k: round(v, 7) for k, v in mean.items()},
+            "share": {k: round(v / wall, 4) if wall else 0.0 for k, v in mean.items()}, "largest": largest}
+
+
+def per_step(steps: Iterable[StepRecord], component: str) -> list[float]:
+    """One component over iterations, in order: empty when any of them lacks the breakdown."""
+    values = [components(s) for s in steps]
+    return [] if any(v is None for v in values) else [v[component] for v in values]
+
+
+def label(component: str) -> str:
+    return LABELS.get(component, component)
+
+
+def line(summary: dict[str, Any] | None, limit: int = 6) -> str | None:
+    """The console's line: `data 20.1 ms (87%) · host 1.2 · launch 0.3 · device 1.0 · read wait 0.1` - the
+    largest component first with its share, the others in ms; parts under 1 % and 0.05 ms left out."""
+    if not summary:
+        return None
+    comp, share = summary["components_s"], summary["share"]
+    order = sorted(COMPONENTS, key=lambda k: -comp[k])
+    shown = [k for k in order if comp[k] >= 5e-5 or share[k] >= 0.01][:limit] or order[:1]
+    first = shown[0]
+    parts = [f"{label(first)} {_ms(comp[first])} ms ({share[first]:.0%})"]
+    parts += [f"{label(k)} {_ms(comp[k])}" for k in shown[1:]]
+    return " · ".join(parts)
+
+
+def _ms(seconds: float) -> str:
+    v = seconds * 1e3
+    return f"{v:.1f}" if v >= 0.1 else f"{v:.2g}"
+
+
+# --- lines: where sampled time went, over a set of iterations -------------------------------------------------
+def top_lines(steps: Iterable[StepRecord], kinds: tuple[str, ...], limit: int = 3) -> list[dict[str, Any]]:
+    """The sampled lines of these kinds over the iterations, most time first: file, line, function, kind,
+    seconds in all and per iteration."""
+    steps = list(steps)
+    total: dict[tuple, dict] = {}
+    for s in steps:
+        for h in s.hot_lines:
+            if h["kind"] not in kinds:
+                continue
+            key = (h["file"], h["line"])
+            row = total.setdefault(key, {"file": h["file"], "line": h["line"], "function": h["function"],
+                                         "kind": h["kind"], "s": 0.0})
+            row["s"] += h["s"]
+    rows = sorted(total.values(), key=lambda r: -r["s"])[:limit]
+    n = max(1, len(steps))
+    return [dict(r, s=round(r["s"], 6), ms_per_step=round(r["s"] / n * 1e3, 3)) for r in rows]

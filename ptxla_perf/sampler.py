@@ -1,0 +1,182 @@
+"""Where the main thread's host time goes, line by line: a low-rate sampler of its stack (docs/report.md, "Where a
+step's time goes").
+
+A daemon thread wakes every `interval` seconds (100 Hz by default), reads the main thread's innermost frame
+(`sys._current_frames()`: no tracing hook, nothing runs on the training thread) and charges the time since its
+last sample to one kind:
+
+- `call`: the main thread is inside the step boundary call or a jitted call (a frame of the adapter's own wrapper
+  is on the stack: `codes`; that time is measured exactly as launch / compile / device wait, so no line is kept);
+- `data`: it is pulling the next batch: inside the loader's `next()` (the adapter's timing wrapper), in a frame of
+  `torch.utils.data`, or in a generator / `__next__` / `__getitem__` that the loop's own frames called (the frames
+  the step boundaries were called from: the loop that pulls a batch is one of them);
+- `framework`: the innermost frame is torch, torch_xla, JAX, ptxla_perf or another installed library (tracing,
+  dispatch, hooks, a model zoo's Python);
+- `user`: the innermost frame is the user's own code (C calls it makes - NumPy, a sleep - included).
+
+Each sample also keeps the innermost user line (for `data`, the line inside `__getitem__` or the generator; and the
+loop's own line that pulls the batch, kind `data_site`). At each step boundary the session takes the lines sampled
+since the previous one (`take`): a step's `hot_lines`, its top few per kind. The data time it sampled is the
+step's `sampled_data_s` where no loader was timed exactly (a Python generator feeding a JAX loop).
+A sample costs the sampling thread ~10-30 us of GIL per 10 ms; the training thread runs no code of ours for it.
+
+The sampler can only look while it holds the GIL: in pure Python the main thread hands it over every switch
+interval (5 ms), but a call that releases the GIL (a sync, a sleep, I/O) hands it over at once, so samples lean
+towards those calls. Each sample is classified from the very stack it read (never from a flag read later), the
+sampled lines name where time goes, and the times that need to be exact are measured, not sampled.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Callable
+
+from .frames import TOOL, USER, _abs, classify
+
+DATA, USER_KIND, FRAMEWORK, CALL, DATA_SITE = "data", "user", "framework", "call", "data_site"
+KINDS = (DATA, USER_KIND, FRAMEWORK, CALL)
+_CO_GENERATOR = 0x20
+_DATA_NAMES = frozenset({"__next__", "__getitem__", "__getitems__", "next", "__iter__"})
+_DATA_DIRS = ("/torch/utils/data/",)
+PER_KIND = 3  # lines kept per kind and step
+
+
+class StackSampler:
+    def __init__(self, codes: tuple[set, set] | None = None, interval: float = 0.01):
+        # the adapter's own wrappers: a frame of the boundary call / jitted call, of the loader's timed next()
+        self.call_codes, self.data_codes = codes or (set(), set())
+        self.interval = interval
+        self.seconds = {k: 0.0 for k in KINDS}  # cumulative, per kind
+        self.samples = 0
+        self._lines: dict[tuple, float] = {}  # (file, line, function, kind) -> seconds, since the last take()
+        self._loop: set = set()  # code objects of the user frames the step boundaries were called from
+        self._kind: dict = {}  # code -> frames.classify kind
+        self._data_code: dict = {}  # code -> it is a data-loading frame by its file
+        self._learned = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+    def start(self) -> "StackSampler":
+        self._main = threading.main_thread().ident
+        self._thread = threading.Thread(target=self._run, name="ptxla_perf-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=1.0)
+        self._thread = None
+
+    # --- the training thread: at a step boundary -----------------------------------------------------------
+    def learn_loop(self, frame) -> None:
+        """The user frames a step boundary was called from (the first few boundaries): the loop pulling the
+        batches runs in one of them."""
+        if self._learned >= 4:
+            return
+        self._learned += 1
+        while frame is not None:
+            if self._kind_of(frame.f_code) == USER:
+                self._loop.add(frame.f_code)
+            frame = frame.f_back
+
+    def take(self) -> list[dict]:
+        """The lines sampled since the previous call: the top PER_KIND of each kind, seconds each."""
+        lines, self._lines = self._lines, {}
+        if not lines:
+            return []
+        by_kind: dict[str, list] = {}
+        for (file, line, function, kind), s in lines.items():
+            by_kind.setdefault(kind, []).append((s, file, line, function))
+        out = []
+        for kind, rows in by_kind.items():
+            rows.sort(reverse=True)
+            out += [{"file": _abs(f), "line": n, "function": fn, "kind": kind, "s": round(s, 6)}
+                    for s, f, n, fn in rows[:PER_KIND]]
+        return out
+
+    # --- the sampling thread ----------------------------------------------------------------------------
+    def _run(self) -> None:
+        last = time.perf_counter()
+        frames = sys._current_frames
+        while not self._stop.wait(self.interval):
+            now = time.perf_counter()
+            dt, last = min(now - last, 3 * self.interval), now
+            frame = frames().get(self._main)
+            if frame is None:
+                continue
+            try:
+                self._sample(frame, dt)
+            except Exception:  # noqa: BLE001 - a diagnostic never takes the run down
+                pass
+            # never hold a frame of the training thread between samples: a frame object outliving its call keeps
+            # the call's locals alive (tensors: torch_xla would sync them as extra graph outputs and recompile)
+            frame = None
+
+    def _kind_of(self, code) -> int:
+        kind = self._kind.get(code)
+        if kind is None:
+            kind = self._kind[code] = classify(code.co_filename)
+        return kind
+
+    def _sample(self, frame, dt: float) -> None:
+        self.samples += 1
+        f = frame
+        call_codes, data_codes = self.call_codes, self.data_codes
+        data = False
+        while f is not None:
+            code = f.f_code
+            if code in call_codes:
+                self.seconds[CALL] += dt
+                return
+            data = data or code in data_codes
+            f = f.f_back
+        user = site = None
+        innermost = None
+        callee = None
+        loop = self._loop
+        f = frame
+        while f is not None:
+            code = f.f_code
+            kind = self._kind_of(code)
+            if innermost is None:
+                innermost = kind
+            if user is None and kind == USER:
+                user = (code.co_filename, f.f_lineno, code.co_name)
+            if site is None and callee is not None and code in loop and (
+                    data or callee.co_name in _DATA_NAMES or
+                    (callee.co_flags & _CO_GENERATOR and self._kind_of(callee) != TOOL)):
+                data, site = True, (code.co_filename, f.f_lineno, code.co_name)
+            elif not data:
+                is_data = self._data_code.get(code)
+                if is_data is None:
+                    name = code.co_filename.replace("\\", "/")
+                    is_data = self._data_code[code] = any(d in name for d in _DATA_DIRS)
+                data = is_data
+            callee = code
+            f = f.f_back
+        # the user's own line at the top of the stack is theirs to fix; torch/JAX tracing and installed libraries'
+        # Python (a model zoo, a trainer) are the framework's, named by the user line that called them
+        kind = DATA if data else (USER_KIND if innermost == USER else FRAMEWORK)
+        self.seconds[kind] += dt
+        lines = self._lines
+        if user is not None:
+            key = (*user, kind)
+            lines[key] = lines.get(key, 0.0) + dt
+        if site is not None:
+            key = (*site, DATA_SITE)
+            lines[key] = lines.get(key, 0.0) + dt
+
+
+def main_thread_cpu() -> Callable[[], float]:
+    """A clock of the main thread's CPU time in seconds, readable from any thread (one clock_gettime, ~0.5 us);
+    where the platform has no per-thread clock id, the calling thread's CPU time."""
+    try:
+        clock = time.pthread_getcpuclockid(threading.main_thread().ident)
+        time.clock_gettime(clock)
+    except (AttributeError, OSError, TypeError):
+        return time.thread_time
+    gettime = time.clock_gettime
+    return lambda: gettime(clock)
