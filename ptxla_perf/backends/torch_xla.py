@@ -573,8 +573,8 @@ class TorchXlaAdapter:
 
     def _execution_modes(self) -> list[str]:
         """How the script ran its graphs: "lazy" (syncs it made itself: torch_xla.sync, mark_step, step loaders),
-        "torch_xla.compile" (syncs of torch_xla.compile / torch_xla.step regions), "eager" (eager mode on at the end),
-        "dynamo" (it called torch.compile), "spmd". Read when the report is built."""
+        "torch_xla.compile" (syncs of torch_xla.compile / torch_xla.step regions), "eager" (eager mode on at a sync
+        or at the end), "dynamo" (it called torch.compile), "spmd". Read when the report is built."""
         modes = {m for m in self._sync_callers if m != "dynamo"}
         if self._dynamo:
             modes.add("dynamo")
