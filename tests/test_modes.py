@@ -22,6 +22,8 @@ import pytest
 
 from conftest import SCRIPTS, cli_env, load_report
 
+pytestmark = pytest.mark.xdist_group("modes")  # each mode's pair of runs is shared by the tests below
+
 MODES = ("dynamo", "eager", "step", "spmd", "eager_item", "eager_ema", "dynamo_recompile")
 EXECUTION_MODES = {"dynamo": ["dynamo", "lazy"], "eager": ["eager", "torch_xla.compile"],
                    "step": ["lazy", "torch_xla.compile"], "spmd": ["lazy", "spmd"],
