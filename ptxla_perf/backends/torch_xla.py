@@ -891,6 +891,7 @@ class _DeviceTimes:
     def __init__(self):
         self.pending: list[StepRecord] = []
         self.offset = time.time() - time.perf_counter()  # the samples' wall clock -> perf_counter
+        self.since = time.perf_counter()  # graphs that started before the session are not its steps'
         self.done: dict[tuple, None] = {}  # samples already given to a boundary, oldest first (bounded)
         self.consumed = {m: _metric(m)[0] for m in self.METRICS}  # samples counted so far, per metric
         self.prev_busy: float | None = None  # device time of the boundary before the first pending one
@@ -915,9 +916,10 @@ class _DeviceTimes:
             new = []
             for ts, value in reversed(samples):
                 key = (ts, value, name)
-                if key in self.done:
+                start = ts - self.offset - value / 1e9
+                if key in self.done or start < self.since:
                     break
-                new.append((ts - self.offset - value / 1e9, value / 1e9, key))
+                new.append((start, value / 1e9, key))
             lost = lost or count - self.consumed[name] > len(new)
             fresh += new
         fresh.sort()
