@@ -785,12 +785,14 @@ class HostBound(_Dominant):
                 "the main thread's Python and graph tracing")
         return [Finding(
             "host_bound", severity,
-            f"The host keeps the step busy{where(loc)}: {_ms(host)} of each {_ms(wall)} step ({_of(host, wall, share)}) "
-            f"is the main thread's own work ({what}), in {len(hits)} of {len(steady)} steady steps, while the device "
-            f"waits for its next graph.{top} {ctx.advice.get('host_bound', GENERIC_ADVICE['host_bound'])}",
+            f"The host keeps the step busy{where(loc)}: {_ms(host)} of each {_ms(wall)} step "
+            f"({_of(host, wall, share)}) is the main thread's own work ({what}), in {len(hits)} of {len(steady)} "
+            f"steady steps, while the device waits for its next graph.{top} "
+            f"{ctx.advice.get('host_bound', GENERIC_ADVICE['host_bound'])}",
             len(hits), loc, {"ms_per_step": round(host * 1e3, 3), "step_ms": round(wall * 1e3, 3),
-                             "share": round(share, 4), "share_of_wall": round(host / wall, 4), "user_share_sampled": round(own, 3) if own is not None
-                             else None, "lines": lines, "source": "runtime"},
+                             "share": round(share, 4), "share_of_wall": round(host / wall, 4),
+                             "user_share_sampled": round(own, 3) if own is not None else None, "lines": lines,
+                             "source": "runtime"},
             len(hits) / len(steady), hits)]
 
 
@@ -823,7 +825,8 @@ class LaunchBound(_Dominant):
             f"{len(steady)} steady steps: the steps are too small for the per-launch cost. "
             f"{ctx.advice.get('launch_bound', GENERIC_ADVICE['launch_bound'])}",
             len(hits), loc, {"ms_per_step": round(launch * 1e3, 3), "step_ms": round(wall * 1e3, 3),
-                             "share": round(share, 4), "share_of_wall": round(launch / wall, 4), "graphs_per_step": round(graphs, 3),
+                             "share": round(share, 4), "share_of_wall": round(launch / wall, 4),
+                             "graphs_per_step": round(graphs, 3),
                              "device_ms_per_step": round(busy * 1e3, 3) if busy is not None else None,
                              "source": "runtime"},
             len(hits) / len(steady), hits)]

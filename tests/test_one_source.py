@@ -131,7 +131,8 @@ def test_every_view_shows_the_same_time_breakdown(run):
         assert split["components_s"][part] == pytest.approx(mean, rel=1e-4, abs=1e-6)
     assert f"time/step   {breakdown.line(split)}" in run["proc"].stderr
     page = run["path"].with_suffix(".html").read_text()
-    assert 'class="plot split"' in page and f"{split['largest'].replace('_', ' ')} {fmt.pct(split['share'][split['largest']])}" in page
+    top = split["largest"]
+    assert 'class="plot split"' in page and f"{top.replace('_', ' ')} {fmt.pct(split['share'][top])}" in page
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     from tensorboard.util import tensor_util
     import numpy as np

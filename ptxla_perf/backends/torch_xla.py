@@ -1131,28 +1131,33 @@ class _DeviceTimes:
     """The device's busy time per boundary from torch_xla's execution metrics. `ExecuteTime` (and
     `ExecuteReplicatedTime` under SPMD) times each graph from its launch to the moment the device finished it (the
     PJRT future's ready callback); each sample is stamped with the wall clock (seconds) when it was recorded, its
-    value in nanoseconds. Reading the metric copies its last 1024 samples, so it is read every EVERY boundaries (and
-    before a report), never per boundary. The device runs the graphs one after the other, in launch order: the new
-    samples, by start time, are the boundaries' launches (`executions`) in order - boundary k's device time is the
-    busy time of the graphs launched in its step. Its sync waited for the graphs of the step before, so its
-    `device_wait_s` is capped at their busy time (the rest of a blocked sync is the CPU busy elsewhere: `other`).
+    value in nanoseconds. Reading the metric copies its last 1024 samples (~50 us; ~150 us with our scan), so it is
+    read every EVERY boundaries or MAX_GRAPHS graphs (and before a report), never per boundary. The device runs the
+    graphs one after the other, in launch order: the new samples, by start time, are the boundaries' launches
+    (`executions`) in order - boundary k's device time is the busy time of the graphs launched in its step. Its sync
+    waited for the graphs of the step before, so its `device_wait_s` is capped at their busy time (the rest of a
+    blocked sync is the CPU busy elsewhere: `other`).
     The latest boundary waits for the next read (its graph may still run); where samples are missing (more graphs
     between reads than the metric keeps, graphs torch.compile ran outside any sync) the time stays unknown."""
 
-    EVERY = 32
+    EVERY = 64  # boundaries between reads...
+    MAX_GRAPHS = 384  # ...or fewer, once this many graphs are pending (the metric keeps 1024 samples)
     METRICS = ("ExecuteTime", "ExecuteReplicatedTime")
 
     def __init__(self):
         self.pending: list[StepRecord] = []
         self.offset = time.time() - time.perf_counter()  # the samples' wall clock -> perf_counter
+        self.since = time.perf_counter()  # graphs that started before the session are not its steps'
         self.done: dict[tuple, None] = {}  # samples already given to a boundary, oldest first (bounded)
         self.consumed = {m: _metric(m)[0] for m in self.METRICS}  # samples counted so far, per metric
         self.prev_busy: float | None = None  # device time of the boundary before the first pending one
         self.unordered = False  # graphs ran outside the syncs (torch.compile): no order to go by
+        self.graphs = 0  # graphs launched by the pending boundaries
 
     def add(self, rec: StepRecord) -> None:
         self.pending.append(rec)
-        if len(self.pending) >= self.EVERY:
+        self.graphs += rec.executions
+        if len(self.pending) >= self.EVERY or self.graphs >= self.MAX_GRAPHS:
             self.read(final=False)
 
     def read(self, final: bool = True) -> None:
@@ -1169,9 +1174,10 @@ class _DeviceTimes:
             new = []
             for ts, value in reversed(samples):
                 key = (ts, value, name)
-                if key in self.done:
+                start = ts - self.offset - value / 1e9
+                if key in self.done or start < self.since:
                     break
-                new.append((ts - self.offset - value / 1e9, value / 1e9, key))
+                new.append((start, value / 1e9, key))
             lost = lost or count - self.consumed[name] > len(new)
             fresh += new
         fresh.sort()
@@ -1200,6 +1206,7 @@ class _DeviceTimes:
         while len(self.done) > 4096:
             self.done.pop(next(iter(self.done)))
         self.pending = self.pending[resolved:]
+        self.graphs = sum(r.executions for r in self.pending)
 
 
 def _live_xla_tensors() -> list[torch.Tensor]:
