@@ -811,8 +811,13 @@ class TorchXlaAdapter:
         if rec.compiles and graphs and digest not in graphs:
             # against the closest graph this site ran before, not merely the last: one site can run several graphs
             # per iteration (gradient accumulation: the micro-batch graph and the update graph at one sync)
-            old_digest, d = min(((k, hlo_diff.diff_hlo(v, hlo)) for k, v in reversed(graphs.items())),
-                                key=lambda kd: kd[1].distance)
+            # the graph it replaced: the site's latest, unless an earlier one is far closer (gradient accumulation
+            # runs the micro-batch graph and the update graph at one site: the update graph is compared with the
+            # last update graph). A near tie goes to the latest, so the same graphs get the same cause every run.
+            diffs = [(k, hlo_diff.diff_hlo(v, hlo)) for k, v in reversed(graphs.items())]
+            old_digest, d = min(diffs, key=lambda kd: kd[1].distance)
+            if diffs[0][1].distance <= 2 * d.distance:
+                old_digest, d = diffs[0]
             special = hlo_diff.special_scalar_change(d)
             event = Event("compile", self._graph_location(d), {
                 "key": _compile_key(site), "cause": "special_scalar" if special else d.cause,
