@@ -812,8 +812,6 @@ class TorchXlaAdapter:
         graphs = self._hlo_by_site.setdefault(_site_key(site), OrderedDict())
         digest, hlo = pending
         if rec.compiles and graphs and digest not in graphs:
-            # against the closest graph this site ran before, not merely the last: one site can run several graphs
-            # per iteration (gradient accumulation: the micro-batch graph and the update graph at one sync)
             # the graph it replaced: the site's latest, unless an earlier one is far closer (gradient accumulation
             # runs the micro-batch graph and the update graph at one site: the update graph is compared with the
             # last update graph). A near tie goes to the latest, so the same graphs get the same cause every run.
