@@ -45,7 +45,8 @@ def _spans(node: ast.AST, line: int) -> bool:
 
 def _exits(body: list[ast.stmt], loop_level: bool) -> str | None:
     """What a branch body does to the loop: STOP (break, raise, exit; a return out of the loop), SKIP (continue; a
-    return out of a step function called by the loop), or None. Nested loops are not looked into (their break is their own)."""
+    return out of a step function called by the loop), or None. Nested loops are not looked into (their break is
+    their own)."""
     for stmt in body:
         for node in ast.walk(stmt) if not isinstance(stmt, (ast.For, ast.While, ast.AsyncFor)) else [stmt]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):

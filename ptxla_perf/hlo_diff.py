@@ -55,9 +55,11 @@ class GraphDiff:
         if self.same:
             return "identical"
         rebuilt = len(self.added) + len(self.removed)
-        if not self.reshaped_inputs and self.shape_roots() and rebuilt <= 0.25 * max(self.size):
+        scalar_trade = all(x.endswith("[]") for x in self.inputs_came + self.inputs_gone)
+        if scalar_trade and self.shape_roots() and rebuilt <= 0.25 * max(self.size):
             # the same ops on inputs of the same shapes, yet shapes inside changed: a size made in Python (a resize's
-            # output size) is part of the graph - even where a scalar input came or went with it
+            # output size) is part of the graph - even where a scalar input came or went with it (a new tensor
+            # input is a new argument structure: DDP's bucket views, optimizer state)
             return "internal_shapes"
         if self.input_count[0] != self.input_count[1]:
             return "argument_structure"  # a new input (optimizer state appearing), not a new shape

@@ -2,7 +2,6 @@
 torch_xla runs of tiny scripts (tests/scripts/), each asserting what failed before the fix."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -49,9 +48,10 @@ def test_multi_scale_resize_recompile_is_placed_at_the_resize_with_its_cause(pro
     assert f["severity"] == "warning", f
     assert f["location"]["line"] == planted_line(path), f
     assert f["evidence"]["cause"] == "internal_shapes", f["evidence"]
+    differences = f["evidence"]["differences"]
     assert any(d.startswith(f"shapes start to change inside interpolate(), called at multi_scale.py:"
-                            f"{planted_line(path)}") for d in f["evidence"]["differences"]), f["evidence"]["differences"]
-    assert f"The size that changed is set at " in f["message"] and "cut at " in f["message"], f["message"]
+                            f"{planted_line(path)}") for d in differences), differences
+    assert "The size that changed is set at " in f["message"] and "cut at " in f["message"], f["message"]
 
 
 def _warmup_run(tmp_path, *args: str, options: tuple[str, ...] = ()) -> dict:
@@ -140,7 +140,8 @@ def test_a_read_every_step_says_so_with_its_steps_as_ranges(tmp_path):
     script = tmp_path / "skip_one.py"
     script.write_text("import torch\nimport torch_xla\n\ndev = torch_xla.device()\n"
                       "model = torch.nn.Linear(16, 1).to(dev)\nopt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
-                      "total = 0.0\nfor step in range(30):\n    loss = model(torch.randn(4, 16).to(dev)).pow(2).mean()\n"
+                      "total = 0.0\nfor step in range(30):\n"
+                      "    loss = model(torch.randn(4, 16).to(dev)).pow(2).mean()\n"
                       "    loss.backward()\n    opt.step()\n    opt.zero_grad()\n    if step != 5:\n"
                       "        total += loss.item()\n    torch_xla.sync()\nprint('done', total > -1)\n")
     proc = subprocess.run([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report", "r.json",

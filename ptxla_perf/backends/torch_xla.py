@@ -418,7 +418,8 @@ class TorchXlaAdapter:
         self.h2d_lines: dict[tuple, tuple[Location, set]] = {}  # user line -> shapes it moved to the device
         self.h2d_bytes: dict[tuple, set] = {}  # user line -> sizes in bytes of what it moved to the device
         self.h2d_steps: dict[tuple, dict[int, set]] = {}  # user line -> step -> shapes it moved in that step
-        self._calls_steps = 0  # calls attribution steps so far
+        self._calls_at: Counter = Counter()  # calls attribution steps so far, by the compile key of their site
+        self._step_site: dict[int, str] = {}  # boundary -> the compile key of its site (attribution steps)
         # torch functions (by name) whose own ops started a change of shapes inside a graph, and the user lines
         # seen calling them on calls steps (with the shapes they returned)
         self.shape_calls_wanted: set[str] = set()
@@ -779,7 +780,9 @@ class TorchXlaAdapter:
                 self._explained.add(_anomaly_key(e.kind, rec, e))
         step = self._steps
         self._steps += 1
-        self._calls_steps += kind == CALLS and self._mode is not None
+        if kind is not None:
+            self._step_site[step] = _compile_key(rec.site)
+            self._calls_at[_compile_key(rec.site)] += kind == CALLS and self._mode is not None
         self.plan.saw(step, self._unexplained(rec))
         if rec.compiles:
             self._sites_compiled.add(_site_key(rec.site))
@@ -1014,10 +1017,13 @@ class TorchXlaAdapter:
         graphs = self._hlo_by_site.setdefault(_site_key(site), OrderedDict())
         digest, hlo = pending
         if rec.compiles and graphs and digest not in graphs:
-            # against the closest graph this site ran before, not merely the last: one site can run several graphs
-            # per iteration (gradient accumulation: the micro-batch graph and the update graph at one sync)
-            old_digest, d = min(((k, hlo_diff.diff_hlo(v, hlo)) for k, v in reversed(graphs.items())),
-                                key=lambda kd: kd[1].distance)
+            # the graph it replaced: the site's latest, unless an earlier one is far closer (gradient accumulation
+            # runs the micro-batch graph and the update graph at one site: the update graph is compared with the
+            # last update graph). A near tie goes to the latest, so the same graphs get the same cause every run.
+            diffs = [(k, hlo_diff.diff_hlo(v, hlo)) for k, v in reversed(graphs.items())]
+            old_digest, d = min(diffs, key=lambda kd: kd[1].distance)
+            if diffs[0][1].distance <= 2 * d.distance:
+                old_digest, d = diffs[0]
             special = hlo_diff.special_scalar_change(d)
             event = Event("compile", self._graph_location(d), {
                 "key": _compile_key(site), "cause": "special_scalar" if special else d.cause,
@@ -1066,31 +1072,38 @@ class TorchXlaAdapter:
         """Point shape-change recompiles at the user line that moved differently-shaped data to the device:
         the line seen moving several shapes, else one that moved a shape the new graph takes as input."""
         # a line that moved other shapes in one step than in another (not one that moves an x and a y every step)
-        varying = [loc for k, (loc, _) in self.h2d_lines.items()
-                   if len({frozenset(v) for v in self.h2d_steps.get(k, {}).values()}) > 1]
+        varying_all = [loc for k, (loc, _) in self.h2d_lines.items()
+                       if len({frozenset(v) for v in self.h2d_steps.get(k, {}).values()}) > 1]
         indexed = [loc for loc, ints in self.index_lines.values() if len(ints) > 1]
         for event in self._unresolved:
             new_shapes, event.detail.new_shapes = event.detail.new_shapes, None
             copied, event.detail.copied = event.detail.copied, None
+            # lines seen uploading in steps this graph's site ended (a training loop's upload line is not an
+            # evaluation pass's, even where their batches have the same size)
+            here = {k for k, steps in self.h2d_steps.items()
+                    if any(self._step_site.get(j) == event.detail.key for j in steps)}
+            varying = [loc for loc in varying_all if (loc.file, loc.line) in here]
             if copied is not None:
                 # a step whose graph was not captured: the data copied in changed size; the line seen (on a calls
                 # step) copying data of a size that changed, or the one line seen copying several shapes
                 if event.location is None:
                     gone = set(copied[0]) - set(copied[1])
-                    sized = [self.h2d_lines[k][0] for k, sizes in self.h2d_bytes.items() if sizes & gone]
-                    # else the line that copies data to the device on every calls step (in file order: x before y)
+                    sized = [self.h2d_lines[k][0] for k, sizes in self.h2d_bytes.items() if sizes & gone and k in here]
+                    # else the line that copies data to the device on every calls step of this site (in file order:
+                    # x before y)
                     every = sorted((loc for k, (loc, _) in self.h2d_lines.items()
-                                    if len(self.h2d_steps.get(k, {})) == self._calls_steps),
+                                    if k in here and len(self.h2d_steps[k]) == self._calls_at[event.detail.key]),
                                    key=lambda loc: (loc.file, loc.line))
                     pick = sized if len(sized) == 1 else varying if len(varying) == 1 else every
                     event.location = pick[0] if pick else None
             elif new_shapes is not None:
                 dims = {_dims(s) for s in new_shapes}
-                match = [loc for loc, shapes in self.h2d_lines.values() if shapes & dims]
+                match = [loc for k, (loc, shapes) in self.h2d_lines.items()
+                         if shapes & dims and (k in here or not here)]
                 if event.location is not None:
                     pass  # the graph's own metadata named the line that put the changed input on the device
-                elif len(varying) == 1:
-                    event.location = varying[0]
+                elif len(varying) == 1 or (not here and len(varying_all) == 1):
+                    event.location = (varying or varying_all)[0]
                 elif match:
                     event.location = match[0]
             elif event.detail.shape_call:
