@@ -112,8 +112,7 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
         boundaries=[boundary_of(p) for p in parts],
         flops=_cost_sum(parts, "flops"), bytes_accessed=_cost_sum(parts, "bytes_accessed"),
         transcendentals=_cost_sum(parts, "transcendentals"),
-        live_arrays=next((p.live_arrays for p in reversed(parts) if p.live_arrays is not None), None),
-        live_bytes=next((p.live_bytes for p in reversed(parts) if p.live_arrays is not None), None))
+        live=next((p.live for p in reversed(parts) if p.live is not None), None))
 
 
 def _cost_sum(parts: list[StepRecord], key: str) -> float | None:
