@@ -114,8 +114,7 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
         transcendentals=_cost_sum(parts, "transcendentals"),
         eager_launches=sum(p.eager_launches for p in parts),
         eager_time_s=None if all(p.eager_time_s is None for p in parts) else sum(p.eager_time_s or 0.0 for p in parts),
-        live_arrays=next((p.live_arrays for p in reversed(parts) if p.live_arrays is not None), None),
-        live_bytes=next((p.live_bytes for p in reversed(parts) if p.live_arrays is not None), None),
+        live=next((p.live for p in reversed(parts) if p.live is not None), None),
         **{k: _opt_sum(parts, k) for k in _TIMED}, hot_lines=_lines_sum(parts))
 
 

@@ -12,8 +12,8 @@
   (`--device-memory-gb`, `roofline.device_memory_gb`) asks "would it fit on X".
 - **Headroom** = capacity - the largest graph's peak (its arguments, i.e. the resident parameters and optimizer
   state it takes, are part of its peak), or - the runtime's own peak in use where that is larger.
-- **Live memory per step**: the adapters put a cheap live count on boundary records (`StepRecord.live_arrays`,
-  `live_bytes`: torch_xla's tensor create/destroy counters, JAX's live arrays sampled every few steps);
+- **Live memory per step**: the adapters put a cheap live count on boundary records (`StepRecord.live`: arrays,
+  bytes; torch_xla's tensor create/destroy counters, JAX's live arrays sampled every few steps);
   `growth()` is the one derivation of "bytes / arrays per step in the steady state" that the rule
   (memory_rules.py), the section and the views read.
 

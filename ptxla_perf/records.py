@@ -171,7 +171,7 @@ class Boundary:
                    int(d.get("optimizer_steps", 0)), int(d.get("backward_calls", 0)), bool(d.get("launched", True)))
 
 
-@dataclass
+@dataclass(slots=True)
 class StepRecord:
     """One step boundary as an adapter reports it, or (after `iterations.group`) one training/eval iteration
     made of several boundaries, listed in `boundaries`."""
@@ -209,9 +209,6 @@ class StepRecord:
     # --- torch_xla eager mode (backends/torch_xla_modes.py): absent from the JSON where not measured ---
     eager_launches: int = 0  # eager ops run outside the torch_xla.compile'd step since the previous boundary
     eager_time_s: float | None = None  # wall time from the previous boundary to the compiled step's start
-    # --- live device memory at the boundary (memory.py); None where not sampled ---
-    live_arrays: int | None = None  # live device tensors (torch_xla) / arrays (JAX)
-    live_bytes: int | None = None  # their bytes, where the backend can tell cheaply (JAX)
     # --- where the step's time went: what figures.breakdown derives the components from (docs/report.md) ---
     launch_time_s: float | None = None  # inside the step's sync / jitted calls, net of compile and device wait
     device_wait_s: float | None = None  # torch_xla: blocked in the sync call until the device finished a graph
@@ -219,9 +216,23 @@ class StepRecord:
     host_cpu_s: float | None = None  # the main thread's CPU time outside those calls and the loader's next()
     sampled_data_s: float | None = None  # the stack sampler's estimate of the time spent pulling the next batch
     hot_lines: list[dict] = field(default_factory=list)  # sampled lines: file, line, function, kind, seconds
+    # live device memory at the boundary (memory.py): (live device tensors/arrays, their bytes or None where the
+    # backend cannot tell cheaply); None where not sampled
+    live: tuple | None = None
+
+    @property
+    def live_arrays(self) -> int | None:
+        return self.live[0] if self.live is not None else None
+
+    @property
+    def live_bytes(self) -> int | None:
+        return self.live[1] if self.live is not None else None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
+        live = d.pop("live")
+        if live is not None:  # the report's steps[].live_arrays / live_bytes
+            d["live_arrays"], d["live_bytes"] = live[0], live[1]
         d["events"] = [e.to_json() for e in self.events]
         if not d["events"]:
             del d["events"]
@@ -248,5 +259,7 @@ def step_from_json(d: dict[str, Any]) -> StepRecord:
     d["host_to_device"] = Transfers(**d.get("host_to_device", {}))
     d["events"] = [Event(e["kind"], location_from_json(e.get("location")), e.get("detail", {}))
                    for e in d.get("events", [])]
+    if "live_arrays" in d:
+        d["live"] = (d.pop("live_arrays"), d.pop("live_bytes", None))
     known = StepRecord.__dataclass_fields__
     return StepRecord(**{k: v for k, v in d.items() if k in known})

@@ -144,7 +144,7 @@ def test_capacity_sources():
 
 def test_growth_needs_a_steady_rise():
     def steps(counts):
-        return [StepRecord(index=i, wall_time_s=0.01, live_arrays=c, live_bytes=None if c is None else 4 * c)
+        return [StepRecord(index=i, wall_time_s=0.01, live=None if c is None else (c, 4 * c))
                 for i, c in enumerate(counts)]
     rising = memory.growth(steps([10, 11, 12, 13, 14, 15]), 1)
     assert rising["arrays_per_step"] == 1 and rising["bytes_per_step"] == 4 and memory.grows(rising)

@@ -1109,7 +1109,7 @@ class JaxAdapter:
             return
         t0 = time.perf_counter()
         try:
-            rec.live_arrays, rec.live_bytes = _live_sample()
+            rec.live = _live_sample()
         except Exception:
             return
         # the next sample: every _LIVE_EVERY boundaries, further apart when a sample costs more than _LIVE_SHARE of

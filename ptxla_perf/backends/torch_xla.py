@@ -761,7 +761,7 @@ class TorchXlaAdapter:
             if value != prev.fallbacks.get(name, 0) and _since(value, prev.fallbacks.get(name, 0)):
                 rec.fallback_ops[name] = _since(value, prev.fallbacks.get(name, 0))
         if index >= 0:
-            rec.live_arrays = now.live
+            rec.live = (now.live, None)
         rec.events = list(self.events)
         self.events.clear()
         if index >= 0:
