@@ -174,7 +174,9 @@ class Boundary:
 @dataclass(slots=True)
 class StepRecord:
     """One step boundary as an adapter reports it, or (after `iterations.group`) one training/eval iteration
-    made of several boundaries, listed in `boundaries`."""
+    made of several boundaries, listed in `boundaries`. Slotted: created at every boundary, and an instance dict of
+    more than 30 keys is no longer key-shared (a larger allocation from the system allocator, which contends with
+    the runtime's threads right after a graph launch: ~0.3 ms per boundary measured)."""
 
     index: int
     wall_time_s: float  # from the previous step boundary (or the session start) to this one
