@@ -48,7 +48,7 @@ class MemoryGrowth(Rule):
         # a warning only with the program's own evidence: a container in its frames that holds the values. Without
         # one the count may be the framework's own bookkeeping (torch_xla SPMD: one more tensor per mark_sharding
         # call, measured in a plain run too), so the finding says what is unknown and stays info.
-        known = bool(holder.get("holder") or holder.get("items"))
+        known = bool(holder.get("holder"))  # a named container in the user's frames (an anonymous dict is no evidence)
         tail = (f"Whatever a step keeps stays on the device until the run runs out of memory. {advice}" if known else
                 "No list, dict or other container in the program's frames was found holding them: what keeps them "
                 "is not known (it may be the framework's own bookkeeping); check the device's memory in use "
