@@ -26,7 +26,7 @@ def run(tmp_path_factory):
             out = tmp_path_factory.mktemp("jaxloop") / "report.json"
             proc = run_cli("profile", "--port", "none", "--backend", "jax", "--report", str(out),
                            str(SCRIPTS / script), cwd=out.parent, **JAX_ENV)
-            assert out.exists(), f"no report\n{proc.stdout}\n{proc.stderr[-4000:]}"
+            assert out.exists(), f"no report (exit {proc.returncode})\n{proc.stdout}\n{proc.stderr[-4000:]}"
             assert proc.returncode == 0, proc.stderr[-3000:]
             cache[script] = (proc, load_report(out))
         return cache[script]
