@@ -1,7 +1,7 @@
 """Where a step's time goes (issue 18): every step's wall time split into data, host, launch, compile, read wait,
 device and other, from what the adapters measure on every run (no capture), and the findings named from it with
-the user's line (the stack sampler): host_bound for a heavy pure-Python block, launch_bound for many tiny torch_xla
-steps, input_bound for a JAX loop fed by a generator doing heavy NumPy work."""
+the user's line (the stack sampler): host_bound for a heavy pure-Python block, the parts of many tiny torch_xla
+steps, launch_bound for tiny JAX steps over many leaves, input_bound for a JAX loop fed by a generator doing heavy NumPy work."""
 from __future__ import annotations
 
 import pytest
@@ -87,3 +87,20 @@ def test_jax_generator_with_heavy_numpy_is_input_bound_at_its_line(profiled):
     assert f"{planted_line(script)} (batches" in f["message"]
     split = rep["summary"]["time_breakdown"]
     assert max((p for p in PARTS if p != "other"), key=lambda p: split["components_s"][p]) == "data"
+
+
+def test_jax_tiny_steps_over_many_leaves_are_launch_bound_at_the_call(profiled):
+    """A jitted step over a tree of 300 small arrays: each call's dispatch (flattening the tree, one buffer per
+    leaf) costs far more than the device's few FLOPs, so launching is the largest part and launch_bound names the
+    call's line. JAX's device time is not measured (its calls return before the device is done), so the finding
+    stays info: the rule cannot tell dispatch from device work inside the call."""
+    script = SCRIPTS / "jax_many_leaves.py"
+    run = profiled(script)
+    assert run.proc.returncode == 0 and "done" in run.proc.stdout, run.proc.stderr[-2000:]
+    rep = run.report
+    assert_parts_sum_to_wall_time(rep)
+    f = only(rep, "launch_bound")
+    assert f["location"]["line"] == planted_line(script) and f["severity"] == "info"
+    assert f["evidence"]["share"] >= 0.4 and f["evidence"]["graphs_per_step"] == pytest.approx(1.0)
+    assert rep["roofline"]["bound_by"]["component"] == "launch"
+    assert not [x for x in rep["findings"] if x["severity"] == "warning"]
