@@ -53,7 +53,16 @@ def from_properties(props: Any, note: str | None = None) -> GraphCost:
 
 
 # --- XLA's HloCostAnalysis through jaxlib ------------------------------------------------------------------
-_CLIENT: list = []  # a standalone jaxlib CPU client, made once (~3 ms); it only supplies shape sizes
+_CLIENTS: dict[int, Any] = {}  # standalone jaxlib CPU clients by device count, each made once (~3 ms)
+
+
+def cpu_client(xla: Any, devices: int = 1) -> Any:
+    """A standalone jaxlib CPU client with `devices` devices, made once per process (never the runtime's own
+    client): the cost analysis (it only supplies shape sizes), memory.py's compile of a torch_xla graph and the
+    SPMD partitioner (torch_xla_modes.py) share it."""
+    if devices not in _CLIENTS:
+        _CLIENTS[devices] = xla.get_tfrt_cpu_client(asynchronous=False, num_devices=devices)
+    return _CLIENTS[devices]
 
 
 def xla_cost(proto: bytes) -> GraphCost:
@@ -63,9 +72,7 @@ def xla_cost(proto: bytes) -> GraphCost:
     hlo = importlib.import_module("jaxlib._hlo")
     xla = importlib.import_module("jaxlib._jax")
     module = hlo.HloModule.from_serialized_hlo_module_proto(proto)
-    if not _CLIENT:
-        _CLIENT.append(xla.get_tfrt_cpu_client(asynchronous=False, num_devices=1))
-    return from_properties(xla.hlo_module_cost_analysis(_CLIENT[0], module))
+    return from_properties(xla.hlo_module_cost_analysis(cpu_client(xla), module))
 
 
 def cost(proto_fn, text: str | None) -> GraphCost:

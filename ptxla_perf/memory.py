@@ -100,10 +100,8 @@ def from_hlo_proto(proto: bytes) -> GraphMemory:
         return unavailable(f"graph HLO of {fmt.nbytes(len(proto))} not compiled again for its memory figures")
     try:
         xla = importlib.import_module("jaxlib._jax")
-        from .hlo_cost import _CLIENT  # one standalone CPU client per process, shared with the cost analysis
-        if not _CLIENT:
-            _CLIENT.append(xla.get_tfrt_cpu_client(asynchronous=False, num_devices=1))
-        client = _CLIENT[0]
+        from .hlo_cost import cpu_client
+        client = cpu_client(xla)  # one standalone CPU client per process, shared with the cost analysis
         module = xla.mlir.hlo_to_stablehlo(proto)
         devices = xla.DeviceList(tuple(client.local_devices()[:1]))
         exe = client.compile_and_load(module, devices, xla.CompileOptions())

@@ -264,9 +264,6 @@ def spmd_meshes() -> list[dict[str, Any]]:
     return list(found.values())[:8]
 
 
-_CLIENTS: dict[int, Any] = {}
-
-
 def partitioned_cost(proto: bytes, devices: int):
     """What one device runs of an SPMD step graph: XLA's SPMD partitioner (GSPMD, as torch_xla's runtime uses) and
     optimization pipeline run on the graph's HLO by a standalone jaxlib CPU client with `devices` devices (never
@@ -280,9 +277,7 @@ def partitioned_cost(proto: bytes, devices: int):
     from .. import hlo_cost
     hlo = importlib.import_module("jaxlib._hlo")
     xla = importlib.import_module("jaxlib._jax")
-    client = _CLIENTS.get(devices)
-    if client is None:
-        client = _CLIENTS[devices] = xla.get_tfrt_cpu_client(asynchronous=False, num_devices=devices)
+    client = hlo_cost.cpu_client(xla, devices)
     module = xla.mlir.xla_computation_to_mlir_module(hlo.XlaComputation(proto))
     options = xla.CompileOptions()
     build = options.executable_build_options
