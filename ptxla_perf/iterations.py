@@ -108,17 +108,16 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
         early_executions=sum(p.early_executions for p in parts),
         device_to_host_time_s=sum(d2h_time) if d2h_time else None,
         closure_reads=sum(p.closure_reads for p in parts),
-        data_wait_s=None if all(p.data_wait_s is None for p in parts) else sum(p.data_wait_s or 0.0 for p in parts),
         boundaries=[boundary_of(p) for p in parts],
         flops=_cost_sum(parts, "flops"), bytes_accessed=_cost_sum(parts, "bytes_accessed"),
         transcendentals=_cost_sum(parts, "transcendentals"),
         eager_launches=sum(p.eager_launches for p in parts),
-        eager_time_s=None if all(p.eager_time_s is None for p in parts) else sum(p.eager_time_s or 0.0 for p in parts),
         live=next((p.live for p in reversed(parts) if p.live is not None), None),
         **{k: _opt_sum(parts, k) for k in _TIMED}, hot_lines=_lines_sum(parts))
 
 
-_TIMED = ("launch_time_s", "device_wait_s", "device_time_s", "host_cpu_s", "sampled_data_s")
+_TIMED = ("data_wait_s", "eager_time_s", "launch_time_s", "device_wait_s", "device_time_s", "host_cpu_s",
+          "sampled_data_s")
 
 
 def _opt_sum(parts: list[StepRecord], key: str) -> float | None:

@@ -48,6 +48,11 @@ def _counter(name: str) -> int:
     return X._xla_counter_value(name) or 0
 
 
+def _launches() -> int:
+    """Graphs launched so far: compiled now or taken from the compile cache."""
+    return _counter("UncachedCompile") + _counter("CachedCompile")
+
+
 def _since(now: int, before: int) -> int:
     """A counter's increase. Counters can go back to zero: torch.compile's openxla backend clears them all while it
     compiles (UnsupportedNodesCollector); then what was counted since the reset is what we know."""
@@ -655,16 +660,16 @@ class TorchXlaAdapter:
         if eager:
             self._sync_callers.add("eager")  # eager mode was on for a stretch (a recipe may turn it off at the end)
         if caller == "dynamo":  # the openxla bridge syncs while it compiles a graph: not the user's step boundary
-            launches0 = _counter("UncachedCompile") + _counter("CachedCompile")
+            launches0 = _launches()
             result = self._real_marker(*args, **kwargs)
-            self._not_early += _since(_counter("UncachedCompile") + _counter("CachedCompile"), launches0)
+            self._not_early += _since(_launches(), launches0)
             return result
         if caller == "torch_xla.compile" and eager:
             # torch_xla.compile's first sync, in eager mode: there is no pending graph to clear, and what launched
             # since the last boundary were eager ops, one by one by design. The region's last sync is the boundary.
             t = time.perf_counter()
             result = self._real_marker(*args, **kwargs)
-            eager_ops = _since(_counter("UncachedCompile") + _counter("CachedCompile"), self._snap.launches)
+            eager_ops = _since(_launches(), self._snap.launches)
             self._not_early = max(self._not_early, eager_ops)
             self._eager_outside = (eager_ops, t - self._snap.t)  # the loop outside the compiled step (eager_ops rule)
             return result
@@ -682,7 +687,7 @@ class TorchXlaAdapter:
             result = self._real_marker(*args, **kwargs)
             t2 = time.perf_counter()
             c2 = self.training.cpu()
-            own = _since(_counter("UncachedCompile") + _counter("CachedCompile"), launches0)
+            own = _since(_launches(), launches0)
             rec = self._record(0, site, _Snapshot(self._snap, self.training))
             if self.dynamo.on:
                 rec.events += self.dynamo.poll()
