@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from .fmt import ms
 from .records import StepRecord
 
 DATA_SITE = "data_site"  # sampler.py: the loop's own line that pulls the next batch
@@ -102,14 +103,10 @@ def line(summary: dict[str, Any] | None, limit: int = 6) -> str | None:
     order = sorted(COMPONENTS, key=lambda k: -comp[k])
     shown = [k for k in order if comp[k] >= 5e-5 or share[k] >= 0.01][:limit] or order[:1]
     first = shown[0]
-    parts = [f"{label(first)} {_ms(comp[first])} ms ({share[first]:.0%})"]
-    parts += [f"{label(k)} {_ms(comp[k])}" for k in shown[1:]]
+    parts = [f"{label(first)} {ms(comp[first])} ({share[first]:.0%})"]
+    parts += [f"{label(k)} {ms(comp[k], unit=False)}" for k in shown[1:]]
     return " · ".join(parts)
 
-
-def _ms(seconds: float) -> str:
-    v = seconds * 1e3
-    return f"{v:.1f}" if v >= 0.1 else f"{v:.2g}"
 
 
 # --- lines: where sampled time went, over a set of iterations -------------------------------------------------
