@@ -1,7 +1,7 @@
 """Where a step's time goes: each iteration's wall time split into components that sum to it, derived once from
 what the adapters measured on the record (figures.py reads it from here; docs/report.md has the model).
 
-    wall = data + host + launch + compile + read_wait + device + other
+    wall = data + host + launch + compile + read_wait + device + profiler + other
 
 - `data`: waiting for the next batch (the loader's `next()` timed on the main thread, `session.data_wait()`, or
   the stack sampler's estimate for a generator the loop pulls from);
@@ -12,8 +12,10 @@ what the adapters measured on the record (figures.py reads it from here; docs/re
 - `device`: blocked inside the sync call until the device finished the graph before (torch_xla; at most that
   graph's measured execution time). JAX: not measured (its waits show as `read_wait`);
 - `host`: the main thread's CPU time outside those (the user's Python and graph tracing), at most what is left;
+- `profiler`: ptxla_perf's own time at the step boundary (`own_time_us`: bookkeeping, and on attribution steps the
+  graph capture and heap scan), measured: not the program's time, and never counted as its step time;
 - `other`: the rest: the main thread neither ran nor waited anywhere measured (sleeping, blocking I/O, waiting for
-  the CPU on a loaded host), and ptxla_perf's own time at the boundary (`own_time_us`).
+  the CPU on a loaded host).
 
 Measured parts that overlap (a read inside the loader) are scaled down to the wall time: the sum always holds.
 Pure logic on records: the rules (findings.py), the summary and every view read these figures.
@@ -26,8 +28,8 @@ from .fmt import ms
 from .records import StepRecord
 
 DATA_SITE = "data_site"  # sampler.py: the loop's own line that pulls the next batch
-COMPONENTS = ("data", "host", "launch", "compile", "read_wait", "device", "other")
-LABELS = {"read_wait": "read wait"}
+COMPONENTS = ("data", "host", "launch", "compile", "read_wait", "device", "profiler", "other")
+LABELS = {"read_wait": "read wait", "profiler": "ptxla_perf"}
 _MEASURED = ("data", "compile", "read_wait", "launch", "device")
 
 
@@ -50,7 +52,7 @@ def components(s: StepRecord) -> dict[str, float] | None:
     wall = max(float(s.wall_time_s), 0.0)
     parts = {"data": data_s(s) or 0.0, "compile": s.compile_time_s or 0.0,
              "read_wait": s.device_to_host_time_s or 0.0, "launch": s.launch_time_s or 0.0,
-             "device": s.device_wait_s or 0.0}
+             "device": s.device_wait_s or 0.0, "profiler": (s.own_time_us or 0.0) / 1e6}
     parts = {k: max(float(v), 0.0) for k, v in parts.items()}
     total = sum(parts.values())
     if total > wall:  # overlapping measurements: scaled to the wall time, the sum holds
@@ -58,7 +60,7 @@ def components(s: StepRecord) -> dict[str, float] | None:
         parts = {k: v * scale for k, v in parts.items()}
         total = wall
     rest = max(wall - total, 0.0)
-    own = (s.own_time_us or 0.0) / 1e6  # ptxla_perf's own time at the boundary: not the user's host time
+    own = (s.own_time_us or 0.0) / 1e6  # ptxla_perf's own CPU time at the boundary is in host_cpu_s: not the user's
     host = rest if s.host_cpu_s is None else min(max(float(s.host_cpu_s) - own, 0.0), rest)
     out = {k: 0.0 for k in COMPONENTS}
     out.update(parts)

@@ -737,18 +737,19 @@ def _lines_text(rows: list[dict]) -> str:
 
 class _Dominant(Rule):
     """A breakdown component (breakdown.py) that dominates the steady step: on average at least `share` of its
-    measured time (the wall time less `other`: on a loaded host the main thread waiting for a CPU is nobody's part)
-    and `min_s` per step, and in recurring_share of the steady steps: a warning with its measured ms per step."""
+    measured time (the wall time less `other` - on a loaded host the main thread waiting for a CPU is nobody's part -
+    and less ptxla_perf's own `profiler` time) and `min_s` per step, and in recurring_share of the steady steps: a warning with its measured ms per step."""
 
     component = ""
 
     def measure(self, ctx: Context) -> tuple[float, float, list[int], list, float] | None:
         steady = ctx.figures.steady
         values, others = B.per_step(steady, self.component), B.per_step(steady, "other")
+        ours = B.per_step(steady, "profiler")
         walls = [s.wall_time_s for s in steady]
         if not values or not sum(walls):
             return None
-        busy = [max(w - o, 0.0) for w, o in zip(walls, others)]
+        busy = [max(w - o - p, 0.0) for w, o, p in zip(walls, others, ours)]
         mean, wall = sum(values) / len(values), sum(walls) / len(walls)
         share = mean / (sum(busy) / len(busy)) if sum(busy) else 0.0
         bound = threshold(f"{self.kind}_share")

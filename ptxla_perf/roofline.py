@@ -33,7 +33,7 @@ _TIME_SINKS = ("device_to_host_sync", "graph_break", "op_fallback", "host_to_dev
 _BOUND_BY = {"data": ("input-bound", "input_bound"), "host": ("host-bound", "host_bound"),
              "launch": ("launch-bound", "launch_bound"), "device": ("device-bound", None),
              "read_wait": ("device-bound", "device_to_host_sync"), "compile": ("compile-bound", "recompilation"),
-             "other": ("overhead-bound", None)}
+             "profiler": ("overhead-bound", None), "other": ("overhead-bound", None)}
 
 
 def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict] | None = None,
@@ -142,7 +142,8 @@ def _from_breakdown(out: dict[str, Any], split: dict[str, Any], findings: list[d
     out["related_findings"] = [kind] if behind else []
     what = {"data": "waiting for input", "host": "the host's Python and tracing", "launch": "launching graphs",
             "device": "waiting for the device", "read_wait": "waiting in host reads",
-            "compile": "compiling", "other": "time no part of the step accounts for"}[largest]
+            "compile": "compiling", "other": "time no part of the step accounts for",
+            "profiler": "ptxla_perf's own work at the step boundary, not the program's"}[largest]
     out["explanation"] = (f"the steady step takes {fmt_ratio(ratio)} the {bound}-bound prediction ({_ms(observed)} "
                           f"observed vs {_ms(predicted)} predicted); its largest part is {what}: "
                           f"{_ms(ms_part)} per step ({share:.0%})" + (f" ({kind})" if behind else ""))

@@ -56,7 +56,8 @@ CANONICAL: list[tuple[str, str | None, bool]] = [
     ("peak_bytes", "B", False),  # memory (docs/report.md#memory): the largest step graph's peak, its temporaries
     ("temp_bytes", "B", False),
     # where the steady step's time goes (summary.time_breakdown, breakdown.py): mean seconds per steady step
-    *((f"time_{c}_s", "s", False) for c in ("data", "host", "launch", "compile", "read_wait", "device", "other")),
+    *((f"time_{c}_s", "s", False) for c in ("data", "host", "launch", "compile", "read_wait", "device", "profiler",
+                                                 "other")),
 ]
 _CANON = {name: (unit, additive) for name, unit, additive in CANONICAL}
 _PER_STEP_BASES = ["compiles", "executions", "device_to_host", "device_to_host_bytes", "host_to_device",

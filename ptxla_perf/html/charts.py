@@ -284,7 +284,7 @@ def counts(steps: list[dict[str, Any]]) -> dict[str, str]:
 
 # where each step's time went (steps[].time_breakdown), bottom to top
 SPLIT = {"device": "#3b6fd4", "read_wait": "#1c9a6c", "launch": "#8e44ad", "compile": "#d6322c",
-         "host": "#e39b1b", "data": "#2bb3c0", "other": "#bbbbbb"}
+         "host": "#e39b1b", "data": "#2bb3c0", "profiler": "#7f7f7f", "other": "#bbbbbb"}
 SPLIT_H = 90.0
 
 

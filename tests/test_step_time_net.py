@@ -1,0 +1,26 @@
+"""Step time never counts time that is not the program's step (issue 18): where every step after warm-up
+recompiles (a batch size that changes every step), the statistics take each step net of its compile time and of
+ptxla_perf's own work at the boundary (attribution steps capture the graph: tens of ms), say so, and the breakdown
+shows that own work as its own part."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import SCRIPTS
+
+
+def test_recompile_every_step_statistics_exclude_compile_and_own_time(profiled):
+    run = profiled(SCRIPTS / "changing_batch.py")
+    assert run.proc.returncode == 0, run.proc.stderr[-2000:]
+    rep = run.report
+    summary = rep["summary"]
+    assert summary["step_time_basis"] == "net_of_compile"
+    assert "each net of its compile time" in run.proc.stderr
+    after = [s for s in rep["steps"] if s["index"] >= summary["warmup_steps"]]
+    assert after and all(s["compiles"] for s in after)
+    compile_p50 = sorted(s["compile_time_s"] for s in after)[len(after) // 2]
+    net = sorted(s["wall_time_s"] - s["compile_time_s"] - (s["own_time_us"] or 0) / 1e6 for s in after)
+    assert summary["step_time_s"]["p50"] < compile_p50  # a tiny Linear step: far below one compile
+    assert summary["step_time_s"]["p50"] == pytest.approx(net[(len(net) - 1) // 2], rel=0.5)
+    for s in after:  # ptxla_perf's own time is its own part, not `other` or `host`
+        assert s["time_breakdown"]["profiler"] == pytest.approx((s["own_time_us"] or 0) / 1e6, rel=0.05, abs=1e-6)
