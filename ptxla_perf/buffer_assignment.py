@@ -12,10 +12,11 @@ No protobuf dependency: a small reader of the protobuf wire format (varints and 
 field numbers of the few messages read here.
 
 "At the peak": a program holds its argument allocations, its output allocations and its temporaries at once (the
-figure memory.py calls its peak); inside each temporary allocation the heap simulator's trace gives the moment the
-most bytes are live and the logical buffers live then. The rows are those buffers (arguments, outputs, the
-temporaries live at the heap's peak, constants), largest first. Where a temporary allocation has no trace, its
-logical buffers are listed by size (`at_peak` False on the row). Pure logic; never raises from `largest()`.
+figure memory.py calls its peak). A parameter, output or constant allocation is one row (held the whole program).
+Inside a temporary allocation the heap simulator's trace gives the moment the most bytes are live and the logical
+buffers live then; where it has no trace (XLA's CPU compiler keeps none), its largest logical buffers that occupy
+distinct bytes of it are listed (`at_peak` None on the row). The rows never add up to more than the program holds.
+Pure logic; `largest()` never raises.
 """
 from __future__ import annotations
 
@@ -298,8 +299,8 @@ def _kind(alloc: dict[str, Any]) -> str:
 def largest(assignment: bytes, modules: list[bytes], n: int = MAX_ROWS, is_user=None) -> dict[str, Any]:
     """Up to `n` buffers the program holds at its peak, largest first: {bytes, shape, dtype, kind (parameter |
     output | temp | constant), op (the defining instruction's opcode), instruction, op_name (its metadata's: the
-    framework's op, JAX: an argument's path), location {file, line, function} or None, at_peak (True: held at the peak; None: a temporary of an allocation without a heap trace, live at some
-    point)}. Returns {"rows": [...], "note": str | None}; never raises."""
+    framework's op, JAX: an argument's path), location {file, line, function} or None, at_peak (True: held at the
+    peak; None: a temporary of an allocation without a heap trace, live at some point)}. Returns {"rows": [...], "note": str | None}; never raises."""
     if len(assignment) > MAX_BYTES:
         return {"rows": [], "note": f"buffer assignment of {len(assignment) >> 20} MiB not read"}
     try:
@@ -316,7 +317,8 @@ def _rows(ba: dict[str, Any], modules: list[bytes], n: int, is_user) -> dict[str
     """A parameter, output or constant allocation is held for the whole program: one row of its size, named by the
     buffer that is its value (a parameter allocation: the parameter; an output allocation: the buffer defined last
     in the entry's schedule - the others assigned there are earlier temporaries sharing its memory). A temporary
-    allocation: a row per logical buffer live at its heap trace's peak, else (no trace) per logical buffer."""
+    allocation: a row per logical buffer live at its heap trace's peak; without a trace, the largest logical buffers
+    that occupy distinct bytes of it (one reusing bytes another uses is live at another time), at_peak None."""
     buffers = {b.get("id", 0): b for b in ba.get("logical_buffers", [])}
     sizes = {i: b.get("size", 0) for i, b in buffers.items()}
     traces = {t.get("buffer_allocation_index", 0): t for t in ba.get("heap_simulator_traces", [])}
@@ -334,11 +336,18 @@ def _rows(ba: dict[str, Any], modules: list[bytes], n: int, is_user) -> dict[str
         trace = traces.get(alloc.get("index", 0))
         live = heap_peak(trace, sizes)[1] if trace is not None else None
         untraced = untraced or trace is None
-        for a in alloc.get("assigned", []):
+        taken: list[tuple[int, int]] = []  # no trace: the largest buffers in distinct bytes of the allocation
+        for a in sorted(alloc.get("assigned", []), key=lambda a: -(a.get("size") or 0)):
             bid = a.get("logical_buffer_id", 0)
             size = a.get("size") or sizes.get(bid, 0)
-            if size > 0 and (live is None or bid in live):
-                items.append((size, kind, [bid], None if live is None else True))
+            lo = a.get("offset", 0)
+            if size <= 0 or (live is not None and bid not in live):
+                continue
+            if live is None:  # a buffer in bytes another one uses is live at another time: left out
+                if any(lo < hi2 and lo2 < lo + size for lo2, hi2 in taken):
+                    continue
+                taken.append((lo, lo + size))
+            items.append((size, kind, [bid], None if live is None else True))
     top = sorted(items, key=lambda it: (-it[0], it[3] is None, it[2][0]))[:n]
     at = {bid: (buffers.get(bid) or {}).get("defined_at") or {} for it in top for bid in it[2]}
     note = None
@@ -374,8 +383,8 @@ def _rows(ba: dict[str, Any], modules: list[bytes], n: int, is_user) -> dict[str
             row["parameter_number"] = ins.parameter_number
         rows.append(row)
     if untraced and note is None and any(r["at_peak"] is None for r in rows):
-        note = ("temporaries by size: XLA kept no heap-simulator trace of its temp allocation, so which of them are "
-                "live at once is not known")
+        note = ("temporaries by size, in distinct bytes of the temp allocation: XLA kept no heap-simulator trace of "
+                "it, so which of them are live at once is not known")
     return {"rows": rows, "note": note}
 
 
