@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 MAX_ROWS = 5
-MAX_BYTES = 32 << 20  # a buffer assignment above this is not read (pure-Python decoding)
+MAX_BYTES = 32 << 20  # a buffer assignment (or optimized module) above this is not read: pure-Python decoding
 
 # --- the protobuf wire format ------------------------------------------------------------------------------------
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -351,10 +351,12 @@ def _rows(ba: dict[str, Any], modules: list[bytes], n: int, is_user) -> dict[str
     top = sorted(items, key=lambda it: (-it[0], it[3] is None, it[2][0]))[:n]
     at = {bid: (buffers.get(bid) or {}).get("defined_at") or {} for it in top for bid in it[2]}
     note = None
+    if sum(len(m) for m in modules) > MAX_BYTES:
+        modules, note = [], f"optimized HLO above {MAX_BYTES >> 20} MiB not read: buffers without their ops or lines"
     try:
         mod = module_index(modules, {a["instruction_id"] for a in at.values() if "instruction_id" in a},
                            {a["instruction_name"] for a in at.values() if a.get("instruction_name")})
-        if not mod.by_id and not mod.by_name:
+        if not mod.by_id and not mod.by_name and note is None:
             note = "no optimized HLO: buffers without their ops or lines"
     except Exception as exc:  # noqa: BLE001
         mod, note = Module(), f"optimized HLO unreadable ({type(exc).__name__}): buffers without their ops or lines"
