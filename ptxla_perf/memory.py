@@ -240,8 +240,10 @@ def _gib(n: float | None) -> str:
     return f"{n / 2**30:.3g}" if abs(n) >= 2**27 else fmt.nbytes(n)
 
 
-def summary_line(sec: dict[str, Any] | None) -> list[str]:
-    """`memory  peak 3.2 GiB of 16 GiB (TPU v5e) · args 1.1 · temps 1.9 · live +12 MiB/step`."""
+def summary_line(sec: dict[str, Any] | None, largest: bool = True) -> list[str]:
+    """`memory  peak 3.2 GiB of 16 GiB (TPU v5e) · args 1.1 · temps 1.9 · live +12 MiB/step`, then (`largest`) the
+    largest graph's largest buffer at its peak: `memory  largest buffer 1.00 MiB f32[512,512] temp (fusion) at
+    train.py:19`."""
     if not sec:
         return []
     if sec.get("peak_bytes") is None:
@@ -262,7 +264,8 @@ def summary_line(sec: dict[str, Any] | None) -> list[str]:
         parts.append(f"donated {num(sec['alias_bytes'])}")
     line = " · ".join(parts)
     live = _live_part(sec)
-    return [line + (" · " + live[0] if live else "")]
+    top = top_buffers(sec, 1) if largest else []
+    return [line + (" · " + live[0] if live else "")] + [f"  memory      largest buffer {buffers_text(top)}"] * bool(top)
 
 
 def _live_part(sec: dict[str, Any], alone: bool = False) -> list[str]:

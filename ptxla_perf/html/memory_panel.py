@@ -20,7 +20,7 @@ def section(report: dict[str, Any]) -> str:
     rows = list(M.graph_rows(sec))
     cap = (sec.get("capacity") or {}).get("bytes")
     out = ["<h2>Memory</h2><section class=\"box\" id=\"memory\">"]
-    line = " ".join(M.summary_line(sec)).replace("  memory      ", "")
+    line = " ".join(M.summary_line(sec, largest=False)).replace("  memory      ", "")  # the table below has them
     out.append(f"<p class=\"sub\">{escape(line)}</p>")
     if rows:
         out.append(_bars(rows, cap, sec.get("capacity") or {}))
