@@ -13,10 +13,10 @@ field numbers of the few messages read here.
 
 "At the peak": a program holds its argument allocations, its output allocations and its temporaries at once (the
 figure memory.py calls its peak). A parameter, output or constant allocation is one row (held the whole program).
-Inside a temporary allocation the heap simulator's trace gives the moment the most bytes are live and the logical
-buffers live then; where it has no trace (XLA's CPU compiler keeps none), its largest logical buffers that occupy
-distinct bytes of it are listed (`at_peak` None on the row). The rows never add up to more than the program holds.
-Pure logic; `largest()` never raises.
+Inside a temporary allocation, the logical buffers live at the moment it holds the most bytes: by the heap
+simulator's trace where XLA kept one, else by the module's schedule (schedule_peak: XLA's CPU compiler keeps no
+trace), else its largest logical buffers in distinct bytes of it (`at_peak` None on the row). The rows never add up
+to more than the program holds. Pure logic; `largest()` never raises.
 """
 from __future__ import annotations
 
@@ -24,13 +24,16 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 MAX_ROWS = 5
-MAX_BYTES = 32 << 20  # a buffer assignment (or optimized module) above this is not read: pure-Python decoding
+MAX_BYTES = 32 << 20  # a buffer assignment above this is not read (pure-Python decoding)
+MAX_MODULE_BYTES = 16 << 20  # nor an optimized module above this (~0.1-0.3 s per MB here): rows without ops
 
 # --- the protobuf wire format ------------------------------------------------------------------------------------
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 
 
-def _varint(buf: bytes, i: int) -> tuple[int, int]:
+def _varint(buf: bytes | memoryview, i: int) -> tuple[int, int]:
+    if i < len(buf) and buf[i] < 0x80:  # one byte: most keys and small values
+        return buf[i], i + 1
     shift = result = 0
     while True:
         if i >= len(buf):
@@ -45,9 +48,10 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
+def fields(buf: bytes | memoryview) -> Iterator[tuple[int, int, Any]]:
     """(field number, wire type, value) of each field of a message: an int for varints and fixed-width fields (raw),
-    bytes for length-delimited ones (a nested message, a string, or a packed repeated field)."""
+    a memoryview for length-delimited ones (a nested message, a string, or a packed repeated field: no copy)."""
+    buf = memoryview(buf)
     i, n = 0, len(buf)
     while i < n:
         key, i = _varint(buf, i)
@@ -62,7 +66,7 @@ def fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
             size, i = _varint(buf, i)
             if i + size > n:
                 raise ValueError("truncated field")
-            value, i = bytes(buf[i:i + size]), i + size
+            value, i = buf[i:i + size], i + size
         else:
             raise ValueError(f"unsupported wire type {wire}")
         yield num, wire, value
@@ -97,9 +101,9 @@ def _decode(buf: bytes, spec: dict[int, tuple]) -> dict[str, Any]:
         elif kind == "bool":
             out[name] = bool(value)
         elif kind == "str":
-            out[name] = value.decode("utf-8", "replace")
+            out[name] = bytes(value).decode("utf-8", "replace")
         elif kind == "strs":
-            out.setdefault(name, []).append(value.decode("utf-8", "replace"))
+            out.setdefault(name, []).append(bytes(value).decode("utf-8", "replace"))
         elif kind == "ints":
             out.setdefault(name, []).extend(_ints(wire, value))
         elif kind == "msg":
@@ -170,46 +174,163 @@ class Instruction:
 
 @dataclass
 class Module:
-    by_id: dict[int, Instruction] = field(default_factory=dict)
-    by_name: dict[str, Instruction] = field(default_factory=dict)
+    """An executable's optimized modules, read once: each instruction's raw bytes (decoded whole on demand), its
+    opcode, operands and called computations (the dataflow), and the schedule."""
+
     frames: dict[str, Any] = field(default_factory=dict)
-    entry: str | None = None
-    order: dict[int, int] = field(default_factory=dict)  # instruction id -> its position in the entry's schedule
+    entry: int | None = None  # the entry computation's id
+    entry_name: str | None = None
+    raw: dict[int, tuple[bytes, str]] = field(default_factory=dict)  # instruction id -> (its bytes, computation)
+    names: dict[str, int] = field(default_factory=dict)
+    ops: dict[int, tuple[str, list[int], list[int], int]] = field(default_factory=dict)  # id -> opcode, operands,
+    #                                                                       called computations, computation id
+    roots: dict[int, int] = field(default_factory=dict)  # computation id -> its root instruction
+    seqs: dict[int, list[int]] = field(default_factory=dict)  # computation id -> its instructions in schedule order
+    _decoded: dict[int, Instruction] = field(default_factory=dict)
 
     def find(self, instruction_id: int | None, name: str | None) -> Instruction | None:
-        ins = self.by_id.get(instruction_id) if instruction_id is not None else None
-        return ins or (self.by_name.get(name) if name else None)
+        iid = instruction_id if instruction_id in self.raw else self.names.get(name or "")
+        if iid is None:
+            return None
+        if iid not in self._decoded:
+            data, comp = self.raw[iid]
+            i = _decode(data, _INSTRUCTION)
+            self._decoded[iid] = Instruction(i.get("name", ""), i.get("opcode", ""), i.get("shape") or {},
+                                             i.get("metadata") or {}, comp,
+                                             i.get("parameter_number", 0) if i.get("opcode") == "parameter" else None)
+        return self._decoded[iid]
+
+    @property
+    def order(self) -> dict[int, int]:
+        return {i: k for k, i in enumerate(self.seqs.get(self.entry, []))} if self.entry is not None else {}
 
 
-def module_index(modules: list[bytes], ids: set[int] | None = None, names: set[str] | None = None) -> Module:
-    """The instructions of serialized HloModuleProtos (an executable's modules) by id and by name; with `ids` /
-    `names`, only those instructions are decoded whole (a large module's other instructions are skipped)."""
+_LIGHT = {1: ("name", "str"), 2: ("opcode", "str"), 35: ("id", "int"), 36: ("operands", "ints"), 38: ("calls", "ints")}
+_COMP_RAW = {1: ("name", "str"), 2: ("instructions", "raw"), 5: ("id", "int"), 6: ("root_id", "int"),
+             7: ("is_fusion", "bool")}
+
+
+def module_index(modules: list[bytes]) -> Module:
+    """Serialized HloModuleProtos (an executable's modules; the first gives the entry and schedule) read into a
+    Module: each instruction's opcode and dataflow decoded, the rest of it on demand (`find`)."""
     out = Module()
-    want = _INSTRUCTION if ids is None and names is None else {1: _INSTRUCTION[1], 35: _INSTRUCTION[35]}
-    comp_spec = {1: _COMPUTATION[1], 2: ("instructions", "raw"), 5: _COMPUTATION[5]}
     for data in modules:
-        m = _decode(data, {**HLO_MODULE, 3: ("computations", "msgs", comp_spec)})
+        m = _decode(data, {**HLO_MODULE, 3: ("computations", "msgs", _COMP_RAW)})
         out.frames = out.frames or m.get("stack_frame_index") or {}
-        for seq in (m.get("schedule") or {}).get("sequences", []):
-            if seq.get("computation_id") == m.get("entry_computation_id") and not out.order:
-                out.order = {i: k for k, i in enumerate((seq.get("sequence") or {}).get("ids", []))}
+        first = out.entry is None
+        if first:
+            out.entry = m.get("entry_computation_id")
+            for seq in (m.get("schedule") or {}).get("sequences", []):
+                out.seqs[seq.get("computation_id", 0)] = (seq.get("sequence") or {}).get("ids", [])
         for comp in m.get("computations", []):
-            if comp.get("id") == m.get("entry_computation_id"):
-                out.entry = comp.get("name")
+            cid = comp.get("id", 0)
+            if first and cid == out.entry:
+                out.entry_name = comp.get("name")
+            if first and "root_id" in comp:
+                out.roots[cid] = comp["root_id"]
             for raw in comp.get("instructions", []):
-                i = _decode(raw, want)
-                if want is not _INSTRUCTION:
-                    if i.get("id") not in (ids or ()) and i.get("name") not in (names or ()):
-                        continue
-                    i = _decode(raw, _INSTRUCTION)
-                ins = Instruction(i.get("name", ""), i.get("opcode", ""), i.get("shape") or {}, i.get("metadata") or {},
-                                  comp.get("name", ""), i.get("parameter_number", 0) if i.get("opcode") == "parameter"
-                                  else None)
-                if "id" in i:
-                    out.by_id.setdefault(i["id"], ins)
-                if ins.name:
-                    out.by_name.setdefault(ins.name, ins)
+                i = _decode(raw, _LIGHT)
+                iid = i.get("id")
+                if iid is None or iid in out.raw:
+                    continue
+                out.raw[iid] = (raw, comp.get("name", ""))
+                out.names.setdefault(i.get("name", ""), iid)
+                if first and not comp.get("is_fusion"):
+                    out.ops[iid] = (i.get("opcode", ""), i.get("operands", []), i.get("calls", []), cid)
     return out
+
+
+# ops whose result is (part of) an operand's buffer, not a buffer of their own: a use of them is a use of it
+FORWARDING = {"get-tuple-element", "bitcast", "tuple", "opt-barrier"}
+
+
+def schedule_peak(assigned: list[dict[str, Any]], defined: dict[int, int], mod: Module
+                  ) -> tuple[int, set[int]] | None:
+    """The logical buffers of a temporary allocation live at the moment it holds the most bytes, by the module's
+    schedule (for an allocation XLA kept no heap trace of): (bytes, their ids), like heap_peak. `assigned`: the allocation's slices
+    ({logical_buffer_id, offset, size}); `defined`: buffer id -> the instruction that defines it. A buffer lives
+    from its instruction (an instruction that calls computations - a while, a call - from the first of theirs)
+    to its last use, through the ops that forward it (get-tuple-element, bitcast, tuple) and out of a called
+    computation's root to its caller. Buffers live at once must occupy distinct bytes - or the same bytes exactly
+    (one value in place of another, the same HloBuffer): anything else means this reading of the liveness is not
+    XLA's, and the answer is None (as it is when a buffer's instruction is not in the schedule)."""
+    if mod.entry is None or mod.entry not in mod.seqs:
+        return None
+    pos: dict[int, int] = {}
+    first: dict[int, int] = {}
+    callers: dict[int, int] = {}
+    walked: set[int] = set()
+    t = 0
+
+    def walk(cid: int, depth: int) -> None:
+        nonlocal t
+        if cid in walked or depth > 64:  # a computation called twice (a shared reducer): its positions stay the first
+            return
+        walked.add(cid)
+        for iid in mod.seqs.get(cid, []):
+            begin = t
+            for c in (mod.ops.get(iid) or ("", [], [], 0))[2]:
+                if c in mod.seqs:
+                    callers.setdefault(c, iid)
+                    walk(c, depth + 1)
+            first[iid], pos[iid] = begin, t
+            t += 1
+
+    walk(mod.entry, 0)
+    users: dict[int, list[int]] = {}
+    for iid, (_, operands, _, _) in mod.ops.items():
+        for o in operands:
+            users.setdefault(o, []).append(iid)
+
+    def last_use(iid: int) -> int:
+        end, todo, seen = pos[iid], [iid], {iid}
+        while todo:
+            x = todo.pop()
+            nxt = [(u, (mod.ops.get(u) or ("",))[0] in FORWARDING) for u in users.get(x, [])]
+            comp = (mod.ops.get(x) or ("", [], [], None))[3]
+            if comp != mod.entry and comp in callers and mod.roots.get(comp) == x:
+                nxt.append((callers[comp], True))  # a called computation's result is its caller's
+            for u, follow in nxt:
+                if u not in seen:
+                    seen.add(u)
+                    end = max(end, pos.get(u, end))
+                    if follow:
+                        todo.append(u)
+        return end
+
+    spans = []
+    for a in assigned:
+        bid = a.get("logical_buffer_id", 0)
+        iid = defined.get(bid)
+        if iid is None or iid not in pos:
+            return None
+        spans.append((first[iid], last_use(iid), bid, a.get("offset", 0), a.get("size", 0)))
+    best, best_k, total = -1, -1, 0
+    holders: dict[tuple[int, int], list[tuple[int, int, int]]] = {}  # (offset, size) -> [(end, start, bid)] live
+    spans.sort()
+    for k, (start, end, bid, off, size) in enumerate(spans):
+        for key in list(holders):  # what ended before this start frees its bytes
+            holders[key] = [h for h in holders[key] if h[0] >= start]
+            if not holders[key]:
+                del holders[key]
+                total -= key[1]
+        key = (off, size)
+        if key not in holders:
+            if any(off < o + sz and o < off + size for o, sz in holders):
+                return None  # two values live at once in overlapping bytes: not XLA's liveness
+            holders[key] = []
+            total += size
+        holders[key].append((end, start, bid))
+        if total > best:
+            best, best_k = total, k
+    if best_k < 0:
+        return 0, set()
+    now = spans[best_k][0]  # the value in each range of bytes at that moment: the latest defined
+    latest: dict[tuple[int, int], tuple[int, int]] = {}
+    for start, end, bid, off, size in spans[:best_k + 1]:
+        if end >= now and (start, bid) > latest.get((off, size), (-1, -1)):
+            latest[(off, size)] = (start, bid)
+    return best, {bid for _, bid in latest.values()}
 
 
 def _sub_shape(shape: dict[str, Any], index: list[int]) -> dict[str, Any]:
@@ -317,13 +438,24 @@ def _rows(ba: dict[str, Any], modules: list[bytes], n: int, is_user) -> dict[str
     """A parameter, output or constant allocation is held for the whole program: one row of its size, named by the
     buffer that is its value (a parameter allocation: the parameter; an output allocation: the buffer defined last
     in the entry's schedule - the others assigned there are earlier temporaries sharing its memory). A temporary
-    allocation: a row per logical buffer live at its heap trace's peak; without a trace, the largest logical buffers
-    that occupy distinct bytes of it (one reusing bytes another uses is live at another time), at_peak None."""
+    allocation: a row per logical buffer live at its peak - by its heap trace, else by the module's schedule
+    (schedule_peak); where neither can say, its largest logical buffers in distinct bytes of it, at_peak None."""
+    note = None
+    if sum(len(m) for m in modules) > MAX_MODULE_BYTES:
+        modules, note = [], (f"optimized HLO above {MAX_MODULE_BYTES >> 20} MiB not read: buffers without their ops "
+                             "or lines, temporaries by size")
+    try:
+        mod = module_index(modules)
+        if not mod.raw and note is None:
+            note = "no optimized HLO: buffers without their ops or lines"
+    except Exception as exc:  # noqa: BLE001
+        mod, note = Module(), f"optimized HLO unreadable ({type(exc).__name__}): buffers without their ops or lines"
     buffers = {b.get("id", 0): b for b in ba.get("logical_buffers", [])}
     sizes = {i: b.get("size", 0) for i, b in buffers.items()}
+    defined = {i: (b.get("defined_at") or {}).get("instruction_id") for i, b in buffers.items()}
     traces = {t.get("buffer_allocation_index", 0): t for t in ba.get("heap_simulator_traces", [])}
     items: list[tuple[int, str, list[int], bool | None]] = []  # (bytes, kind, candidate buffer ids, at the peak)
-    untraced = False
+    how: set[str] = set()
     for alloc in ba.get("buffer_allocations", []):
         if alloc.get("is_thread_local") or alloc.get("is_tuple"):
             continue
@@ -334,9 +466,18 @@ def _rows(ba: dict[str, Any], modules: list[bytes], n: int, is_user) -> dict[str
                 items.append((alloc["size"], kind, ids, True))
             continue
         trace = traces.get(alloc.get("index", 0))
-        live = heap_peak(trace, sizes)[1] if trace is not None else None
-        untraced = untraced or trace is None
-        taken: list[tuple[int, int]] = []  # no trace: the largest buffers in distinct bytes of the allocation
+        if trace is not None:
+            live, way = heap_peak(trace, sizes)[1], "trace"
+        else:
+            try:
+                found = schedule_peak(alloc.get("assigned", []), defined, mod)
+                live, way = (found[1] if found else None), "schedule"
+            except Exception:  # noqa: BLE001 - a module this reading does not follow: by size
+                live = None
+            if live is None:
+                way = "size"
+        how.add(way)
+        taken: list[tuple[int, int]] = []  # by size: the largest buffers in distinct bytes of the allocation
         for a in sorted(alloc.get("assigned", []), key=lambda a: -(a.get("size") or 0)):
             bid = a.get("logical_buffer_id", 0)
             size = a.get("size") or sizes.get(bid, 0)
@@ -350,22 +491,13 @@ def _rows(ba: dict[str, Any], modules: list[bytes], n: int, is_user) -> dict[str
             items.append((size, kind, [bid], None if live is None else True))
     top = sorted(items, key=lambda it: (-it[0], it[3] is None, it[2][0]))[:n]
     at = {bid: (buffers.get(bid) or {}).get("defined_at") or {} for it in top for bid in it[2]}
-    note = None
-    if sum(len(m) for m in modules) > MAX_BYTES:
-        modules, note = [], f"optimized HLO above {MAX_BYTES >> 20} MiB not read: buffers without their ops or lines"
-    try:
-        mod = module_index(modules, {a["instruction_id"] for a in at.values() if "instruction_id" in a},
-                           {a["instruction_name"] for a in at.values() if a.get("instruction_name")})
-        if not mod.by_id and not mod.by_name and note is None:
-            note = "no optimized HLO: buffers without their ops or lines"
-    except Exception as exc:  # noqa: BLE001
-        mod, note = Module(), f"optimized HLO unreadable ({type(exc).__name__}): buffers without their ops or lines"
+    order = mod.order
 
     def ins_of(bid: int) -> Instruction | None:
         return mod.find(at[bid].get("instruction_id"), at[bid].get("instruction_name"))
 
     def when(bid: int) -> int:
-        return mod.order.get(at[bid].get("instruction_id", -1), -1)
+        return order.get(at[bid].get("instruction_id", -1), -1)
 
     rows = []
     for size, kind, ids, at_peak in top:
@@ -381,13 +513,16 @@ def _rows(ba: dict[str, Any], modules: list[bytes], n: int, is_user) -> dict[str
                "instruction": ins.name if ins else loc.get("instruction_name"),
                "op_name": (ins.metadata.get("op_name") or None) if ins else None,
                "location": location(ins.metadata, mod.frames, is_user) if ins else None, "at_peak": at_peak}
-        if ins and ins.parameter_number is not None and ins.computation == mod.entry:
+        if ins and ins.parameter_number is not None and ins.computation == mod.entry_name:
             row["parameter_number"] = ins.parameter_number
         rows.append(row)
-    if untraced and note is None and any(r["at_peak"] is None for r in rows):
+    if note is None and "size" in how and any(r["at_peak"] is None for r in rows):
         note = ("temporaries by size, in distinct bytes of the temp allocation: XLA kept no heap-simulator trace of "
-                "it, so which of them are live at once is not known")
-    return {"rows": rows, "note": note}
+                "it and its schedule could not say which are live at once")
+    elif note is None and "schedule" in how:
+        note = ("temporaries live at the temp allocation's peak by the module's schedule (XLA kept no "
+                "heap-simulator trace of it)")
+    return {"rows": rows, "note": note, "temps_at_peak": sorted(how)}
 
 
 def describe(row: dict[str, Any]) -> str:
