@@ -134,7 +134,8 @@ _SHAPE: dict[int, tuple] = {2: ("element_type", "int"), 3: ("dimensions", "ints"
 _SHAPE[4] = ("tuple_shapes", "msgs", _SHAPE)
 _METADATA = {1: ("op_type", "str"), 2: ("op_name", "str"), 3: ("source_file", "str"), 4: ("source_line", "int"),
              15: ("stack_frame_id", "int")}
-_INSTRUCTION = {1: ("name", "str"), 2: ("opcode", "str"), 3: ("shape", "msg", _SHAPE), 7: ("metadata", "msg", _METADATA),
+_INSTRUCTION = {1: ("name", "str"), 2: ("opcode", "str"), 3: ("shape", "msg", _SHAPE),
+                7: ("metadata", "msg", _METADATA),
                 9: ("parameter_number", "int"), 35: ("id", "int")}
 _COMPUTATION = {1: ("name", "str"), 2: ("instructions", "msgs", _INSTRUCTION), 5: ("id", "int")}
 _FILE_LOCATION = {1: ("file_name_id", "int"), 2: ("function_name_id", "int"), 3: ("line", "int")}
@@ -247,11 +248,11 @@ FORWARDING = {"get-tuple-element", "bitcast", "tuple", "opt-barrier"}
 def schedule_peak(assigned: list[dict[str, Any]], defined: dict[int, int], mod: Module
                   ) -> tuple[int, set[int]] | None:
     """The logical buffers of a temporary allocation live at the moment it holds the most bytes, by the module's
-    schedule (for an allocation XLA kept no heap trace of): (bytes, their ids), like heap_peak. `assigned`: the allocation's slices
-    ({logical_buffer_id, offset, size}); `defined`: buffer id -> the instruction that defines it. A buffer lives
-    from its instruction (an instruction that calls computations - a while, a call - from the first of theirs)
-    to its last use, through the ops that forward it (get-tuple-element, bitcast, tuple) and out of a called
-    computation's root to its caller. Buffers live at once must occupy distinct bytes - or the same bytes exactly
+    schedule (for an allocation XLA kept no heap trace of): (bytes, their ids), like heap_peak. `assigned`: the
+    allocation's slices ({logical_buffer_id, offset, size}); `defined`: buffer id -> the instruction that defines
+    it. A buffer lives from its instruction (an instruction that calls computations - a while, a call - from the
+    first of theirs) to its last use, through the ops that forward it (get-tuple-element, bitcast, tuple) and out
+    of a called computation's root to its caller. Buffers live at once must occupy distinct bytes - or the same bytes exactly
     (one value in place of another, the same HloBuffer): anything else means this reading of the liveness is not
     XLA's, and the answer is None (as it is when a buffer's instruction is not in the schedule)."""
     if mod.entry is None or mod.entry not in mod.seqs:
@@ -264,7 +265,7 @@ def schedule_peak(assigned: list[dict[str, Any]], defined: dict[int, int], mod: 
 
     def walk(cid: int, depth: int) -> None:
         nonlocal t
-        if cid in walked or depth > 64:  # a computation called twice (a shared reducer): its positions stay the first
+        if cid in walked or depth > 64:  # called twice (a shared reducer): its positions stay the first call's
             return
         walked.add(cid)
         for iid in mod.seqs.get(cid, []):
@@ -421,7 +422,8 @@ def largest(assignment: bytes, modules: list[bytes], n: int = MAX_ROWS, is_user=
     """Up to `n` buffers the program holds at its peak, largest first: {bytes, shape, dtype, kind (parameter |
     output | temp | constant), op (the defining instruction's opcode), instruction, op_name (its metadata's: the
     framework's op, JAX: an argument's path), location {file, line, function} or None, at_peak (True: held at the
-    peak; None: a temporary of an allocation without a heap trace, live at some point)}. Returns {"rows": [...], "note": str | None}; never raises."""
+    peak; None: a temporary listed by size, neither a heap trace nor the schedule could say)}. Returns
+    {"rows": [...], "note": str | None, "temps_at_peak": how the temporaries were found}; never raises."""
     if len(assignment) > MAX_BYTES:
         return {"rows": [], "note": f"buffer assignment of {len(assignment) >> 20} MiB not read"}
     try:

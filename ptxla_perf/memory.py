@@ -265,7 +265,8 @@ def summary_line(sec: dict[str, Any] | None, largest: bool = True) -> list[str]:
     line = " · ".join(parts)
     live = _live_part(sec)
     top = top_buffers(sec, 1) if largest else []
-    return [line + (" · " + live[0] if live else "")] + [f"  memory      largest buffer {buffers_text(top)}"] * bool(top)
+    largest_line = [f"  memory      largest buffer {buffers_text(top)}"] if top else []
+    return [line + (" · " + live[0] if live else "")] + largest_line
 
 
 def _live_part(sec: dict[str, Any], alone: bool = False) -> list[str]:

@@ -136,8 +136,8 @@ def join_oom(f: Finding, sec: dict[str, Any]) -> None:
     live = sec.get("live") or {}
     bufs = M.top_buffers(sec)
     f.evidence["memory"] = {"largest_graph": sec.get("largest_graph"), "peak_bytes": sec.get("peak_bytes"),
-                            "arrays_per_step": live.get("arrays_per_step"), "bytes_per_step": live.get("bytes_per_step"),
-                            "largest_buffers": bufs}
+                            "arrays_per_step": live.get("arrays_per_step"),
+                            "bytes_per_step": live.get("bytes_per_step"), "largest_buffers": bufs}
     if bufs:
         f.message += (f" The largest step graph measured before it died ({sec.get('largest_graph')}, peak "
                       f"{fmt.nbytes(sec.get('peak_bytes'))}) holds at its peak: {M.buffers_text(bufs)}.")

@@ -74,7 +74,8 @@ def test_jax_largest_buffers_name_the_big_temporary_and_its_line(profiled):
     assert sum(r["bytes"] for r in rows) <= g["peak_bytes"]  # rows in distinct memory: never more than the peak
     page = run.path.with_suffix(".html").read_text()  # the memory panel lists them
     assert "Largest buffers at the peak: train_step" in page and "f32[512,512]" in page
-    line = f"  memory      largest buffer 1.00 MiB f32[512,512] temp (fusion) at memory_jax.py:{planted_line(JAX_SCRIPT, 'BIG')}"
+    line = ("  memory      largest buffer 1.00 MiB f32[512,512] temp (fusion) at "
+            f"memory_jax.py:{planted_line(JAX_SCRIPT, 'BIG')}")
     assert line in run.proc.stderr.splitlines(), run.proc.stderr[-2000:]  # the console names it too
     assert f"memory_jax.py:{planted_line(JAX_SCRIPT, 'BIG')}" in page
 
