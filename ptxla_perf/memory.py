@@ -48,6 +48,8 @@ class GraphMemory:
     source: str  # xla_memory_analysis | unavailable
     note: str | None = None
     xla_peak_bytes: int | None = None  # XLA's own peak estimate (CompiledMemoryStats.peak_memory_in_bytes)
+    largest_buffers: list[dict[str, Any]] | None = None  # buffer_assignment.largest(): the biggest held at the peak
+    buffers_note: str | None = None  # why largest_buffers is empty or partial
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,8 +59,9 @@ def unavailable(note: str) -> GraphMemory:
     return GraphMemory(None, None, None, None, None, None, UNAVAILABLE, note)
 
 
-def from_stats(stats: Any, note: str | None = None) -> GraphMemory:
-    """XLA's `CompiledMemoryStats` (or a list of one per program) -> GraphMemory."""
+def from_stats(stats: Any, note: str | None = None, executable: Any = None) -> GraphMemory:
+    """XLA's `CompiledMemoryStats` (or a list of one per program) -> GraphMemory; with the `executable` it came from
+    (its optimized HLO modules), the largest buffers at the peak with their ops and lines (largest_buffers)."""
     if isinstance(stats, (list, tuple)):
         stats = stats[0] if stats else None
     if stats is None or not hasattr(stats, "argument_size_in_bytes"):
@@ -73,7 +76,36 @@ def from_stats(stats: Any, note: str | None = None) -> GraphMemory:
     # program holds at once is at least arguments + outputs not aliased + temporaries, whatever XLA's own peak
     # estimate says (on the CPU it can leave a while loop's temporaries out)
     peak = max(xla_peak or 0, arg + out - alias + temp)
-    return GraphMemory(arg, out, alias, temp, code, peak, XLA, note, xla_peak)
+    g = GraphMemory(arg, out, alias, temp, code, peak, XLA, note, xla_peak)
+    g.largest_buffers, g.buffers_note = largest_buffers(stats, executable)
+    return g
+
+
+def largest_buffers(stats: Any, executable: Any) -> tuple[list[dict[str, Any]], str | None]:
+    """The buffers the program holds at its peak, largest first (buffer_assignment.py), from the stats' serialized
+    buffer assignment and the executable's optimized HLO (opcode, shape, the user's line). ([], why) when either
+    is missing or unreadable; never raises."""
+    try:
+        data = getattr(stats, "serialized_buffer_assignment_proto", None)
+        if not data:
+            return [], "this XLA gives no buffer assignment with its memory analysis"
+        modules: list[bytes] = []
+        note = None
+        try:
+            for m in executable.hlo_modules() if executable is not None else []:
+                modules.append(m.as_serialized_hlo_module_proto())
+        except Exception as exc:  # noqa: BLE001 - the buffers without their ops
+            note = f"optimized HLO unavailable ({type(exc).__name__}): buffers without their ops or lines"
+        from . import buffer_assignment
+        from .frames import function_at, is_user_file
+        out = buffer_assignment.largest(bytes(data), modules, is_user=is_user_file)
+        for row in out["rows"]:
+            loc = row.get("location")
+            if loc and not loc.get("function"):
+                loc["function"] = function_at(loc["file"], loc["line"])
+        return out["rows"], note or out["note"]
+    except Exception as exc:  # noqa: BLE001 - a diagnostic: said, never fatal
+        return [], f"largest buffers unavailable ({type(exc).__name__}: {_first_line(exc)})"
 
 
 def from_compiled(compiled: Any) -> GraphMemory:
@@ -84,7 +116,11 @@ def from_compiled(compiled: Any) -> GraphMemory:
         stats = compiled.memory_analysis()
         if stats is None:
             return unavailable("memory analysis unsupported by this backend")
-        return from_stats(stats)
+        try:
+            exe = compiled.runtime_executable()
+        except Exception:  # noqa: BLE001 - the figures without the buffers' ops
+            exe = None
+        return from_stats(stats, executable=exe)
     except Exception as exc:  # private or changed API: said, never fatal
         return unavailable(f"memory analysis failed ({type(exc).__name__}: {_first_line(exc)})")
 
@@ -105,7 +141,7 @@ def from_hlo_proto(proto: bytes) -> GraphMemory:
         module = xla.mlir.hlo_to_stablehlo(proto)
         devices = xla.DeviceList(tuple(client.local_devices()[:1]))
         exe = client.compile_and_load(module, devices, xla.CompileOptions())
-        return from_stats(exe.get_compiled_memory_stats())
+        return from_stats(exe.get_compiled_memory_stats(), executable=exe)
     except Exception as exc:
         return unavailable(f"memory analysis of the graph's HLO failed ({type(exc).__name__}: {_first_line(exc)})")
 
@@ -204,8 +240,10 @@ def _gib(n: float | None) -> str:
     return f"{n / 2**30:.3g}" if abs(n) >= 2**27 else fmt.nbytes(n)
 
 
-def summary_line(sec: dict[str, Any] | None) -> list[str]:
-    """`memory  peak 3.2 GiB of 16 GiB (TPU v5e) · args 1.1 · temps 1.9 · live +12 MiB/step`."""
+def summary_line(sec: dict[str, Any] | None, largest: bool = True) -> list[str]:
+    """`memory  peak 3.2 GiB of 16 GiB (TPU v5e) · args 1.1 · temps 1.9 · live +12 MiB/step`, then (`largest`) the
+    largest graph's largest buffer at its peak: `memory  largest buffer 1.00 MiB f32[512,512] temp (fusion) at
+    train.py:19`."""
     if not sec:
         return []
     if sec.get("peak_bytes") is None:
@@ -226,7 +264,9 @@ def summary_line(sec: dict[str, Any] | None) -> list[str]:
         parts.append(f"donated {num(sec['alias_bytes'])}")
     line = " · ".join(parts)
     live = _live_part(sec)
-    return [line + (" · " + live[0] if live else "")]
+    top = top_buffers(sec, 1) if largest else []
+    largest_line = [f"  memory      largest buffer {buffers_text(top)}"] if top else []
+    return [line + (" · " + live[0] if live else "")] + largest_line
 
 
 def _live_part(sec: dict[str, Any], alone: bool = False) -> list[str]:
@@ -237,6 +277,18 @@ def _live_part(sec: dict[str, Any], alone: bool = False) -> list[str]:
     text = (f"live {fmt.value(b, 'B', signed=True)}/step" if b is not None
             else f"live {live['arrays_per_step']:+.2f} arrays/step")
     return [f"  memory      {text}"] if alone else [text]
+
+
+def top_buffers(sec: dict[str, Any] | None, k: int = 3) -> list[dict[str, Any]]:
+    """The largest graph's largest buffers at its peak (graphs[].largest_buffers, buffer_assignment.py), up to k."""
+    top = next((g for g in (sec or {}).get("graphs") or [] if g.get("id") == (sec or {}).get("largest_graph")), None)
+    return list((top or {}).get("largest_buffers") or [])[:k]
+
+
+def buffers_text(rows: list[dict[str, Any]]) -> str:
+    """`1 MiB f32[512,512] temp (fusion) at train.py:12; ...`: the rows in a message."""
+    from .buffer_assignment import describe
+    return "; ".join(describe(r) for r in rows)
 
 
 def fmt_gib(n: float | None) -> str:

@@ -106,25 +106,41 @@ def headroom(sec: dict[str, Any] | None, advice: dict[str, str]) -> list[Finding
         return []
     cap = sec["capacity"]
     need = cap["bytes"] - sec["headroom_bytes"]
+    bufs = M.top_buffers(sec)
     over = share < 0
     msg = (f"The step graph {sec.get('largest_graph')} needs {M.fmt_gib(need)} GiB at its peak "
            f"({'more than' if over else 'within ' + fmt.pct(max(share, 0.0))  + ' of'} the {M.fmt_gib(cap['bytes'])} "
            f"GiB of {cap.get('name') or 'the device'}, {cap['source']}): arguments {fmt.nbytes(sec.get('argument_bytes'))}, "
            f"temporaries {fmt.nbytes(sec.get('temp_bytes'))}. "
+           + (f"Its largest buffers: {M.buffers_text(bufs)}. " if bufs else "")
            + ("It does not fit. " if over else "A larger batch or a longer sequence will not fit. ")
            + (advice.get("memory_headroom") or GENERIC["memory_headroom"]))
-    return [Finding("memory_headroom", "warning", msg, 1, None,
+    return [Finding("memory_headroom", "warning", msg, 1, _line_of(bufs),
                     {"peak_bytes": sec.get("peak_bytes"), "capacity_bytes": cap["bytes"],
                      "capacity_source": cap["source"], "headroom_bytes": sec["headroom_bytes"],
-                     "headroom_share": round(share, 4), "graph": sec.get("largest_graph")})]
+                     "headroom_share": round(share, 4), "graph": sec.get("largest_graph"), "largest_buffers": bufs})]
+
+
+def _line_of(rows: list[dict[str, Any]]):
+    """The user's line of the largest buffer that has one (a temporary an op of the step made), else None."""
+    from .frames import is_user_file
+    from .records import Location
+    loc = next((r["location"] for r in rows if r.get("location") and r.get("kind") != "parameter"
+                and is_user_file(r["location"]["file"])), None)
+    return Location(loc["file"], int(loc["line"]), loc.get("function") or "?") if loc else None
 
 
 def join_oom(f: Finding, sec: dict[str, Any]) -> None:
     """An `oom` finding (oom.py) joined with what the run measured before it died: the largest graph's peak and
     whether live device memory grew step over step (and what held it)."""
     live = sec.get("live") or {}
+    bufs = M.top_buffers(sec)
     f.evidence["memory"] = {"largest_graph": sec.get("largest_graph"), "peak_bytes": sec.get("peak_bytes"),
-                            "arrays_per_step": live.get("arrays_per_step"), "bytes_per_step": live.get("bytes_per_step")}
+                            "arrays_per_step": live.get("arrays_per_step"),
+                            "bytes_per_step": live.get("bytes_per_step"), "largest_buffers": bufs}
+    if bufs:
+        f.message += (f" The largest step graph measured before it died ({sec.get('largest_graph')}, peak "
+                      f"{fmt.nbytes(sec.get('peak_bytes'))}) holds at its peak: {M.buffers_text(bufs)}.")
     if live and M.grows(live):
         held = live.get("holder") or {}
         line = held.get("location") or {}

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import fmt
+from . import summary_keys as K
 
 COLUMNS = [  # header, getter; "overrides" is each job's label (labels: what differs between the jobs)
     ("job", lambda r, p: p.parent.name),
@@ -31,6 +32,7 @@ COLUMNS = [  # header, getter; "overrides" is each job's label (labels: what dif
     ("all-reduce share", lambda r, p: fmt.pct(_extra(r, "all_reduce_share"))),
     ("fusion share", lambda r, p: fmt.pct((_extra(r, "op_categories") or {}).get("fusion"))),
     ("warnings", lambda r, p: (r["summary"].get("findings_by_severity") or {}).get("warning", 0)),
+    ("peak mem", lambda r, p: fmt.nbytes(r["summary"].get(K.PEAK_BYTES))),  # memory.py: the largest graph's peak
 ]
 
 

@@ -11,13 +11,14 @@ import pytest
 
 from conftest import SCRIPTS, planted_line
 
-from ptxla_perf import SCHEMA_ID, memory, peaks
+from ptxla_perf import SCHEMA_ID, buffer_assignment, memory, peaks
 from ptxla_perf.diff import from_report
 from ptxla_perf.records import StepRecord
 
 JAX_SCRIPT = SCRIPTS / "memory_jax.py"
 TORCH_SCRIPT = SCRIPTS / "memory_torch.py"
 PARAM_BYTES = 4 * (64 * 128 + 128 * 8)  # memory_jax.py's w1 and w2, float32
+FIXTURE = SCRIPTS.parent / "fixtures" / "buffer_assignment"  # written by its make.py (jax 0.10.2, CPU)
 M, K, N = 64, 128, 32  # memory_torch.py's matmul
 
 
@@ -54,6 +55,29 @@ def test_jax_graph_figures_are_xlas_memory_analysis(profiled):
     assert any(ln.startswith("  memory      peak ") for ln in run.proc.stderr.splitlines()), run.proc.stderr[-2000:]
     page = run.path.with_suffix(".html").read_text()  # the page's memory panel: a bar per graph, live memory
     assert 'id="memory"' in page and "train_step: temps" in page and "Live device memory" in page
+
+
+def test_jax_largest_buffers_name_the_big_temporary_and_its_line(profiled):
+    run = _jax(profiled, "nodonate", "keep")
+    (g,) = [g for g in run.report["memory"]["graphs"] if g["id"] == "train_step"]
+    rows = g["largest_buffers"]
+    assert 0 < len(rows) <= 5 and [r["bytes"] for r in rows] == sorted((r["bytes"] for r in rows), reverse=True)
+    big = [r for r in rows if r["shape"] == "f32[512,512]"]
+    assert big and rows[0] in big, rows  # the (512, 512) score matrix is the largest buffer
+    for r in big:
+        assert r["bytes"] == 512 * 512 * 4 and r["kind"] == "temp" and r["dtype"] == "f32" and r["op"], r
+        assert r["location"]["file"].endswith("memory_jax.py") and r["location"]["function"] == "loss_fn", r
+        assert r["location"]["line"] == planted_line(JAX_SCRIPT, "BIG"), r
+    w1 = next(r for r in rows if r["kind"] == "parameter")  # the largest argument: params['w1'], 64 x 128 float32
+    assert (w1["bytes"], w1["shape"], w1["op"], w1["op_name"]) == (4 * 64 * 128, "f32[64,128]", "parameter",
+                                                                   "params['w1']")
+    assert sum(r["bytes"] for r in rows) <= g["peak_bytes"]  # rows in distinct memory: never more than the peak
+    page = run.path.with_suffix(".html").read_text()  # the memory panel lists them
+    assert "Largest buffers at the peak: train_step" in page and "f32[512,512]" in page
+    line = ("  memory      largest buffer 1.00 MiB f32[512,512] temp (fusion) at "
+            f"memory_jax.py:{planted_line(JAX_SCRIPT, 'BIG')}")
+    assert line in run.proc.stderr.splitlines(), run.proc.stderr[-2000:]  # the console names it too
+    assert f"memory_jax.py:{planted_line(JAX_SCRIPT, 'BIG')}" in page
 
 
 def test_jax_missing_donation_only_when_nothing_is_donated(profiled):
@@ -103,6 +127,17 @@ def test_torch_xla_matmul_arguments_are_the_inputs(profiled):
     assert any(g["argument_bytes"] == 4 * (M * K + K * N) and g["output_bytes"] >= 4 * M * N for g in graphs), graphs
     assert run.report["summary"]["peak_bytes"] == mem["peak_bytes"] >= 4 * (M * K + K * N + M * N)
     assert not _kinds(run.report, "memory_growth")
+    # its largest buffers: the two inputs (parameters of the graph, the inputs' sizes) and the product
+    (g,) = [g for g in graphs if g["argument_bytes"] == 4 * (M * K + K * N)]
+    rows = g["largest_buffers"]
+    params = sorted((r["bytes"], r["shape"]) for r in rows if r["kind"] == "parameter")
+    assert params == [(4 * K * N, f"f32[{K},{N}]"), (4 * M * K, f"f32[{M},{K}]")], rows
+    assert all(r["op"] == "parameter" and r["at_peak"] for r in rows if r["kind"] == "parameter")
+    out = [r for r in rows if r["kind"] == "output"]
+    assert out and out[0]["bytes"] >= 4 * M * N and out[0]["op"] and out[0]["instruction"], rows
+    # the graph was captured on a graph-capture attribution step (IR debug on): its ops carry the user's line
+    product = next(n for n, text in enumerate(TORCH_SCRIPT.read_text().splitlines(), 1) if "y = x @ w" in text)
+    assert out[0]["location"]["line"] == product and out[0]["location"]["file"].endswith("memory_torch.py"), out
 
 
 def test_torch_xla_kept_losses_grow_at_their_line(profiled):
@@ -130,10 +165,91 @@ def test_would_it_fit_override(tmp_path, profile):
     assert mem["headroom_bytes"] == mem["capacity"]["bytes"] - mem["peak_bytes"] < 0
     (f,) = _kinds(report, "memory_headroom")
     assert f["severity"] == "warning" and f["evidence"]["capacity_source"] == "user"
+    bufs = f["evidence"]["largest_buffers"]  # the largest graph's largest buffers, named in the message
+    assert bufs and bufs[0]["bytes"] == max(b["bytes"] for b in bufs) and "Its largest buffers: " in f["message"]
+    assert bufs[0]["shape"] in f["message"]
     assert report["summary"]["device_memory_bytes"] == mem["capacity"]["bytes"]
 
 
 # --- pure logic on figures the real libraries produced ---------------------------------------------------------
+def _fixture(prefix: str = ""):
+    return ((FIXTURE / f"{prefix}buffer_assignment.pb").read_bytes(), (FIXTURE / f"{prefix}module.pb").read_bytes())
+
+
+def test_buffer_assignment_decoder_reads_what_xla_wrote():
+    """The fixture: XLA's buffer assignment and optimized module of make.py's `ranked` (jax 0.10.2 on the CPU).
+    The decoded allocations add up to the CompiledMemoryStats figures XLA computed from the same assignment."""
+    data, module = _fixture()
+    stats = json.loads((FIXTURE / "stats.json").read_text())["ranked"]
+    ba = buffer_assignment.decode_buffer_assignment(data)
+    allocs = [a for a in ba["buffer_allocations"] if not a.get("is_thread_local")]
+    kinds = {}
+    for a in allocs:
+        kinds.setdefault(buffer_assignment._kind(a), []).append(a["size"])
+        assert all(x["size"] + x.get("offset", 0) <= a["size"] for x in a["assigned"])  # slices inside it
+    assert sum(kinds["parameter"]) == stats["argument_bytes"] == 2 * 256 * 256 * 4
+    assert sum(kinds["output"]) == stats["output_bytes"] and sum(kinds["temp"]) == stats["temp_bytes"]
+    ids = {b.get("id", 0) for b in ba["logical_buffers"]}
+    assert all(x.get("logical_buffer_id", 0) in ids for a in allocs for x in a["assigned"])
+    mod = buffer_assignment.decode_hlo_module(module)
+    assert mod["name"] == "jit_ranked" and mod["stack_frame_index"]["file_names"][0].endswith("make.py")
+
+    out = buffer_assignment.largest(data, [module])
+    rows = out["rows"]
+    assert len(rows) == 5 and all(r["bytes"] == 256 * 256 * 4 and r["shape"] == "f32[256,256]" for r in rows[:4])
+    assert sum(r["bytes"] for r in rows) <= stats["argument_bytes"] + stats["output_bytes"] + stats["temp_bytes"]
+    assert sorted(r["parameter_number"] for r in rows if r["kind"] == "parameter") == [0, 1]
+    assert {r["op_name"] for r in rows if r["kind"] == "parameter"} == {"w", "x"}
+    # at the temp allocation's peak (by the schedule: the CPU keeps no heap trace): the sort's output and the
+    # tanh it sorts, both live while the sort runs
+    temps = {r["op_name"]: r for r in rows if r["kind"] == "temp"}
+    assert set(temps) == {"jit(ranked)/jit(sort)/sort", "jit(ranked)/tanh"} and all(r["at_peak"] for r in rows)
+    srt = temps["jit(ranked)/jit(sort)/sort"]
+    assert srt["op"] == "sort" and srt["location"]["line"] == planted_line(FIXTURE / "make.py", "SORTED")
+    assert srt["location"]["function"] == "ranked" and "schedule" in out["note"]
+    # what cannot be read gives no rows and says why, never raises
+    assert buffer_assignment.largest(data[:-7], [module])["rows"] == []
+    assert "unreadable" in buffer_assignment.largest(b"\xff" * 12, [module])["note"]
+    bare = buffer_assignment.largest(data, [])  # no optimized HLO: sizes and kinds, no ops, temporaries by size
+    assert bare["rows"][0]["bytes"] == 256 * 256 * 4 and bare["rows"][0]["op"] is None and bare["note"]
+    assert sum(r["bytes"] for r in bare["rows"] if r["kind"] == "temp") <= stats["temp_bytes"]
+
+
+@pytest.mark.parametrize("prefix, fn", [("", "ranked"), ("looped_", "looped")])
+def test_liveness_by_the_schedule_fills_xlas_temp_allocation(prefix, fn):
+    """Read from the schedule, the most bytes live at once in the temp allocation are the allocation's size: the
+    liveness agrees with the heap XLA laid out (straight-line code, and a while loop whose body is a computation)."""
+    data, module = _fixture(prefix)
+    ba = buffer_assignment.decode_buffer_assignment(data)
+    mod = buffer_assignment.module_index([module])
+    defined = {b.get("id", 0): b["defined_at"].get("instruction_id") for b in ba["logical_buffers"]}
+    (temp,) = [a for a in ba["buffer_allocations"] if buffer_assignment._kind(a) == "temp"
+               and not a.get("is_thread_local") and a["size"] > 1024]
+    assert temp["size"] == json.loads((FIXTURE / "stats.json").read_text())[fn]["temp_bytes"]
+    peak, live = buffer_assignment.schedule_peak(temp["assigned"], defined, mod)
+    assert peak == temp["size"] and live
+    # a liveness that puts two values in the same bytes at once is refused (None), never reported
+    clash = [dict(a, offset=0) for a in temp["assigned"]]
+    assert buffer_assignment.schedule_peak(clash, defined, mod) is None
+
+
+def test_heap_trace_peak_is_the_moment_most_bytes_are_live():
+    A, F, S = buffer_assignment.ALLOC, buffer_assignment.FREE, buffer_assignment.SHARE_WITH
+    sizes = {1: 100, 2: 50, 3: 80, 4: 80}
+    events = [(A, 1), (A, 2), (F, 1), (A, 3), (S, 4), (F, 2), (F, 3), (F, 4)]
+    trace = {"events": [{"kind": k, "buffer_id": b} for k, b in events]}
+    assert buffer_assignment.heap_peak(trace, sizes) == (150, {1, 2})
+    assert buffer_assignment.heap_peak({"events": []}, sizes) == (0, set())
+
+
+def test_protobuf_wire_reader():
+    # field 1 varint 150, field 2 "hi", field 3 packed [1, 300], field 4 a negative int64
+    msg = bytes([0x08, 0x96, 0x01, 0x12, 0x02]) + b"hi" + bytes([0x1A, 0x03, 0x01, 0xAC, 0x02]) + \
+        bytes([0x20]) + bytes([0xFF] * 9 + [0x01])
+    spec = {1: ("a", "int"), 2: ("b", "str"), 3: ("c", "ints"), 4: ("d", "int")}
+    assert buffer_assignment._decode(msg, spec) == {"a": 150, "b": "hi", "c": [1, 300], "d": -1}
+    with pytest.raises(ValueError):
+        list(buffer_assignment.fields(bytes([0x12, 0x05, 0x01])))
 def test_capacity_sources():
     assert memory.capacity({"bytes_limit": 1000}, ["TPU v5 lite"], None)["source"] == "runtime"
     tpu = memory.capacity(None, ["TPU v5 lite"], None)

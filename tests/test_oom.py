@@ -59,3 +59,7 @@ def test_a_run_that_dies_of_oom_keeps_its_report(tmp_path, fmt):
     f = next(f for f in data["findings"] if f["kind"] == "oom")
     assert f["severity"] == "error" and f["evidence"]["largest"][0]["size_bytes"] == (4 if fmt == "tpu" else 16) * GiB
     assert "out of device memory" in f["message"] and "after 4 step boundaries" in f["message"]
+    # joined with what the run measured: the step graph's largest buffers (w @ w, tanh: f32[32,32]) at its line
+    bufs = f["evidence"]["memory"]["largest_buffers"]
+    assert bufs and bufs[0]["shape"] == "f32[32,32]" and bufs[0]["bytes"] == 32 * 32 * 4, bufs
+    assert "holds at its peak: " in f["message"] and "oom_crash.py:" in f["message"]

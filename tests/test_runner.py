@@ -49,6 +49,24 @@ def test_multirun_gives_one_report_per_job(mlp_sweep):
     assert all(load_report(r)["profiler"]["server_port"] == port for r in reports)
 
 
+@pytest.mark.xdist_group("mlp_runs")  # the sweep is shared with test_html_report.py (one xdist worker)
+def test_sweep_table_shows_each_jobs_peak_memory(mlp_sweep):
+    """The table's `peak mem` column is each report's summary.peak_bytes (the largest step graph's peak, memory.py),
+    read, never recomputed; the printed table and the sweep page show it."""
+    from ptxla_perf import fmt, sweep
+    proc, root, _ = mlp_sweep
+    runs = sweep.read(sorted(root.glob("*/report.json")))
+    head, rows = sweep.table_rows(runs)
+    col = head.index("peak mem")
+    peaks = [r["summary"]["peak_bytes"] for _, r in runs]
+    assert all(isinstance(p, int) and p > 0 for p in peaks), peaks
+    assert [row[col] for row in rows] == [fmt.nbytes(p) for p in peaks]
+    assert peaks == [r["memory"]["peak_bytes"] for _, r in runs]  # the memory section's figure, carried once
+    table = proc.stdout[proc.stdout.index("ptxla_perf sweep: 2 run(s)"):]
+    assert "peak mem" in table and all(fmt.nbytes(p) in table for p in peaks)
+    assert 'data-metric="peak memory"' in (root / "sweep.html").read_text()
+
+
 def test_unknown_recipe_is_one_line(tmp_path):
     proc = run_app("+recipe=nope", cwd=tmp_path)
     assert proc.returncode != 0

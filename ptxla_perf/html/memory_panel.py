@@ -1,6 +1,7 @@
 """The page's memory panel (report `memory`, memory.py): one stacked bar per step graph (arguments, outputs not
 aliased, temporaries) on one scale with the device's capacity where it is known, and live device memory per step
-(the sampled `steps[].live_bytes`, else `live_arrays`) under it. SVG, no script."""
+(the sampled `steps[].live_bytes`, else `live_arrays`) under it, and the largest buffers at each graph's peak
+with their op and line (`graphs[].largest_buffers`). SVG and tables, no script."""
 from __future__ import annotations
 
 from html import escape
@@ -19,10 +20,11 @@ def section(report: dict[str, Any]) -> str:
     rows = list(M.graph_rows(sec))
     cap = (sec.get("capacity") or {}).get("bytes")
     out = ["<h2>Memory</h2><section class=\"box\" id=\"memory\">"]
-    line = " ".join(M.summary_line(sec)).replace("  memory      ", "")
+    line = " ".join(M.summary_line(sec, largest=False)).replace("  memory      ", "")  # the table below has them
     out.append(f"<p class=\"sub\">{escape(line)}</p>")
     if rows:
         out.append(_bars(rows, cap, sec.get("capacity") or {}))
+        out.append(_buffers(sec))
     else:
         out.append(f"<p>{escape('; '.join(sec.get('notes') or ['no per-graph figures']))}</p>")
     out.append(_live(report.get("steps") or [], sec.get("live") or {}))
@@ -59,6 +61,28 @@ def _bars(rows: list[dict[str, Any]], cap: int | None, capacity: dict[str, Any])
     parts.append("</svg>")
     legend = "".join(f"<span><i style=\"background:{c}\"></i>{k}</span>" for k, c in PARTS)
     return f"<div class=\"legend\" style=\"margin-left:0\">{legend}</div>" + "".join(parts)
+
+
+def _buffers(sec: dict[str, Any], graphs: int = 3) -> str:
+    """The largest buffers at each graph's peak (graphs[].largest_buffers), the largest graph first."""
+    order = sorted((g for g in sec.get("graphs") or [] if g.get("largest_buffers")),
+                   key=lambda g: (g.get("id") != sec.get("largest_graph"), -(g.get("peak_bytes") or 0)))[:graphs]
+    out = []
+    for g in order:
+        rows = []
+        for r in g["largest_buffers"]:
+            loc = r.get("location") or {}
+            where = f"{loc['file'].rsplit('/', 1)[-1]}:{loc['line']}" if loc.get("file") else "-"
+            title = f" title=\"{escape(loc['file'])}\"" if loc.get("file") else ""
+            rows.append(f"<tr><td class=\"r\">{escape(fmt.nbytes(r['bytes']))}</td><td>{escape(r['kind'])}</td>"
+                        f"<td>{escape(r.get('shape') or '?')}</td><td>{escape(r.get('op') or '?')}</td>"
+                        f"<td>{escape(r.get('op_name') or r.get('instruction') or '')}</td>"
+                        f"<td{title}>{escape(where)}</td></tr>")
+        note = f"<p class=\"sub\">{escape(g['buffers_note'])}</p>" if g.get("buffers_note") else ""
+        out.append(f"<h3 style=\"margin-top:12px\">Largest buffers at the peak: {escape(str(g.get('id')))}</h3>"
+                   "<table><tr><th class=\"r\">bytes</th><th>kind</th><th>shape</th><th>op</th><th>name</th>"
+                   f"<th>line</th></tr>{''.join(rows)}</table>{note}")
+    return "".join(out)
 
 
 def _live(steps: list[dict[str, Any]], live: dict[str, Any]) -> str:

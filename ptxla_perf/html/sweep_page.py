@@ -19,6 +19,7 @@ METRICS: list[tuple[str, Callable[[dict], float | None], Callable[[float], str]]
     ("host→device / step", lambda r: r["summary"].get("host_to_device_per_step"), fmt.num),
     ("device→host / step", lambda r: r["summary"].get("device_to_host_per_step"), fmt.num),
     ("warnings", lambda r: (r["summary"].get("findings_by_severity") or {}).get("warning", 0), fmt.num),
+    ("peak memory", lambda r: r["summary"].get("peak_bytes"), fmt.nbytes),
 ]
 
 
