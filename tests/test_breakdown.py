@@ -1,7 +1,8 @@
 """Where a step's time goes (issue 18): every step's wall time split into data, host, launch, compile, read wait,
 device and other, from what the adapters measure on every run (no capture), and the findings named from it with
 the user's line (the stack sampler): host_bound for a heavy pure-Python block, the parts of many tiny torch_xla
-steps, launch_bound for tiny JAX steps over many leaves, input_bound for a JAX loop fed by a generator doing heavy NumPy work."""
+steps, launch_bound for tiny torch_xla steps over many inputs and for tiny JAX steps over many leaves, input_bound
+for a JAX loop fed by a generator doing heavy NumPy work."""
 from __future__ import annotations
 
 import pytest
@@ -72,6 +73,28 @@ def test_many_tiny_steps_split_launch_device_and_host(profiled):
     if launch:
         assert launch[0]["evidence"]["share"] >= 0.4
     assert not [x for x in rep["findings"] if x["kind"] == "input_bound"]
+
+
+def test_tiny_torch_xla_steps_over_many_inputs_are_launch_bound_at_the_sync(profiled):
+    """A tiny graph over 512 small input tensors: the sync call hands the runtime a buffer per input, so launching
+    each graph costs more than tracing it (one stack and mean) and more than the device's measured time on it:
+    launch_bound, a warning at the sync's line, with the launch's ms per step and the device's."""
+    script = SCRIPTS / "tiny_steps_many_inputs.py"
+    run = profiled(script)
+    assert run.proc.returncode == 0 and "done" in run.proc.stdout, run.proc.stderr[-2000:]
+    rep = run.report
+    assert_parts_sum_to_wall_time(rep)
+    f = only(rep, "launch_bound")
+    assert f["severity"] == "warning" and f["location"]["line"] == planted_line(script)
+    ev = f["evidence"]
+    assert ev["share"] >= 0.4 and ev["graphs_per_step"] == pytest.approx(1.0)
+    assert ev["device_ms_per_step"] is not None and ev["device_ms_per_step"] < ev["ms_per_step"]
+    split = rep["summary"]["time_breakdown"]
+    assert ev["ms_per_step"] == pytest.approx(split["components_s"]["launch"] * 1e3, abs=1e-3)
+    assert rep["roofline"]["verdict"] == "launch-bound" and rep["roofline"]["bound_by"]["component"] == "launch"
+    assert "WARN  launch_bound" in run.proc.stderr and f"tiny_steps_many_inputs.py:{planted_line(script)}" in \
+        run.proc.stderr
+    assert not [x for x in rep["findings"] if x["kind"] in ("host_bound", "input_bound")]
 
 
 def test_jax_generator_with_heavy_numpy_is_input_bound_at_its_line(profiled):
