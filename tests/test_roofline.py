@@ -408,3 +408,70 @@ def test_capture_gives_per_op_costs(tmp_path):
     one = 2 * 2 * 32 * 64 * 128  # one projection: 2*B*T*D*F
     assert any(op["flops"] == one for op in ops), [(o["name"], o["flops"]) for o in ops]
     assert all(op["bound"] in ("compute", "memory", "collective") for op in ops)
+
+
+# --- MFU over the device's busy time (issue 18): real torch_xla runs of tests/scripts/mfu_programs.py -------------
+MFU_PROGRAMS = str(SCRIPTS / "mfu_programs.py")
+
+
+def _profile_loop(tmp_path, program: str) -> tuple:
+    """A run against a CPU peak calibrated afresh just before it (the same load of the shared machine as the loop
+    it is compared with), in a process of its own: inside the profiled process, right after XLA's work, NumPy's
+    threads meet XLA's busy thread pool (a calibration 10x too low)."""
+    out = tmp_path / f"{program}.json"
+    import subprocess
+    from conftest import cli_env
+    cal = subprocess.run([sys.executable, "-m", "ptxla_perf.peaks", "--recalibrate"], cwd=tmp_path, text=True,
+                         capture_output=True, env=cli_env(XDG_CACHE_HOME=str(tmp_path / "cache")), timeout=120)
+    assert cal.returncode == 0, cal.stderr[-2000:]
+    proc = run_cli("profile", "--port", "none", "--backend", "torch_xla", "--report", str(out), MFU_PROGRAMS,
+                   program, "16", "1024", cwd=tmp_path, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    assert out.exists(), proc.stderr[-3000:]
+    return proc, load_report(out)
+
+
+def _percents(text: str) -> list[float]:
+    import re
+    return [float(p) for p in re.findall(r"MFU\D{0,80}?([0-9.]+)%", text)]
+
+
+def test_mfu_of_steps_the_host_runs_ahead_of_is_the_devices_never_above_100(tmp_path):
+    """The same product every step, never read: each sync returns long before the device finishes (the wall step
+    is dispatch), the graphs queue behind each other (each ExecuteTime sample holds its wait in the queue). MFU
+    comes from the device's busy time - never above 100 % in the JSON, the console or the HTML page."""
+    proc, report = _profile_loop(tmp_path, "independent")
+    roof = report["roofline"]
+    assert roof["mfu_time_basis"] == "device" and roof["steps_with_device_time"] == roof["steps_with_cost"] > 0
+    assert roof["observed_step_time_s"] < roof["predicted_step_time_s"], roof  # the wall step is dispatch
+    assert roof["device_step_time_s"] > roof["observed_step_time_s"]
+    assert roof["verdict"] in ("compute-bound", "unknown") and "runs ahead of the device" in roof["explanation"] \
+        if roof["verdict"] != "unknown" else "is below it too" in roof["explanation"]
+    if roof["mfu"] is None:  # a calibration under load: said, never printed above 100 %
+        assert any(n.startswith("MFU not given") for n in roof["notes"]), roof["notes"]
+    else:
+        assert 0 < roof["mfu"] <= 1.0 and report["summary"]["mfu"] == roof["mfu"]
+        assert roof["mfu"] == pytest.approx(roof["flops_per_step"] / roof["device_step_time_s"]
+                                            / roof["peak"]["flops_per_s"])
+    console = proc.stdout + proc.stderr
+    html = (tmp_path / "independent.html").read_text()
+    assert ("MFU" in console) == ("MFU" in html) == (roof["mfu"] is not None), console
+    assert all(p <= 100.0 for p in _percents(console) + _percents(html)), (_percents(console), _percents(html))
+    assert "device time" in console if roof["mfu"] is not None else True
+
+
+def test_mfu_of_dependent_steps_is_near_the_roofline_prediction(tmp_path):
+    """W = W - lr * x.T @ (x @ W): each step's graph needs the one before; compute-bound on the CPU (predicted MFU
+    = compute / max(compute, memory) = 1). The MFU from the device's busy time is within 2x of that prediction
+    (measured 0.27-0.85 against a calibration made just before, by the load other processes put on the 2 cores:
+    XLA's thread pool loses more to it than NumPy's best-of-7 calibration)."""
+    for _ in range(3):  # the machine is shared: another run where other processes took the cores
+        _, report = _profile_loop(tmp_path, "dependent")
+        roof = report["roofline"]
+        assert roof["mfu_time_basis"] == "device" and roof["mfu"] is not None, roof
+        assert roof["steps_with_device_time"] == roof["steps_with_cost"] > 0
+        predicted_mfu = roof["predicted_compute_s"] / max(roof["predicted_compute_s"], roof["predicted_memory_s"])
+        if 0.5 <= roof["mfu"] / predicted_mfu <= 2.0:
+            break
+    assert 0.5 <= roof["mfu"] / predicted_mfu <= 2.0, (roof["mfu"], predicted_mfu, roof["device_step_time_s"],
+                                                       roof["peak"])
+    assert roof["verdict"] == "compute-bound" and roof["observed_step_time_s"] < roof["predicted_step_time_s"]
