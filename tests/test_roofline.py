@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 
@@ -242,6 +243,43 @@ def test_step_time_below_the_prediction_is_not_a_verdict():
     assert "MFU" not in "\n".join(roofline.summary_lines(sec))
 
 
+def _device_steps(flops, nbytes, wall, device, n=4):
+    steps = _steps(flops, nbytes, wall, n)
+    for s, d in zip(steps, device if isinstance(device, list) else [device] * n):
+        s.device_time_s = d
+    return steps
+
+
+def test_mfu_is_over_the_devices_busy_time_where_the_host_ran_ahead():
+    """torch_xla: the sync returned after 10 us, the device worked 1.2 ms per step: MFU and the verdict from the
+    device's time; the console says which time."""
+    sec = roofline.section(_device_steps(1e9, 1e7, 1e-5, 1.2e-3), {"source": "xla_cost_analysis"}, PEAK)
+    assert sec["mfu_time_basis"] == "device" and sec["steps_with_device_time"] == 4
+    assert sec["device_step_time_s"] == pytest.approx(1.2e-3) and sec["device_over_predicted"] == pytest.approx(1.2)
+    assert sec["mfu"] == pytest.approx(1e9 / 1.2e-3 / 1e12) and sec["achieved_flops_per_s"] == pytest.approx(1e9 / 1.2e-3)
+    assert sec["observed_over_predicted"] == pytest.approx(0.01)  # the wall figures stay what they are
+    assert sec["verdict"] == "compute-bound" and "runs ahead of the device" in sec["explanation"]
+    text = "\n".join(roofline.summary_lines(sec))
+    assert "MFU 83.3%" in text and "device time" in text and "device busy 1.2 ms/step (1.20x)" in text
+
+
+def test_device_time_below_the_prediction_gives_no_mfu():
+    """A device busy time below half the prediction: the peak is too low (or the cost too high) - no MFU, no verdict."""
+    sec = roofline.section(_device_steps(1e8, 1e9, 1e-5, 4e-3), {"source": "xla_cost_analysis"}, PEAK)
+    assert sec["predicted_memory_s"] == pytest.approx(1e-2)  # MFU would be 2.5 %, over a time that cannot be
+    assert sec["mfu_time_basis"] == "device" and sec["mfu"] is None and sec["verdict"] == "unknown"
+    assert any("device's busy time is below" in n for n in sec["notes"]) and "below it too" in sec["explanation"]
+
+
+def test_mfu_over_the_wall_time_where_most_steps_have_no_device_time():
+    """JAX (no device time), or torch_xla with most steps' samples lost: the wall time and its under-ratio rule."""
+    sec = roofline.section(_device_steps(1e9, 1e7, 1.2e-3, [None, None, None, 5e-4]), {"source": "x"}, PEAK)
+    assert sec["mfu_time_basis"] == "wall" and sec["device_step_time_s"] is None
+    assert sec["mfu"] == pytest.approx(1e9 / 1.2e-3 / 1e12) and sec["steps_with_device_time"] == 1
+    half = roofline.section(_device_steps(1e9, 1e7, 1e-5, [None, None, 1e-3, 1e-3]), {"source": "x"}, PEAK)
+    assert half["mfu_time_basis"] == "device" and half["mfu"] == pytest.approx(1.0)  # over the 2 timed steps
+
+
 def test_overhead_bound_never_points_at_a_finding_whose_own_cost_is_small():
     """A host read that waits 0.2 ms of a 4 ms gap does not explain the step; one that waits 3 ms does."""
     small = [{"kind": "device_to_host_sync", "severity": "warning", "evidence": {"wait_ms_per_step": 0.2}}]
@@ -475,3 +513,30 @@ def test_mfu_of_dependent_steps_is_near_the_roofline_prediction(tmp_path):
     assert 0.5 <= roof["mfu"] / predicted_mfu <= 2.0, (roof["mfu"], predicted_mfu, roof["device_step_time_s"],
                                                        roof["peak"])
     assert roof["verdict"] == "compute-bound" and roof["observed_step_time_s"] < roof["predicted_step_time_s"]
+
+
+def test_queued_graphs_are_timed_from_the_end_of_the_one_before(monkeypatch):
+    """ExecuteTime spans launch -> ready: three 10 ms graphs launched 0.1 ms apart (the host ran ahead) have spans
+    of 10, 19.9 and 29.8 ms; each step's busy time is 10 ms - the queue wait left out, across reads too."""
+    pytest.importorskip("torch_xla")
+    from ptxla_perf.backends import torch_xla as tx
+    samples: list = []
+    monkeypatch.setattr(tx.X, "_xla_metric_data", lambda name: (len(samples), 0.0, list(samples))
+                        if name == "ExecuteTime" and samples else None)
+    dev = tx._DeviceTimes()
+    t0 = time.time() + 1.0  # after the session started
+
+    def launch(start_ms, end_ms):  # a sample: stamped at its end (wall clock, s), its span in ns
+        samples.append((t0 + end_ms / 1e3, (end_ms - start_ms) * 1e6))
+    steps = [StepRecord(index=i, wall_time_s=1e-4, executions=1) for i in range(4)]
+    for i, (start, end) in enumerate([(0.0, 10.0), (0.1, 20.0), (0.2, 30.0)]):
+        launch(start, end)
+        dev.add(steps[i])
+    dev.read(final=False)
+    assert [s.device_time_s for s in steps[:3]] == pytest.approx([10e-3] * 3, rel=1e-3)
+    dev.add(steps[3])
+    dev.read(final=False)  # its graph has not finished: it waits for a later read
+    assert steps[3].device_time_s is None and dev.pending == [steps[3]]
+    launch(0.3, 40.0)
+    dev.read(final=False)
+    assert steps[3].device_time_s == pytest.approx(10e-3, rel=1e-3) and not dev.pending
