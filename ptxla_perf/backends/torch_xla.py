@@ -1177,6 +1177,7 @@ class _DeviceTimes:
         self.unordered = False  # graphs ran outside the syncs (torch.compile): no order to go by
         self.graphs = 0  # graphs launched by the pending boundaries
         self.prev_end: float | None = None  # when the device finished the last graph given to a boundary
+        self.busy_s, self.timed_graphs = 0.0, 0  # busy time given so far, over how many graphs
 
     WAIT_S = 2.0  # the last read polls this long at most for graphs still running when the program ended
 
@@ -1188,11 +1189,15 @@ class _DeviceTimes:
 
     def finish(self) -> None:
         """The last read: the graphs the program launched last may still run (its syncs returned before the device
-        finished) - poll the metric (no sync, no device work) until they are in or WAIT_S passed."""
-        deadline = time.perf_counter() + self.WAIT_S
+        finished) - poll the metric (no sync, no device work) until they are in, or for what they should take at
+        the busy time per graph seen so far (1.5x, + 50 ms; WAIT_S at most, and where none finished yet: a graph no
+        sample comes for costs no more)."""
         self.read(final=False)
+        wait = min(self.WAIT_S, 0.05 + 1.5 * self.busy_s / self.timed_graphs * self.graphs) if self.timed_graphs \
+            else self.WAIT_S  # (none finished yet: the most)
+        deadline = time.perf_counter() + wait
         while self.pending and not self.unordered and time.perf_counter() < deadline:
-            time.sleep(0.005)
+            time.sleep(0.01)
             self.read(final=False)
         self.read()
 
@@ -1236,6 +1241,7 @@ class _DeviceTimes:
                     self.done[key] = None
                     self.consumed[key[2]] += 1
                 taken += n
+                self.busy_s, self.timed_graphs = self.busy_s + rec.device_time_s, self.timed_graphs + n
             if rec.device_wait_s is not None:  # its sync waited for the step before's graphs, at most
                 rec.device_wait_s = min(rec.device_wait_s, self.prev_busy) if self.prev_busy is not None else \
                     rec.device_wait_s
