@@ -1178,13 +1178,14 @@ class _DeviceTimes:
         self.graphs = 0  # graphs launched by the pending boundaries
         self.prev_end: float | None = None  # when the device finished the last graph given to a boundary
         self.busy_s, self.timed_graphs = 0.0, 0  # busy time given so far, over how many graphs
+        self.due = (self.EVERY, self.MAX_GRAPHS)  # the next read: once this many boundaries or graphs are pending
 
     WAIT_S = 2.0  # the last read polls this long at most for graphs still running when the program ended
 
     def add(self, rec: StepRecord) -> None:
         self.pending.append(rec)
         self.graphs += rec.executions
-        if len(self.pending) >= self.EVERY or self.graphs >= self.MAX_GRAPHS:
+        if len(self.pending) >= self.due[0] or self.graphs >= self.due[1]:
             self.read(final=False)
 
     def finish(self) -> None:
@@ -1257,6 +1258,8 @@ class _DeviceTimes:
             self.done.pop(next(iter(self.done)))
         self.pending = self.pending[resolved:]
         self.graphs = sum(r.executions for r in self.pending)
+        # those still running count towards the next read, not every boundary's (a host far ahead of the device)
+        self.due = (len(self.pending) + self.EVERY, self.graphs + self.MAX_GRAPHS)
 
 
 def _live_xla_tensors() -> list[torch.Tensor]:
