@@ -58,11 +58,14 @@ def ranges(indices, most: int = 6) -> str:
 
 
 def ratio(x: float | None) -> str:
-    """A ratio that stays readable: "1.18x", "37x", "> 1000x" (never "2402845.40x")."""
+    """A ratio that stays readable: "1.18x", "37x", "> 1000x" (never "2402845.40x"), "< 0.01x" (never "0.00x":
+    a wall step the host dispatched ahead of the device in)."""
     if x is None:
         return MISSING
     if x > 1000:
         return "> 1000x"
+    if 0 < x < 0.01:
+        return "< 0.01x"
     return f"{x:.2f}x" if x < 10 else f"{x:.0f}x"
 
 

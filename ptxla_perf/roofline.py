@@ -3,10 +3,14 @@
 Backend-neutral: the adapters put the cost of the graphs each step ran on its record (`StepRecord.flops`,
 `bytes_accessed`; hlo_cost.py), peaks.py says what the device could do. Over the steady steps:
 
-    achieved FLOP/s = sum(FLOPs) / sum(step time)            MFU = achieved FLOP/s / peak FLOP/s
+    achieved FLOP/s = sum(FLOPs) / sum(time)                 MFU = achieved FLOP/s / peak FLOP/s
+    time            = the device's busy time on the steps' graphs where the adapter measured it (torch_xla:
+                      `StepRecord.device_time_s`), else the step's wall time (JAX) - a wall time the host ran
+                      ahead in does not cover the device's work: below UNDER_RATIO x predicted, no MFU
     predicted step  = max(FLOPs / peak FLOP/s, bytes / peak bandwidth)
     verdict         = overhead-bound when observed > OVERHEAD_RATIO x predicted (the time goes elsewhere: host,
-                      syncs, gaps - the warnings say where), else compute- or memory-bound by the larger term.
+                      syncs, gaps - the warnings say where), else compute- or memory-bound by the larger term;
+                      where the host ran ahead of the device (wall below the prediction), from the device's time.
 
 docs/roofline.md has the method and its limits.
 """
@@ -47,9 +51,11 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
         "flops_per_step": None, "bytes_per_step": None, "transcendentals_per_step": None,
         "arithmetic_intensity": None, "ridge_flops_per_byte": peak.ridge,
         "observed_step_time_s": None, "achieved_flops_per_s": None, "achieved_bytes_per_s": None,
-        "mfu": None, "bandwidth_utilization": None,
+        "mfu": None, "bandwidth_utilization": None, "mfu_time_basis": None, "device_step_time_s": None,
+        "steps_with_device_time": 0,
         "predicted_compute_s": None, "predicted_memory_s": None, "predicted_step_time_s": None,
-        "observed_over_predicted": None, "verdict": "unknown", "explanation": None, "related_findings": [],
+        "observed_over_predicted": None, "device_over_predicted": None, "verdict": "unknown", "explanation": None,
+        "related_findings": [],
     }
     if costs.get("boundaries"):
         out["boundaries"] = costs["boundaries"]  # how boundaries got their cost: captured | carried | unknown
@@ -60,7 +66,6 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
             (f" ({out['notes'][0]})" if out["notes"] else "")
         return out
     n = len(costed)
-    time_s = sum(step_time_s(s) for s in costed)
     flops = sum(s.flops for s in costed)
     nbytes = sum(s.bytes_accessed or 0.0 for s in costed)
     out["flops_per_step"] = flops / n
@@ -69,9 +74,12 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
     out["arithmetic_intensity"] = flops / nbytes if nbytes else None
     observed = median(step_time_s(s) for s in costed)  # the summary's step time (figures.py), over these steps
     out["observed_step_time_s"] = observed
+    basis, rated = _time_basis(costed, out)
+    time_s = sum(s.device_time_s if basis == "device" else step_time_s(s) for s in rated)
+    out["mfu_time_basis"] = basis
     if time_s > 0:
-        out["achieved_flops_per_s"] = flops / time_s
-        out["achieved_bytes_per_s"] = nbytes / time_s
+        out["achieved_flops_per_s"] = sum(s.flops for s in rated) / time_s
+        out["achieved_bytes_per_s"] = sum(s.bytes_accessed or 0.0 for s in rated) / time_s
     if peak.flops_per_s and out["achieved_flops_per_s"] is not None:
         out["mfu"] = out["achieved_flops_per_s"] / peak.flops_per_s
     if out["mfu"] is not None and out["mfu"] > 1.0:
@@ -93,20 +101,28 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
         return out
     ratio = observed / predicted
     out["observed_over_predicted"] = ratio
+    device = out["device_step_time_s"]
+    out["device_over_predicted"] = device / predicted if device is not None else None
     gap = max(observed - predicted, 0.0)
     sinks = [f for f in findings or [] if f.get("kind") in _TIME_SINKS and f.get("severity") in ("warning", "error")
              and _explains(f, gap)]
     out["related_findings"] = sorted({f["kind"] for f in sinks})
     bound = "compute" if (compute or 0.0) >= (memory or 0.0) else "memory"
-    if ratio < UNDER_RATIO:
-        if out["mfu"] is not None:
-            out["mfu"] = None
-            out["notes"].append("MFU not given: the step's wall time does not cover the device's work")
+    covered = device / predicted if basis == "device" else ratio  # the time MFU was measured over
+    if covered < UNDER_RATIO and out["mfu"] is not None:
+        out["mfu"] = None
+        out["notes"].append("MFU not given: " + ("the device's busy time is below the prediction: the peak is set "
+                                                 "too low" if basis == "device" else
+                                                 "the step's wall time does not cover the device's work"))
+    if ratio < UNDER_RATIO and device is not None and device / predicted >= UNDER_RATIO:
+        _from_device(out, observed, device, predicted, bound, ratio)
+    elif ratio < UNDER_RATIO:
         out["explanation"] = (f"the observed step ({_ms(observed)}) is {fmt_ratio(ratio)} the prediction ({_ms(predicted)}): "
                               "the step's wall time does not cover the device's work (torch_xla's sync and JAX's "
                               "dispatch return before the device finishes: a loop whose steps neither depend on each "
                               "other nor read a value measures dispatch) or the peak is set too low; MFU is not "
-                              "meaningful here")
+                              "meaningful here" + (f" (the device's busy time, {_ms(device)} per step, is below it "
+                                                   "too)" if device is not None else ""))
     elif ratio > OVERHEAD_RATIO and breakdown:
         _from_breakdown(out, breakdown, findings or [], ratio, observed, predicted, bound)
     elif ratio > OVERHEAD_RATIO:
@@ -125,6 +141,30 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
         out["explanation"] = (f"{side + ': ' if side else ''}observed {_ms(observed)} is {fmt_ratio(ratio)} the "
                               f"predicted {_ms(predicted)}")
     return out
+
+
+def _time_basis(costed: list, out: dict[str, Any]) -> tuple[str, list]:
+    """The time MFU is measured over: the device's busy time where the adapter measured it for at least half the
+    costed steps (over those steps: a report flushed mid-run lacks the latest), else the steps' wall time."""
+    timed = [s for s in costed if s.device_time_s is not None]
+    out["steps_with_device_time"] = len(timed)
+    if not timed or 2 * len(timed) < len(costed):
+        return "wall", costed
+    out["device_step_time_s"] = sum(s.device_time_s for s in timed) / len(timed)
+    return "device", timed
+
+
+def _from_device(out: dict[str, Any], observed: float, device: float, predicted: float, bound: str,
+                 ratio: float) -> None:
+    """The host ran ahead of the device (the wall step is below the prediction: the syncs returned before the
+    device finished): the verdict from the device's busy time per step."""
+    d = device / predicted
+    out["verdict"] = f"{bound}-bound"
+    out["explanation"] = (f"the host runs ahead of the device (its syncs return before the device finishes): the "
+                          f"observed step ({_ms(observed)}) is {fmt_ratio(ratio)} the prediction ({_ms(predicted)}); "
+                          f"the device's busy time per step ({_ms(device)}) is {fmt_ratio(d)} the prediction" + (
+                              ": the device's kernels run below the roofline (small or unfused ops, or a peak "
+                              "they cannot reach)" if d > OVERHEAD_RATIO else ""))
 
 
 def _from_breakdown(out: dict[str, Any], split: dict[str, Any], findings: list[dict], ratio: float,
@@ -214,7 +254,7 @@ def summary_lines(sec: dict[str, Any] | None) -> list[str]:
         first += f";  {sec['achieved_flops_per_s'] / 1e12:.3g} TFLOP/s achieved"
     if sec.get("mfu") is not None:
         first += (f";  MFU {sec['mfu']:.1%} of {peak['flops_per_s'] / 1e12:.3g} TFLOP/s {peak.get('dtype')} "
-                  f"({peak.get('name')})")
+                  f"({peak.get('name')}; {sec.get('mfu_time_basis') or 'wall'} time)")
     lines = [first]
     if sec.get("predicted_step_time_s") is not None:
         why = f" (see {', '.join(sec['related_findings'])})" if sec.get("related_findings") and \
@@ -223,8 +263,11 @@ def summary_lines(sec: dict[str, Any] | None) -> list[str]:
         if by:  # the verdict from the breakdown: its largest part, and the finding behind it
             why = (f" ({by['component'].replace('_', ' ')} {_ms(by['seconds_per_step'])}/step, {by['share']:.0%}"
                    + (f"; see {by['finding']}" if by.get("finding") else "") + ")")
+        device = sec.get("device_step_time_s")
+        busy = (f", device busy {_ms(device)}/step ({fmt_ratio(sec['device_over_predicted'])})"
+                if device is not None and sec.get("device_over_predicted") is not None else "")
         lines.append(f"              predicted {_ms(sec['predicted_step_time_s'])} vs observed "
-                     f"{_ms(sec['observed_step_time_s'])} ({fmt_ratio(sec['observed_over_predicted'])}): "
+                     f"{_ms(sec['observed_step_time_s'])} ({fmt_ratio(sec['observed_over_predicted'])}){busy}: "
                      f"{sec['verdict']}{why}")
     return lines
 

@@ -62,7 +62,7 @@ class ReportOutput:
         adapter = s.adapter
         settle = getattr(adapter, "settle", None)
         if settle is not None:  # measurements an adapter completes in batches (torch_xla's device times)
-            settle()
+            settle(final=status != "running")
         env = report_mod.environment(adapter.environment())
         run = dict(s.run_info, run_id=s.run_id, rank=s.rank, pid=os.getpid(), started_at=s.started_at or "",
                    ended_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import pytest
 
@@ -242,6 +243,44 @@ def test_step_time_below_the_prediction_is_not_a_verdict():
     assert "MFU" not in "\n".join(roofline.summary_lines(sec))
 
 
+def _device_steps(flops, nbytes, wall, device, n=4):
+    steps = _steps(flops, nbytes, wall, n)
+    for s, d in zip(steps, device if isinstance(device, list) else [device] * n):
+        s.device_time_s = d
+    return steps
+
+
+def test_mfu_is_over_the_devices_busy_time_where_the_host_ran_ahead():
+    """torch_xla: the sync returned after 10 us, the device worked 1.2 ms per step: MFU and the verdict from the
+    device's time; the console says which time."""
+    sec = roofline.section(_device_steps(1e9, 1e7, 1e-5, 1.2e-3), {"source": "xla_cost_analysis"}, PEAK)
+    assert sec["mfu_time_basis"] == "device" and sec["steps_with_device_time"] == 4
+    assert sec["device_step_time_s"] == pytest.approx(1.2e-3) and sec["device_over_predicted"] == pytest.approx(1.2)
+    assert sec["mfu"] == pytest.approx(1e9 / 1.2e-3 / 1e12)
+    assert sec["achieved_flops_per_s"] == pytest.approx(1e9 / 1.2e-3)
+    assert sec["observed_over_predicted"] == pytest.approx(0.01)  # the wall figures stay what they are
+    assert sec["verdict"] == "compute-bound" and "runs ahead of the device" in sec["explanation"]
+    text = "\n".join(roofline.summary_lines(sec))
+    assert "MFU 83.3%" in text and "device time" in text and "device busy 1.2 ms/step (1.20x)" in text
+
+
+def test_device_time_below_the_prediction_gives_no_mfu():
+    """A device busy time below half the prediction: the peak is too low (or the cost too high) - no MFU, no verdict."""
+    sec = roofline.section(_device_steps(1e8, 1e9, 1e-5, 4e-3), {"source": "xla_cost_analysis"}, PEAK)
+    assert sec["predicted_memory_s"] == pytest.approx(1e-2)  # MFU would be 2.5 %, over a time that cannot be
+    assert sec["mfu_time_basis"] == "device" and sec["mfu"] is None and sec["verdict"] == "unknown"
+    assert any("device's busy time is below" in n for n in sec["notes"]) and "below it too" in sec["explanation"]
+
+
+def test_mfu_over_the_wall_time_where_most_steps_have_no_device_time():
+    """JAX (no device time), or torch_xla with most steps' samples lost: the wall time and its under-ratio rule."""
+    sec = roofline.section(_device_steps(1e9, 1e7, 1.2e-3, [None, None, None, 5e-4]), {"source": "x"}, PEAK)
+    assert sec["mfu_time_basis"] == "wall" and sec["device_step_time_s"] is None
+    assert sec["mfu"] == pytest.approx(1e9 / 1.2e-3 / 1e12) and sec["steps_with_device_time"] == 1
+    half = roofline.section(_device_steps(1e9, 1e7, 1e-5, [None, None, 1e-3, 1e-3]), {"source": "x"}, PEAK)
+    assert half["mfu_time_basis"] == "device" and half["mfu"] == pytest.approx(1.0)  # over the 2 timed steps
+
+
 def test_overhead_bound_never_points_at_a_finding_whose_own_cost_is_small():
     """A host read that waits 0.2 ms of a 4 ms gap does not explain the step; one that waits 3 ms does."""
     small = [{"kind": "device_to_host_sync", "severity": "warning", "evidence": {"wait_ms_per_step": 0.2}}]
@@ -259,6 +298,7 @@ def test_overhead_bound_never_points_at_a_finding_whose_own_cost_is_small():
 def test_ratios_print_readably():
     from ptxla_perf import fmt
     assert fmt.ratio(2402845.4) == "> 1000x" and fmt.ratio(1.18) == "1.18x" and fmt.ratio(37.4) == "37x"
+    assert fmt.ratio(0.0045) == "< 0.01x" and fmt.ratio(0.012) == "0.01x"
     sec = roofline.section(_steps(1e3, 1e2, 5e-3), {"source": "xla_cost_analysis"}, PEAK)
     assert "> 1000x" in "\n".join(roofline.summary_lines(sec))
 
@@ -408,3 +448,100 @@ def test_capture_gives_per_op_costs(tmp_path):
     one = 2 * 2 * 32 * 64 * 128  # one projection: 2*B*T*D*F
     assert any(op["flops"] == one for op in ops), [(o["name"], o["flops"]) for o in ops]
     assert all(op["bound"] in ("compute", "memory", "collective") for op in ops)
+
+
+# --- MFU over the device's busy time (issue 18): real torch_xla runs of tests/scripts/mfu_programs.py -------------
+MFU_PROGRAMS = str(SCRIPTS / "mfu_programs.py")
+
+
+def _profile_loop(tmp_path, program: str) -> tuple:
+    """A run against a CPU peak calibrated afresh just before it, in a process of its own (inside the profiled
+    process, right after XLA's work, NumPy's threads meet XLA's busy thread pool: a calibration 10x too low).
+    One thread each, XLA and NumPy: on 2 cores shared with other jobs, a 2-thread XLA graph waits for its slower
+    thread (2-3x slower under load) while NumPy's best-of-7 calibration catches a quiet moment; single-threaded,
+    both hold (measured under load 2.7: NumPy 100 GFLOP/s, the dependent step 91)."""
+    import subprocess
+    from conftest import cli_env
+    out = tmp_path / f"{program}.json"
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "MKL_NUM_THREADS": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+    cal = subprocess.run([sys.executable, "-m", "ptxla_perf.peaks", "--recalibrate"], cwd=tmp_path, text=True,
+                         capture_output=True, env=cli_env(**env), timeout=120)
+    assert cal.returncode == 0, cal.stderr[-2000:]
+    proc = run_cli("profile", "--port", "none", "--backend", "torch_xla", "--report", str(out), MFU_PROGRAMS,
+                   program, "16", "1024", cwd=tmp_path, **env)
+    assert out.exists(), proc.stderr[-3000:]
+    return proc, load_report(out)
+
+
+def _percents(text: str) -> list[float]:
+    import re
+    return [float(p) for p in re.findall(r"MFU\D{0,80}?([0-9.]+)%", text)]
+
+
+def test_mfu_of_steps_the_host_runs_ahead_of_is_the_devices_never_above_100(tmp_path):
+    """The same product every step, never read: each sync returns long before the device finishes (the wall step
+    is dispatch), the graphs queue behind each other (each ExecuteTime sample holds its wait in the queue). MFU
+    comes from the device's busy time - never above 100 % in the JSON, the console or the HTML page."""
+    proc, report = _profile_loop(tmp_path, "independent")
+    roof = report["roofline"]
+    assert roof["mfu_time_basis"] == "device" and roof["steps_with_device_time"] == roof["steps_with_cost"] > 0
+    assert roof["observed_step_time_s"] < roof["predicted_step_time_s"], roof  # the wall step is dispatch
+    assert roof["device_step_time_s"] > roof["observed_step_time_s"]
+    assert roof["verdict"] in ("compute-bound", "unknown") and "runs ahead of the device" in roof["explanation"] \
+        if roof["verdict"] != "unknown" else "is below it too" in roof["explanation"]
+    if roof["mfu"] is None:  # a calibration under load: said, never printed above 100 %
+        assert any(n.startswith("MFU not given") for n in roof["notes"]), roof["notes"]
+    else:
+        assert 0 < roof["mfu"] <= 1.0 and report["summary"]["mfu"] == roof["mfu"]
+        assert roof["mfu"] == pytest.approx(roof["flops_per_step"] / roof["device_step_time_s"]
+                                            / roof["peak"]["flops_per_s"])
+    console = proc.stdout + proc.stderr
+    html = (tmp_path / "independent.html").read_text()
+    assert ("MFU" in console) == ("MFU" in html) == (roof["mfu"] is not None), console
+    assert all(p <= 100.0 for p in _percents(console) + _percents(html)), (_percents(console), _percents(html))
+    assert "device time" in console if roof["mfu"] is not None else True
+
+
+def test_mfu_of_dependent_steps_is_near_the_roofline_prediction(tmp_path):
+    """W = W - lr * x.T @ (x @ W): each step's graph needs the one before; compute-bound on the CPU (predicted MFU
+    = compute / max(compute, memory) = 1). The MFU from the device's busy time is within 2x of that prediction
+    (one thread each, measured 0.9; with 2 threads 0.27-0.85, by the load other jobs put on the 2 cores)."""
+    for _ in range(2):  # the machine is shared: another run where other processes took the cores
+        _, report = _profile_loop(tmp_path, "dependent")
+        roof = report["roofline"]
+        assert roof["mfu_time_basis"] == "device" and roof["mfu"] is not None, roof
+        assert roof["steps_with_device_time"] == roof["steps_with_cost"] > 0
+        predicted_mfu = roof["predicted_compute_s"] / max(roof["predicted_compute_s"], roof["predicted_memory_s"])
+        if 0.5 <= roof["mfu"] / predicted_mfu <= 2.0:
+            break
+    assert 0.5 <= roof["mfu"] / predicted_mfu <= 2.0, (roof["mfu"], predicted_mfu, roof["device_step_time_s"],
+                                                       roof["peak"])
+    assert roof["verdict"] == "compute-bound" and roof["observed_step_time_s"] < roof["predicted_step_time_s"]
+
+
+def test_queued_graphs_are_timed_from_the_end_of_the_one_before(monkeypatch):
+    """ExecuteTime spans launch -> ready: three 10 ms graphs launched 0.1 ms apart (the host ran ahead) have spans
+    of 10, 19.9 and 29.8 ms; each step's busy time is 10 ms - the queue wait left out, across reads too."""
+    pytest.importorskip("torch_xla")
+    from ptxla_perf.backends import torch_xla as tx
+    samples: list = []
+    monkeypatch.setattr(tx.X, "_xla_metric_data", lambda name: (len(samples), 0.0, list(samples))
+                        if name == "ExecuteTime" and samples else None)
+    dev = tx._DeviceTimes()
+    t0 = time.time() + 1.0  # after the session started
+
+    def launch(start_ms, end_ms):  # a sample: stamped at its end (wall clock, s), its span in ns
+        samples.append((t0 + end_ms / 1e3, (end_ms - start_ms) * 1e6))
+    steps = [StepRecord(index=i, wall_time_s=1e-4, executions=1) for i in range(4)]
+    for i, (start, end) in enumerate([(0.0, 10.0), (0.1, 20.0), (0.2, 30.0)]):
+        launch(start, end)
+        dev.add(steps[i])
+    dev.read(final=False)
+    assert [s.device_time_s for s in steps[:3]] == pytest.approx([10e-3] * 3, rel=1e-3)
+    dev.add(steps[3])
+    dev.read(final=False)  # its graph has not finished: it waits for a later read
+    assert steps[3].device_time_s is None and dev.pending == [steps[3]]
+    launch(0.3, 40.0)
+    dev.read(final=False)
+    assert steps[3].device_time_s == pytest.approx(10e-3, rel=1e-3) and not dev.pending

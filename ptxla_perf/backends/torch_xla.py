@@ -473,10 +473,11 @@ class TorchXlaAdapter:
         self._cpu_mark = 0.0  # the main thread's CPU clock after the previous boundary's sync
         self._data_cpu_mark = 0.0
 
-    def settle(self) -> None:
-        """Give the boundaries so far their device times (read in batches: `_DeviceTimes`) before a report."""
+    def settle(self, final: bool = False) -> None:
+        """Give the boundaries so far their device times (read in batches: `_DeviceTimes`) before a report; the
+        final report's read waits a little for the graphs still running (`_DeviceTimes.finish`)."""
         if self._device is not None:
-            self._device.read(final=False)
+            self._device.finish() if final else self._device.read(final=False)
 
     @staticmethod
     def sampler_codes() -> tuple[set, set]:
@@ -513,7 +514,7 @@ class TorchXlaAdapter:
         self.training.uninstall()
         if self._device is not None:
             self._device.unordered = self._device.unordered or self._dynamo
-            self._device.read()
+            self._device.read(final=False)  # the rest at the final report's settle(final=True)
         if self._real_compile is not None:
             torch.compile, self._real_compile = self._real_compile, None
         if self._real_run_cached is not None:
@@ -1152,11 +1153,15 @@ class _DeviceTimes:
     value in nanoseconds. Reading the metric copies its last 1024 samples (~50 us; ~150 us with our scan), so it is
     read every EVERY boundaries or MAX_GRAPHS graphs (and before a report), never per boundary. The device runs the
     graphs one after the other, in launch order: the new samples, by start time, are the boundaries' launches
-    (`executions`) in order - boundary k's device time is the busy time of the graphs launched in its step. Its sync
-    waited for the graphs of the step before, so its `device_wait_s` is capped at their busy time (the rest of a
-    blocked sync is the CPU busy elsewhere: `other`).
-    The latest boundary waits for the next read (its graph may still run); where samples are missing (more graphs
-    between reads than the metric keeps, graphs torch.compile ran outside any sync) the time stays unknown."""
+    (`executions`) in order - boundary k's device time is the busy time of the graphs launched in its step. A
+    sample's span also holds the time its graph waited in the queue behind the graphs launched before it (the sync
+    returns before the device finishes: the host runs ahead), so a graph's busy time starts when the one before it
+    ended: end_i - max(start_i, end_(i-1)) (the previous end kept across reads; the sum is the union of the spans).
+    Its sync waited for the graphs of the step before, so its `device_wait_s` is capped at their busy time (the
+    rest of a blocked sync is the CPU busy elsewhere: `other`).
+    Boundaries whose graphs have not finished wait for a later read (the last report's read polls the metric a
+    little for them, never a sync); where samples are missing (more graphs between reads than the metric keeps,
+    graphs torch.compile ran outside any sync) the time stays unknown."""
 
     EVERY = 64  # boundaries between reads...
     MAX_GRAPHS = 384  # ...or fewer, once this many graphs are pending (the metric keeps 1024 samples)
@@ -1171,16 +1176,36 @@ class _DeviceTimes:
         self.prev_busy: float | None = None  # device time of the boundary before the first pending one
         self.unordered = False  # graphs ran outside the syncs (torch.compile): no order to go by
         self.graphs = 0  # graphs launched by the pending boundaries
+        self.prev_end: float | None = None  # when the device finished the last graph given to a boundary
+        self.busy_s, self.timed_graphs = 0.0, 0  # busy time given so far, over how many graphs
+        self.due = (self.EVERY, self.MAX_GRAPHS)  # the next read: once this many boundaries or graphs are pending
+
+    WAIT_S = 2.0  # the last read polls this long at most for graphs still running when the program ended
 
     def add(self, rec: StepRecord) -> None:
         self.pending.append(rec)
         self.graphs += rec.executions
-        if len(self.pending) >= self.EVERY or self.graphs >= self.MAX_GRAPHS:
+        if len(self.pending) >= self.due[0] or self.graphs >= self.due[1]:
             self.read(final=False)
 
+    def finish(self) -> None:
+        """The last read: the graphs the program launched last may still run (its syncs returned before the device
+        finished) - poll the metric (no sync, no device work) until they are in, or for what they should take at
+        the busy time per graph seen so far (1.5x, + 50 ms; WAIT_S at most, and where none finished yet: a graph no
+        sample comes for costs no more)."""
+        self.read(final=False)
+        wait = min(self.WAIT_S, 0.05 + 1.5 * self.busy_s / self.timed_graphs * self.graphs) if self.timed_graphs \
+            else self.WAIT_S  # (none finished yet: the most)
+        deadline = time.perf_counter() + wait
+        while self.pending and not self.unordered and time.perf_counter() < deadline:
+            time.sleep(0.01)
+            self.read(final=False)
+        self.read()
+
     def read(self, final: bool = True) -> None:
-        todo = self.pending if final else self.pending[:-1]
-        if not todo:
+        """Give the pending boundaries, in order, the busy time of their graphs; a boundary whose graphs have not
+        all finished stays pending with those after it (`final`: their time is unknown)."""
+        if not self.pending:
             return
         fresh: list[tuple[float, float, tuple]] = []
         lost = False
@@ -1201,16 +1226,23 @@ class _DeviceTimes:
         fresh.sort()
         taken = 0
         resolved = 0
-        for rec in todo:
+        for rec in self.pending:
             n = rec.executions
+            if not (lost or self.unordered) and taken + n > len(fresh) and not final:
+                break  # still running (or not yet recorded): the next read
             if lost or self.unordered or taken + n > len(fresh):
                 rec.device_time_s = None
             else:
-                rec.device_time_s = sum(v for _, v, _ in fresh[taken:taken + n])
-                for _, _, key in fresh[taken:taken + n]:
+                rec.device_time_s = 0.0
+                for start, span, key in fresh[taken:taken + n]:
+                    end = start + span
+                    rec.device_time_s += max(end - max(start, self.prev_end if self.prev_end is not None
+                                                       else start), 0.0)
+                    self.prev_end = end if self.prev_end is None else max(self.prev_end, end)
                     self.done[key] = None
                     self.consumed[key[2]] += 1
                 taken += n
+                self.busy_s, self.timed_graphs = self.busy_s + rec.device_time_s, self.timed_graphs + n
             if rec.device_wait_s is not None:  # its sync waited for the step before's graphs, at most
                 rec.device_wait_s = min(rec.device_wait_s, self.prev_busy) if self.prev_busy is not None else \
                     rec.device_wait_s
@@ -1221,10 +1253,13 @@ class _DeviceTimes:
                 self.consumed[name] = _metric(name)[0]
             for _, _, key in fresh:
                 self.done[key] = None
+            self.prev_end = None
         while len(self.done) > 4096:
             self.done.pop(next(iter(self.done)))
         self.pending = self.pending[resolved:]
         self.graphs = sum(r.executions for r in self.pending)
+        # those still running count towards the next read, not every boundary's (a host far ahead of the device)
+        self.due = (len(self.pending) + self.EVERY, self.graphs + self.MAX_GRAPHS)
 
 
 def _live_xla_tensors() -> list[torch.Tensor]:

@@ -113,9 +113,11 @@ def headline_section(report: dict[str, Any]) -> str:
         kpis.append(_kpi("throughput", f"{tp['mb_per_s']:.2f} MB/s", "host→device", "throughput"))
     else:
         kpis.append(_kpi("throughput", fmt.MISSING, "no samples per step given", "throughput"))
-    mfu = (report.get("roofline") or {}).get("mfu") if isinstance(report.get("roofline"), dict) else None
-    if mfu is not None:
-        kpis.append(_kpi("MFU", fmt.pct(mfu, 1), "model FLOPs utilisation", "mfu"))
+    roof = report.get("roofline") if isinstance(report.get("roofline"), dict) else {}
+    if roof.get("mfu") is not None:  # over the time the section says (the device's busy time on torch_xla)
+        basis = roof.get("mfu_time_basis")
+        kpis.append(_kpi("MFU", fmt.pct(roof["mfu"], 1), "model FLOPs utilisation" + (
+            f", over the {'device' if basis == 'device' else 'wall'} time" if basis else ""), "mfu"))
     kpis += [_kpi("compiles", fmt.num(s.get(K.COMPILES)),
                   f"{fmt.seconds(s.get(K.COMPILE_TIME))}, {fmt.num(s.get(K.RECOMPILES))} "
                   "after warm-up", "compiles"),
