@@ -97,6 +97,25 @@ def test_tiny_torch_xla_steps_over_many_inputs_are_launch_bound_at_the_sync(prof
     assert not [x for x in rep["findings"] if x["kind"] in ("host_bound", "input_bound")]
 
 
+def test_time_blocked_in_wait_device_ops_is_the_device_part(profiled):
+    """A loop that waits for the device after each sync (xm.wait_device_ops()): the main thread is blocked there
+    until the device finished the step's graph, so that time is the breakdown's `device` part (at most the graph's
+    measured busy time), not `other`; the roofline names the step device-bound."""
+    script = SCRIPTS / "wait_device_ops_loop.py"
+    run = profiled(script)
+    assert run.proc.returncode == 0 and "done" in run.proc.stdout, run.proc.stderr[-2000:]
+    rep = run.report
+    assert_parts_sum_to_wall_time(rep)
+    split = rep["summary"]["time_breakdown"]
+    assert split["largest"] == "device", split
+    assert split["components_s"]["device"] > 2 * split["components_s"]["other"], split
+    by_index = {s["index"]: s for s in rep["steps"]}
+    for s in (s for s in rep["steps"] if s["steady"]):  # at most the busy time of the graph it waited for: the
+        before = by_index[s["index"] - 1]["device_time_s"]  # one the step before launched
+        assert before is None or s["time_breakdown"]["device"] <= before + 1e-6, (s, before)
+    assert rep["roofline"]["bound_by"]["component"] == "device"
+
+
 def test_jax_generator_with_heavy_numpy_is_input_bound_at_its_line(profiled):
     script = SCRIPTS / "jax_generator.py"
     run = profiled(script)

@@ -120,6 +120,9 @@ class _TrainingCalls:
         # time the main thread waited in a DataLoader's next(), and where the loop pulls from it
         self.data_wait = 0.0
         self.data_cpu = 0.0  # the main thread's CPU time inside those next() calls (not host time of the step)
+        # time the main thread blocked in xm.wait_device_ops() (until the device finished what was launched)
+        self.device_wait = 0.0
+        self.device_wait_cpu = 0.0
         self.cpu = main_thread_cpu()
         self.data_seen = False
         self.data_site: Location | None = None
@@ -186,6 +189,13 @@ class _TrainingCalls:
             return calls.timed_next(real_iter_next, "DataLoader", it, *args, **kwargs)
         iter_next.__wrapped__ = real_iter_next
         dl._BaseDataLoaderIter.__next__ = iter_next
+        real_wait = self._saved["wait"] = X._xla_wait_device_ops
+
+        def wait_device_ops(*args, **kwargs):  # xm.wait_device_ops(): blocked until the device is idle
+            return calls.timed_wait(real_wait, *args, **kwargs)
+        wait_device_ops.__wrapped__ = real_wait
+        _not_traced(wait_device_ops)
+        X._xla_wait_device_ops = wait_device_ops
         from torch.optim.optimizer import register_optimizer_step_post_hook
         self._handle = register_optimizer_step_post_hook(self._on_optimizer_step)
 
@@ -208,6 +218,18 @@ class _TrainingCalls:
                 self.data_seen, self.data_call = True, what
                 self.data_site = user_frame(sys._getframe(2))[0]
 
+    def timed_wait(self, real, *args, **kwargs):
+        """Time an explicit wait for the device on the main thread (the breakdown's `device` part, not `other`)."""
+        if threading.current_thread() is not self._main:
+            return real(*args, **kwargs)
+        c0 = self.cpu()
+        t0 = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            self.device_wait += time.perf_counter() - t0
+            self.device_wait_cpu += self.cpu() - c0
+
     def _on_optimizer_step(self, *_args) -> None:
         self.optimizer_steps += 1
 
@@ -222,6 +244,7 @@ class _TrainingCalls:
         pl.PerDeviceLoader.next = self._saved["loader_next"]
         from torch.utils.data import dataloader as dl
         dl._BaseDataLoaderIter.__next__ = self._saved["iter_next"]
+        X._xla_wait_device_ops = self._saved["wait"]
         if self._handle is not None:
             self._handle.remove()
         self._saved = {}
@@ -472,6 +495,7 @@ class TorchXlaAdapter:
         self._device: _DeviceTimes | None = None  # ExecuteTime samples -> each boundary's device time
         self._cpu_mark = 0.0  # the main thread's CPU clock after the previous boundary's sync
         self._data_cpu_mark = 0.0
+        self._wait_mark = (0.0, 0.0)  # the training calls' device wait and its CPU time at the previous boundary
 
     def settle(self, final: bool = False) -> None:
         """Give the boundaries so far their device times (read in batches: `_DeviceTimes`) before a report; the
@@ -482,8 +506,9 @@ class TorchXlaAdapter:
     @staticmethod
     def sampler_codes() -> tuple[set, set]:
         """Our wrappers' code, for the stack sampler (sampler.py): a frame of the sync call's wrapper (measured as
-        launch, compile, device wait), of the loader's timed next() (data)."""
-        return {TorchXlaAdapter._marker.__code__}, {_TrainingCalls.timed_next.__code__}
+        launch, compile, device wait) or an explicit wait for the device, of the loader's timed next() (data)."""
+        return {TorchXlaAdapter._marker.__code__, _TrainingCalls.timed_wait.__code__}, \
+            {_TrainingCalls.timed_next.__code__}
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[..., None]) -> None:
@@ -728,16 +753,19 @@ class TorchXlaAdapter:
         """Launch, device wait and host CPU of a boundary (breakdown.py). In the sync call, the main thread's CPU
         time is launching (tracing the pending graph's hash, lowering, launching) and the rest is blocked: waiting
         for the device to finish the previous graph (torch_xla holds the device lock until it has; at most that
-        graph's execution time, `_DeviceTimes`); a sync that compiled is launch net of its compile time. Host:
-        the main thread's CPU since the previous sync, outside this one and the loader's next()."""
+        graph's execution time, `_DeviceTimes`); a sync that compiled is launch net of its compile time. The time
+        blocked in an explicit `xm.wait_device_ops()` since the previous sync is device wait too. Host: the main
+        thread's CPU since the previous sync, outside this one, those waits and the loader's next()."""
         cpu_in_sync = min(max(cpu_in_sync, 0.0), in_sync)
         if sync_compiles and rec.compiles:
             compile_s = rec.compile_time_s * min(1.0, sync_compiles / rec.compiles)
             rec.launch_time_s, rec.device_wait_s = max(in_sync - compile_s, 0.0), 0.0
         else:
             rec.launch_time_s, rec.device_wait_s = cpu_in_sync, in_sync - cpu_in_sync
-        data_cpu = self.training.data_cpu - self._data_cpu_mark
-        self._data_cpu_mark = self.training.data_cpu
+        t = self.training
+        data_cpu = t.data_cpu - self._data_cpu_mark + t.device_wait_cpu - self._wait_mark[1]
+        rec.device_wait_s += t.device_wait - self._wait_mark[0]
+        self._data_cpu_mark, self._wait_mark = t.data_cpu, (t.device_wait, t.device_wait_cpu)
         rec.host_cpu_s = max(cpu_now - self._cpu_mark - cpu_in_sync - data_cpu, 0.0)
         self._cpu_mark = cpu_now
 
