@@ -360,6 +360,14 @@ def test_cpu_calibration_is_cached_per_machine(tmp_path, monkeypatch):
     assert peaks.calibrated().flops_per_s == 5e10 and calls == [1]  # from the file, not measured again
 
 
+def test_cpu_calibration_runs_in_a_process_of_its_own(monkeypatch):
+    """Measured in the profiled process, after XLA's work, the calibration came out 10x too low (and was cached):
+    it runs in a child; this process's measure_here is never called while a child can run."""
+    monkeypatch.setattr(peaks, "measure_here", lambda *a, **k: pytest.fail("measured in the profiled process"))
+    entry = peaks.measure()
+    assert entry["flops_per_s"] > 1e8 and entry["bytes_per_s"] > 1e7 and entry["repeats"] == 7
+
+
 # --- diff and the sweep table -----------------------------------------------------------------------------------
 def _report(mfu, flops=1e9):
     from ptxla_perf import SCHEMA_ID
