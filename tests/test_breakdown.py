@@ -135,19 +135,24 @@ def test_jax_device_time_on_sampled_steps_and_the_wait_for_it(profiled):
     assert rep["summary"]["time_breakdown"]["largest"] == "device"
 
 
-def test_jax_donated_loop_is_unchanged_while_its_outputs_are_watched(profiled, tmp_path):
+@pytest.mark.parametrize("mode", ["donate", "donate_state"])
+def test_jax_donated_loop_is_unchanged_while_its_outputs_are_watched(profiled, tmp_path, mode):
     """The state is donated to the next call while the sampled steps' outputs are watched from the thread: the
-    program prints the same numbers as without ptxla_perf, no "donated buffers were not usable" warning, and the
-    device time of the sampled step is known (the thread waits on the loss, which is not donated). The loop reads
-    nothing until the end: the host runs ahead, so the device time is not bounded by the step's wall time."""
+    program prints the same numbers as without ptxla_perf and no "donated buffers were not usable" warning.
+    `donate`: the thread waits on the loss, never donated, so the sampled step's device time is known (the loop
+    reads nothing until the end: the host runs ahead, the device time is not bounded by the step's wall time).
+    `donate_state`: the step returns only the state, the array the thread watches is the one the next call
+    donates - waited on before the donation, or found deleted (the time then unknown)."""
     script = SCRIPTS / "jax_device_time.py"
-    run = profiled(script, args=("donate",))
-    plain = subprocess.run([sys.executable, str(script), "donate"], cwd=tmp_path, env=cli_env(),
+    run = profiled(script, args=(mode,))
+    plain = subprocess.run([sys.executable, str(script), mode], cwd=tmp_path, env=cli_env(),
                            capture_output=True, text=True, timeout=300)
     assert run.proc.returncode == 0 == plain.returncode, run.proc.stderr[-2000:]
     done = [line for line in run.proc.stdout.splitlines() if line.startswith("done")]
     assert done == [line for line in plain.stdout.splitlines() if line.startswith("done")] and done
     assert "donated buffers" not in run.proc.stderr + plain.stderr
     sampled = _device_sampled(run.report)
-    assert [s["index"] for s in sampled] == [31] and sampled[0]["device_time_s"] > 0
+    if mode == "donate":
+        assert [s["index"] for s in sampled] == [31] and sampled[0]["device_time_s"] > 0
+    assert all(s["device_time_s"] > 0 and s["index"] == 31 for s in sampled)
     assert all(s["device_wait_s"] == 0 for s in run.report["steps"])  # nothing waited on the main thread
