@@ -21,6 +21,9 @@ What it hooks (all restored by `stop()`):
   called first; each of its calls starts a step. Until it is known, each top-level call keeps a segment (counters, events), and the
   steps are cut from them once it is. `jax.pmap` / `jax.shard_map` calls are wrapped like `jax.jit` ones.
 - Eager uploads: `jnp.array` / `jnp.asarray` of host data outside any jitted call are implicit transfers too.
+- Device time: the main thread's time in `jax.block_until_ready` / `Array.block_until_ready` is the breakdown's
+  `device` part; on sampled steps a daemon thread sees when the jitted calls' outputs become ready
+  (`steps[].device_time_s`: jax_ready.py).
 """
 from __future__ import annotations
 
@@ -355,18 +358,19 @@ class JaxAdapter:
                 adapter._blocking = True
                 t0 = time.perf_counter()
                 try:
-                    return real(x)
+                    out = real(x)
                 finally:
                     t1 = time.perf_counter()
                     adapter._blocked += t1 - t0
                     adapter._blocking = False
-                    if adapter._ready.calls is not None:
-                        adapter._ready.waited(x, _array_leaves, t1)
+                if adapter._ready.calls is not None:  # a sampled step: x's calls were done by t1
+                    adapter._ready.waited(x, _array_leaves, t1)
+                return out
             return block_until_ready
         ArrayImpl.block_until_ready, jax.block_until_ready = blocked(real_bur), blocked(real_api_bur)
         real_exit = stp.__dict__.get("__exit__")
-        self._saved = {"jit": real_jit, "value": real_value, "bur": real_bur, "api_bur": real_api_bur, "asarray": real_asarray, "array": real_array,
-                       "stp_exit": real_exit}
+        self._saved = {"jit": real_jit, "value": real_value, "asarray": real_asarray, "array": real_array,
+                       "stp_exit": real_exit, "bur": real_bur, "api_bur": real_api_bur}
 
         def jit(fun=None, /, **kwargs):
             if fun is None:
@@ -436,8 +440,8 @@ class JaxAdapter:
                 finally:
                     t1 = time.perf_counter()
                     adapter._d2h_time += t1 - t0
-                    if adapter._ready.calls is not None:
-                        adapter._ready.waited(self_arr, _array_leaves, t1)
+                if adapter._ready.calls is not None:  # a sampled step: the read's calls were done by t1
+                    adapter._ready.waited(self_arr, _array_leaves, t1)
                 adapter._came_from_device(out, loc)
                 return out
             return fget(self_arr)

@@ -13,10 +13,13 @@ the time from when each call could start (dispatched, and the call before done) 
 time, and at most the dispatch time more per call (the device starts a call somewhere inside its dispatch).
 
 Limits: the ready time is read when the thread gets the GIL back - exact to microseconds where the main thread
-waits (a read, `block_until_ready`: GIL released), up to the interpreter's switch interval (5 ms) late where it
-runs Python then. The array watched is the call's smallest output (a loss, a metric: rarely donated): an array
-donated to the next call before the thread began waiting on it is deleted, and that step's device time is unknown
-(None), as for a step that compiled, ran outside the training phase, or had a call with no array output.
+waits (a read, `block_until_ready`: GIL released, and its end bounds the ready time of the calls whose outputs it
+waited for), up to the interpreter's switch interval (5 ms) late where it runs Python then. Where the next call's
+output is already ready when the thread sees a call's end, the two are not told apart: that end is unknown (inside
+the step the call's span merges into the next one's). The array watched is a 0-d output (a loss, a metric:
+rarely donated), else the last: an array donated before the thread began waiting on it is deleted (unknown too).
+The step's time is None where the step before's end or its last call's end is unknown, for a step that compiled
+or ran outside the training phase.
 Donation is unaffected: a wait in progress holds no buffer (tests/test_breakdown.py checks a donated loop).
 """
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from typing import Any, Callable
 
 from ..records import StepRecord
@@ -101,28 +105,54 @@ class ReadyWatch:
             return None
         return time.perf_counter()
 
-    def _run(self) -> None:
-        done: list[tuple] = []  # (entry, when the thread saw its output ready) of the step so far
+    def _next_ready(self, todo: deque) -> bool:
+        """Whether the next call handed over is already done: then the thread, getting the GIL back late, saw both
+        ends at once and cannot tell them apart."""
         while True:
-            item = self._queue.get()
+            try:
+                todo.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        arr = next((it[2] for it in todo if it is not None and it[0] == "call"), None)
+        try:
+            return arr is not None and arr.is_ready()
+        except Exception:
+            return False
+
+    def _run(self) -> None:
+        todo: deque = deque()
+        done: list[tuple] = []  # (entry, when the thread saw its output ready or None) of the step so far
+        while True:
+            item = todo.popleft() if todo else self._queue.get()
             if item is None:
                 return
             if item[0] == "call":
-                done.append((item[1], self._ready(item[2])))
+                entry, seen = item[1], self._ready(item[2])
                 item = None  # the array is the program's: no reference kept past the wait
+                if seen is not None and self._next_ready(todo):
+                    seen = None
+                ends = [t for t in (seen, entry[1]) if t is not None]  # the main thread's wait bounds it
+                done.append((entry[0], min(ends) if ends else None))
                 continue
             _, role, rec = item
-            spans = [(entry[0], seen if entry[1] is None or seen is None else min(seen, entry[1]))
-                     for entry, seen in done]
-            done = []
+            spans, done = done, []
             if role == "lead":
                 self._end = spans[-1][1] if spans else None
                 continue
             prev, self._end = self._end, None
-            if role != "measure" or prev is None or any(end is None for _, end in spans):
-                continue
-            busy = 0.0
-            for t0, end in spans:
-                busy += max(end - max(t0, prev), 0.0)
-                prev = max(prev, end)
-            rec.device_time_s = busy
+            if role == "measure" and prev is not None and spans and spans[-1][1] is not None:
+                rec.device_time_s = _busy(spans, prev)
+
+
+def _busy(spans: list[tuple], prev: float) -> float:
+    """The device's busy time over calls run in order: each call from its dispatch start (or the end of the one
+    before, if later) to its end; a call whose end is unknown (seen late, donated before the wait) is merged into
+    the next one's span."""
+    busy, start = 0.0, None
+    for t0, end in spans:
+        start = max(t0, prev) if start is None else start
+        if end is None:
+            continue
+        busy += max(end - start, 0.0)
+        prev, start = max(prev, end), None
+    return busy
