@@ -131,17 +131,22 @@ class ReadyWatch:
                 item = None  # the array is the program's: no reference kept past the wait
                 if seen is not None and self._next_ready(todo):
                     seen = None
-                ends = [t for t in (seen, entry[1]) if t is not None]  # the main thread's wait bounds it
-                done.append((entry[0], min(ends) if ends else None))
+                done.append((entry, seen))
                 continue
-            _, role, rec = item
-            spans, done = done, []
+            _, role, rec = item  # the step ended: the main thread's waits in it have bounded its calls' ends
+            spans = [(entry[0], _earliest(seen, entry[1])) for entry, seen in done]
+            done = []
             if role == "lead":
                 self._end = spans[-1][1] if spans else None
                 continue
             prev, self._end = self._end, None
             if role == "measure" and prev is not None and spans and spans[-1][1] is not None:
                 rec.device_time_s = _busy(spans, prev)
+
+
+def _earliest(*times: float | None) -> float | None:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
 
 
 def _busy(spans: list[tuple], prev: float) -> float:
