@@ -10,7 +10,9 @@ what the adapters measured on the record (figures.py reads it from here; docs/re
 - `launch`: inside the step boundary call (torch_xla: the sync - hashing, lowering, launching the graph) or the
   jitted calls (JAX: dispatch), on the CPU, net of compile;
 - `device`: blocked inside the sync call, or in `xm.wait_device_ops()`, until the device finished the graph before
-  (torch_xla; at most that graph's measured busy time). JAX: not measured (its waits show as `read_wait`);
+  (torch_xla; at most that graph's measured busy time); JAX: the main thread's time in `block_until_ready` (reads
+  stay `read_wait`). The device's own busy time (`device_time_s`: torch_xla every step, JAX sampled steps) is not a
+  part of the wall time: it overlaps the host's;
 - `host`: the main thread's CPU time outside those (the user's Python and graph tracing), at most what is left;
 - `profiler`: ptxla_perf's own time at the step boundary (`own_time_us`: bookkeeping, and on attribution steps the
   graph capture and heap scan), measured: not the program's time, and never counted as its step time;

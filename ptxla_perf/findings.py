@@ -812,12 +812,12 @@ class LaunchBound(_Dominant):
         sites = Counter((s.site.file, s.site.line) for s in steady if s.site)
         loc = next((s.site for s in steady if s.site and (s.site.file, s.site.line) == sites.most_common(1)[0][0]),
                    None) if sites else None
-        device = [s.device_time_s for s in steady]
-        busy = sum(device) / len(device) if device and None not in device else None
+        device = [s.device_time_s for s in steady if s.device_time_s is not None]  # JAX: the sampled steps
+        busy = sum(device) / len(device) if device else None
         own = (f", more than the device's own {_ms(busy)} on them" if busy is not None and busy < launch else "")
         per = f" ({_ms(launch / graphs)} per graph)" if graphs else ""
         # a warning where the device's own time on the graphs was measured and is below their launch cost; where
-        # it is not known (JAX), the device may still be the bound: info
+        # it is not known (no sampled JAX step), the device may still be the bound: info
         severity = "warning" if busy is not None and busy < launch else "info"
         return [Finding(
             "launch_bound", severity,

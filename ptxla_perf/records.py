@@ -213,9 +213,11 @@ class StepRecord:
     eager_time_s: float | None = None  # wall time from the previous boundary to the compiled step's start
     # --- where the step's time went: what figures.breakdown derives the components from (docs/report.md) ---
     launch_time_s: float | None = None  # inside the step's sync / jitted calls, net of compile and device wait
-    device_wait_s: float | None = None  # torch_xla: blocked in the sync call until the device finished a graph
-    device_time_s: float | None = None  # torch_xla: the device's busy time (ExecuteTime net of queue wait) of
-    # the graphs started here
+    device_wait_s: float | None = None  # blocked on the device: torch_xla in the sync call or wait_device_ops,
+    #                                    JAX in block_until_ready
+    device_time_s: float | None = None  # the device's busy time on the step's graphs: torch_xla ExecuteTime net
+    #                                     of queue wait; JAX on sampled steps, from its outputs' readiness
+    #                                     (backends/jax_ready.py)
     host_cpu_s: float | None = None  # the main thread's CPU time outside those calls and the loader's next()
     sampled_data_s: float | None = None  # the stack sampler's estimate of the time spent pulling the next batch
     hot_lines: list[dict] = field(default_factory=list)  # sampled lines: file, line, function, kind, seconds

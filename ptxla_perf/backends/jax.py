@@ -21,6 +21,9 @@ What it hooks (all restored by `stop()`):
   called first; each of its calls starts a step. Until it is known, each top-level call keeps a segment (counters, events), and the
   steps are cut from them once it is. `jax.pmap` / `jax.shard_map` calls are wrapped like `jax.jit` ones.
 - Eager uploads: `jnp.array` / `jnp.asarray` of host data outside any jitted call are implicit transfers too.
+- Device time: the main thread's time in `jax.block_until_ready` / `Array.block_until_ready` is the breakdown's
+  `device` part; on sampled steps a daemon thread sees when the jitted calls' outputs become ready
+  (`steps[].device_time_s`: jax_ready.py).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import functools
 import math
 import os
 import sys
+import threading
 from collections import Counter
 import time
 import types
@@ -50,6 +54,7 @@ from ..live_holders import GrowthWatch, find_holder, holder_counts
 from ..frames import USER, classify, user_frame
 from ..records import Event, Location, StepRecord, Transfers
 from ..sampler import main_thread_cpu
+from .jax_ready import ReadyWatch
 from .jax_rules import RULES as JAX_RULES
 
 _BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
@@ -88,6 +93,7 @@ class Counts(NamedTuple):
     launch: float  # time inside top-level jitted calls, net of the compile time in them (breakdown.py)
     cpu: float  # the main thread's CPU clock
     call_cpu: float  # ...of it inside top-level jitted calls
+    blocked: float  # the main thread's time in block_until_ready (waiting for the device: breakdown.py `device`)
 _DISALLOW = _guard.TransferGuardLevel.DISALLOW
 _GLOBAL_GUARD = _guard.global_state()
 
@@ -323,6 +329,9 @@ class JaxAdapter:
         self._launch = 0.0  # time in top-level jitted calls net of compile (dispatch), cumulative
         self._call_cpu = 0.0
         self._cpu = main_thread_cpu()
+        self._blocked = 0.0  # the main thread's time in block_until_ready, cumulative
+        self._blocking = False
+        self._ready: ReadyWatch | None = None  # device time of sampled steps (jax_ready.py)
 
     @staticmethod
     def sampler_codes() -> tuple[set, set]:
@@ -338,9 +347,30 @@ class JaxAdapter:
         real_value = ArrayImpl.__dict__["_value"]
         real_asarray, real_array = np.asarray, np.array
         stp = jax.profiler.StepTraceAnnotation
+        real_bur, real_api_bur = ArrayImpl.__dict__["block_until_ready"], jax.block_until_ready
+        self._ready = ReadyWatch(real_bur)
+        main = threading.get_ident()
+
+        def blocked(real):
+            def block_until_ready(x):
+                if adapter._blocking or adapter._depth or threading.get_ident() != main:
+                    return real(x)
+                adapter._blocking = True
+                t0 = time.perf_counter()
+                try:
+                    out = real(x)
+                finally:
+                    t1 = time.perf_counter()
+                    adapter._blocked += t1 - t0
+                    adapter._blocking = False
+                if adapter._ready.calls is not None:  # a sampled step: x's calls were done by t1
+                    adapter._ready.waited(x, _array_leaves, t1)
+                return out
+            return block_until_ready
+        ArrayImpl.block_until_ready, jax.block_until_ready = blocked(real_bur), blocked(real_api_bur)
         real_exit = stp.__dict__.get("__exit__")
         self._saved = {"jit": real_jit, "value": real_value, "asarray": real_asarray, "array": real_array,
-                       "stp_exit": real_exit}
+                       "stp_exit": real_exit, "bur": real_bur, "api_bur": real_api_bur}
 
         def jit(fun=None, /, **kwargs):
             if fun is None:
@@ -408,7 +438,10 @@ class JaxAdapter:
                 try:
                     out = fget(self_arr)
                 finally:
-                    adapter._d2h_time += time.perf_counter() - t0
+                    t1 = time.perf_counter()
+                    adapter._d2h_time += t1 - t0
+                if adapter._ready.calls is not None:  # a sampled step: the read's calls were done by t1
+                    adapter._ready.waited(self_arr, _array_leaves, t1)
                 adapter._came_from_device(out, loc)
                 return out
             return fget(self_arr)
@@ -463,6 +496,7 @@ class JaxAdapter:
             for name in ("array", "asarray"):
                 setattr(jnp_mod, name, s[f"jnp_{name}"])
             ArrayImpl._value = s["value"]
+            ArrayImpl.block_until_ready, jax.block_until_ready = s["bur"], s["api_bur"]
             np.asarray, np.array = s["asarray"], s["array"]
             stp = jax.profiler.StepTraceAnnotation
             for attr in ("__enter__", "__exit__"):
@@ -497,6 +531,8 @@ class JaxAdapter:
             self._events = later
         elif self._step_fn is not None and self._step_open and self._in_other:
             self._emit(None, phase="eval")
+        if self._ready is not None:
+            self._ready.stop()
         tail = self._record(None)
         busy = tail.compiles or tail.device_to_host.count or tail.executions or tail.host_to_device.count
         return tail if busy else None
@@ -553,7 +589,8 @@ class JaxAdapter:
     def _snapshot(self) -> Counts:
         return Counts(self._compiles, self._compile_time, self._cached, self._execs, self._d2h, self._d2h_bytes,
                 self._h2d, self._h2d_bytes, time.perf_counter(), self._d2h_time,
-                self._flops, self._bytes, self._trans, self._uncosted, self._launch, self._cpu(), self._call_cpu)
+                self._flops, self._bytes, self._trans, self._uncosted, self._launch, self._cpu(), self._call_cpu,
+                self._blocked)
 
     def _record(self, site: Location | None, phase: str | None = None, now: Counts | None = None) -> StepRecord:
         prev, now = self._mark, now or self._snapshot()
@@ -568,6 +605,7 @@ class JaxAdapter:
                          events=self._events, phase=phase,
                          device_to_host_time_s=max(now.d2h_time - prev.d2h_time, 0.0),
                          launch_time_s=max(now.launch - prev.launch, 0.0),
+                         device_wait_s=max(now.blocked - prev.blocked, 0.0),
                          host_cpu_s=max((now.cpu - prev.cpu) - (now.call_cpu - prev.call_cpu), 0.0))
         if not execs or now.uncosted == prev.uncosted:  # every call's program cost known (or no call): the sum
             rec.flops, rec.bytes_accessed = now.flops - prev.flops, now.bytes - prev.bytes
@@ -589,6 +627,9 @@ class JaxAdapter:
         self._mark_site = site
         self._sample_live(rec)
         self._nsteps += 1
+        if self._ready is not None:
+            self._ready.step_end(rec, ok=phase == "train" and not rec.compiles)
+            self._ready.arm(self._nsteps)
         self._on_boundary(rec)
 
     def _open_other(self) -> None:
@@ -785,6 +826,8 @@ class JaxAdapter:
             self._tracing = None
             self._launch += max(time.perf_counter() - t0 - (self._compile_time - compile_time), 0.0)
             self._call_cpu += self._cpu() - c0
+        if self._ready is not None and self._ready.calls is not None and not self._in_other:
+            self._ready.call(t0, _array_leaves(out))  # a sampled step (jax_ready.py): its device time
         if self._compiles != compiles:
             self._explain_compile(fn, args, kwargs, frame, self._compiles - compiles, self._compile_time - compile_time)
             self._cost_compiled(fn, args, kwargs)
@@ -1230,6 +1273,8 @@ class JaxAdapter:
             if a._npy_value is None and not self._depth:
                 loc = self._read(a, frame, "np." + real.__name__)
                 out = real(a, *args, **kwargs)
+                if self._ready.calls is not None:
+                    self._ready.waited(a, _array_leaves, time.perf_counter())
                 self._came_from_device(out, loc)
                 self._came_from_device(a._npy_value, loc)
                 return out
@@ -1377,3 +1422,10 @@ def _is_array(x) -> bool:
 
 def _array_bytes(x) -> int:
     return int(x.nbytes)
+
+
+def _array_leaves(out) -> list:
+    try:
+        return [x for x in jax.tree_util.tree_leaves(out) if type(x) is ArrayImpl]
+    except Exception:
+        return []
