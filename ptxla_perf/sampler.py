@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Callable
 
-from .frames import TOOL, USER, _abs, code_kind
+from .frames import TOOL, USER, _abs, _by_code, code_kind
 
 DATA, USER_KIND, FRAMEWORK, CALL, DATA_SITE = "data", "user", "framework", "call", "data_site"
 KINDS = (DATA, USER_KIND, FRAMEWORK, CALL)
@@ -139,10 +139,13 @@ class StackSampler:
         innermost = None
         callee = None
         loop = self._loop
+        kinds = _by_code
         f = frame
         while f is not None:
             code = f.f_code
-            kind = code_kind(code)  # keeps the code alive: the ids below stay its own
+            kind = kinds.get(id(code))
+            if kind is None:
+                kind = code_kind(code)  # keeps the code alive: the ids below stay its own
             if innermost is None:
                 innermost = kind
             if user is None and kind == USER:
