@@ -1211,6 +1211,7 @@ class _DeviceTimes:
             return
         fresh: list[tuple[float, float, tuple]] = []
         lost = False
+        done, consumed, offset, since = self.done, self.consumed, self.offset, self.since
         for name in self.METRICS:
             data = X._xla_metric_data(name)
             if not data:
@@ -1219,8 +1220,8 @@ class _DeviceTimes:
             new = []
             for ts, value in reversed(samples):
                 key = (ts, value, name)
-                start = ts - self.offset - value / 1e9
-                if key in self.done or start < self.since:
+                start = ts - offset - value / 1e9
+                if key in done or start < since:
                     break
                 new.append((start, value / 1e9, key))
             lost = lost or count - self.consumed[name] > len(new)
@@ -1232,11 +1233,16 @@ class _DeviceTimes:
             n = rec.executions
             if lost or self.unordered or taken + n > len(fresh):
                 rec.device_time_s = None
+            elif n == 1:  # most boundaries: one graph (no slice, no generator)
+                _, rec.device_time_s, key = fresh[taken]
+                done[key] = None
+                consumed[key[2]] += 1
+                taken += 1
             else:
                 rec.device_time_s = sum(v for _, v, _ in fresh[taken:taken + n])
                 for _, _, key in fresh[taken:taken + n]:
-                    self.done[key] = None
-                    self.consumed[key[2]] += 1
+                    done[key] = None
+                    consumed[key[2]] += 1
                 taken += n
             if rec.device_wait_s is not None:  # its sync waited for the step before's graphs, at most
                 rec.device_wait_s = min(rec.device_wait_s, self.prev_busy) if self.prev_busy is not None else \
