@@ -3,7 +3,9 @@ session's hook, in alternating blocks in one process (no executor contention, no
 
     python benchmarks/boundary_cost.py [--blocks 10] [--syncs 500]
 Prints JSON: plain and hooked µs per sync, their difference (median, min, max over blocks), and the toolkit's
-own time per boundary as it times itself (report steps[].own_time_us), which is far less noisy.
+own time per boundary as it times itself (report steps[].own_time_us), which is far less noisy. Also the main
+thread's CPU time per sync, plain and hooked, and their difference (`cpu_own_us_per_step`): on a loaded machine
+the wall clock also counts the time the thread waited for a core, its CPU clock does not.
 """
 import argparse
 import json
@@ -21,13 +23,14 @@ import torch_xla  # noqa: E402
 from ptxla_perf.session import Session  # noqa: E402
 
 
-def block(n: int, w) -> float:
-    t = time.perf_counter()
+def block(n: int, w) -> tuple[float, float]:
+    """Wall and main-thread CPU µs per sync."""
+    t, c = time.perf_counter(), time.thread_time()
     for _ in range(n):
         w.add_(1.0)
         torch_xla.sync()
     torch_xla._XLAC._xla_wait_device_ops([])
-    return (time.perf_counter() - t) / n * 1e6
+    return (time.perf_counter() - t) / n * 1e6, (time.thread_time() - c) / n * 1e6
 
 
 def main() -> None:
@@ -45,11 +48,16 @@ def main() -> None:
         session.start()
         hooked.append(block(args.syncs, w))
         inside += [s["own_time_us"] for s in session.finish()["steps"]]
-    diffs = [h - p for h, p in zip(hooked, plain)]
-    print(json.dumps({"plain_us": statistics.median(plain), "hooked_us": statistics.median(hooked),
+    diffs = [h[0] - p[0] for h, p in zip(hooked, plain)]
+    cpu = [h[1] - p[1] for h, p in zip(hooked, plain)]
+    print(json.dumps({"plain_us": statistics.median(p[0] for p in plain),
+                      "hooked_us": statistics.median(h[0] for h in hooked),
                       "own_us_per_step": statistics.median(diffs), "min": min(diffs), "max": max(diffs),
                       "timed_inside_us_p50": statistics.median(inside),
-                      "timed_inside_us_mean": statistics.fmean(inside)}))
+                      "timed_inside_us_mean": statistics.fmean(inside),
+                      "plain_cpu_us": statistics.median(p[1] for p in plain),
+                      "hooked_cpu_us": statistics.median(h[1] for h in hooked),
+                      "cpu_own_us_per_step": statistics.median(cpu), "cpu_min": min(cpu), "cpu_max": max(cpu)}))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ class AttributionPlan:
 
     def next_kind(self, step: int) -> str | None:
         """The kind of attribution for boundary `step` (the next one), or None."""
+        if not self._queue and not self._booked and self.mode != "always":  # steady: nothing planned (every boundary)
+            self._last = None
+            return None
         if self.mode == "always" and self._last == GRAPHS and self._queue[:1] == [GRAPHS] \
                 and self.spent >= self.initial:  # the first steps are all graphs, as in auto: warm-up is there
             # graphs re-armed by every recompile would take every step: leave every other one to calls, which see

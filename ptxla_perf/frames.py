@@ -38,7 +38,20 @@ _LIB_DIRS = tuple({os.path.join(os.path.realpath(p), "") for p in
 
 USER, LIBRARY, TOOL = 0, 1, 2
 _cache: dict[str, int] = {}
-_by_code: dict = {}  # code object -> kind: the per-step frame walk is a few dict hits
+# id(code) -> kind: the per-step frame walk is a few dict hits. Keyed by id, not by the code object, whose hash is
+# recomputed from its bytecode, constants and names at every lookup (7-25 us a boundary measured); the code objects
+# are kept alive in `_codes`, so an id is never reused for another code.
+_by_code: dict[int, int] = {}
+_codes: list = []
+
+
+def code_kind(code) -> int:
+    """frames' kind of a code object (classify of its file), cached by id(code)."""
+    kind = _by_code.get(id(code))
+    if kind is None:
+        kind = _by_code[id(code)] = classify(code.co_filename)
+        _codes.append(code)
+    return kind
 
 
 def classify(filename: str) -> int:
@@ -72,16 +85,26 @@ def _abs(filename: str) -> str:
     return path
 
 
+_locations: dict[tuple[int, int], Location] = {}  # (id(code), line) -> its Location, shared: a boundary's site is
+# looked up at every boundary, and no Location is ever changed once made
+
+
 def user_frame(frame: FrameType | None) -> tuple[Location | None, Location | None]:
     """(innermost user line, innermost library line below it) walking outwards from `frame`."""
     library = None
     while frame is not None:
         code = frame.f_code
-        kind = _by_code.get(code)
+        kind = _by_code.get(id(code))
         if kind is None:
-            kind = _by_code[code] = classify(code.co_filename)
+            kind = code_kind(code)
         if kind == USER:
-            return Location(_abs(code.co_filename), frame.f_lineno, code.co_name), library
+            key = (id(code), frame.f_lineno)  # (the code is alive: code_kind keeps it)
+            loc = _locations.get(key)
+            if loc is None:
+                if len(_locations) > 4096:
+                    _locations.clear()
+                loc = _locations[key] = Location(_abs(code.co_filename), frame.f_lineno, code.co_name)
+            return loc, library
         if kind == LIBRARY and library is None:
             library = Location(_abs(code.co_filename), frame.f_lineno, code.co_name)
         frame = frame.f_back
@@ -91,7 +114,8 @@ def user_frame(frame: FrameType | None) -> tuple[Location | None, Location | Non
 def hide_frames(fn):
     """Never blame this function's frames (a recipe's own wrapper around library calls): findings inside it
     point at the line that called it. Usable as a decorator."""
-    _by_code[fn.__code__] = TOOL
+    _by_code[id(fn.__code__)] = TOOL
+    _codes.append(fn.__code__)
     return fn
 
 

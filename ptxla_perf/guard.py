@@ -32,10 +32,13 @@ def available_memory_share() -> float | None:
         return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class GuardDecision:
     warn: str | None = None
     stop: str | None = None
+
+
+_GO_ON = GuardDecision()  # the answer at almost every boundary, made once
 
 
 class Guard:
@@ -50,11 +53,11 @@ class Guard:
 
     def check(self, rec: StepRecord) -> GuardDecision:
         if not self.enabled:
-            return GuardDecision()
+            return _GO_ON
         what = self._is_runaway(rec, self.cfg)
         if not what:
             self._streak = 0
-            return GuardDecision()
+            return _GO_ON
         self._streak += 1
         avail = self._memory()
         low = avail is not None and avail < float(self.cfg["min_available_memory"])
@@ -64,7 +67,7 @@ class Guard:
             return GuardDecision(stop=f"step {rec.index}: {what}; {why}, so the run was stopped before it exhausts "
                                       "memory. Turn the guard off with --guard off (config: guard: null).")
         if self._warned:
-            return GuardDecision()
+            return _GO_ON
         self._warned = True
         return GuardDecision(warn=f"ptxla_perf: guard: step {rec.index}: {what}. If the next step does the same, "
                                   "the run is stopped before it exhausts memory (--guard off / guard: null to "

@@ -27,12 +27,13 @@ sampled lines name where time goes, and the times that need to be exact are meas
 """
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import time
 from typing import Callable
 
-from .frames import TOOL, USER, _abs, classify
+from .frames import TOOL, USER, _abs, _by_code, code_kind
 
 DATA, USER_KIND, FRAMEWORK, CALL, DATA_SITE = "data", "user", "framework", "call", "data_site"
 KINDS = (DATA, USER_KIND, FRAMEWORK, CALL)
@@ -44,16 +45,20 @@ PER_KIND = 3  # lines kept per kind and step
 
 class StackSampler:
     def __init__(self, codes: tuple[set, set] | None = None, interval: float = 0.01):
-        # the adapter's own wrappers: a frame of the boundary call / jitted call, of the loader's timed next()
-        self.call_codes, self.data_codes = codes or (set(), set())
+        # the adapter's own wrappers: a frame of the boundary call / jitted call, of the loader's timed next(); by
+        # id(code), as every code set and cache here (a code object's hash is recomputed from its contents at each
+        # lookup; frames.code_kind keeps the codes seen alive, so ids are not reused)
+        call_codes, data_codes = codes or (set(), set())
+        self._keep = (tuple(call_codes), tuple(data_codes))
+        self.call_codes, self.data_codes = {id(c) for c in call_codes}, {id(c) for c in data_codes}
         self.interval = interval
         self.seconds = {k: 0.0 for k in KINDS}  # cumulative, per kind
         self.samples = 0
         self._lines: dict[tuple, float] = {}  # (file, line, function, kind) -> seconds, since the last take()
-        self._loop: set = set()  # code objects of the user frames the step boundaries were called from
-        self._kind: dict = {}  # code -> frames.classify kind
-        self._data_code: dict = {}  # code -> it is a data-loading frame by its file
+        self._loop: set = set()  # ids of the code objects of the user frames the step boundaries were called from
+        self._data_code: dict = {}  # id(code) -> it is a data-loading frame by its file
         self._learned = 0
+        self.learning = True  # learn_loop still wants boundaries' frames
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -77,13 +82,16 @@ class StackSampler:
         if self._learned >= 4:
             return
         self._learned += 1
+        self.learning = self._learned < 4
         while frame is not None:
-            if self._kind_of(frame.f_code) == USER:
-                self._loop.add(frame.f_code)
+            if code_kind(frame.f_code) == USER:
+                self._loop.add(id(frame.f_code))
             frame = frame.f_back
 
     def take(self) -> list[dict]:
         """The lines sampled since the previous call: the top PER_KIND of each kind, seconds each."""
+        if not self._lines:  # most boundaries: no sample since the last one
+            return []
         lines, self._lines = self._lines, {}
         if not lines:
             return []
@@ -115,19 +123,13 @@ class StackSampler:
             # the call's locals alive (tensors: torch_xla would sync them as extra graph outputs and recompile)
             frame = None
 
-    def _kind_of(self, code) -> int:
-        kind = self._kind.get(code)
-        if kind is None:
-            kind = self._kind[code] = classify(code.co_filename)
-        return kind
-
     def _sample(self, frame, dt: float) -> None:
         self.samples += 1
         f = frame
         call_codes, data_codes = self.call_codes, self.data_codes
         data = False
         while f is not None:
-            code = f.f_code
+            code = id(f.f_code)
             if code in call_codes:
                 self.seconds[CALL] += dt
                 return
@@ -137,23 +139,26 @@ class StackSampler:
         innermost = None
         callee = None
         loop = self._loop
+        kinds = _by_code
         f = frame
         while f is not None:
             code = f.f_code
-            kind = self._kind_of(code)
+            kind = kinds.get(id(code))
+            if kind is None:
+                kind = code_kind(code)  # keeps the code alive: the ids below stay its own
             if innermost is None:
                 innermost = kind
             if user is None and kind == USER:
                 user = (code.co_filename, f.f_lineno, code.co_name)
-            if site is None and callee is not None and code in loop and (
+            if site is None and callee is not None and id(code) in loop and (
                     data or callee.co_name in _DATA_NAMES or
-                    (callee.co_flags & _CO_GENERATOR and self._kind_of(callee) != TOOL)):
+                    (callee.co_flags & _CO_GENERATOR and code_kind(callee) != TOOL)):
                 data, site = True, (code.co_filename, f.f_lineno, code.co_name)
             elif not data:
-                is_data = self._data_code.get(code)
+                is_data = self._data_code.get(id(code))
                 if is_data is None:
                     name = code.co_filename.replace("\\", "/")
-                    is_data = self._data_code[code] = any(d in name for d in _DATA_DIRS)
+                    is_data = self._data_code[id(code)] = any(d in name for d in _DATA_DIRS)
                 data = is_data
             callee = code
             f = f.f_back
@@ -178,5 +183,4 @@ def main_thread_cpu() -> Callable[[], float]:
         time.clock_gettime(clock)
     except (AttributeError, OSError, TypeError):
         return time.thread_time
-    gettime = time.clock_gettime
-    return lambda: gettime(clock)
+    return functools.partial(time.clock_gettime, clock)  # no Python frame of its own: read twice per boundary

@@ -370,14 +370,18 @@ class Session:
             rec.data_wait_s, self._data_wait_mark = self._data_wait - self._data_wait_mark, self._data_wait
         sampler = self.sampler
         if sampler is not None:  # the lines sampled since the previous boundary, and the data time among them
-            sampler.learn_loop(sys._getframe(1))
+            if sampler.learning:
+                sampler.learn_loop(sys._getframe(1))
             data = sampler.seconds[DATA]
             # a sample charges the interval since the previous one, which can reach into the step before: what
             # does not fit in this step (its wall time less what was measured exactly) goes to the next one
             carry = self._data_carry + data - self._sampled_data
-            room = max(rec.wall_time_s - rec.compile_time_s - (rec.launch_time_s or 0.0)
-                       - (rec.device_wait_s or 0.0) - (rec.device_to_host_time_s or 0.0), 0.0)
-            rec.sampled_data_s = min(carry, room)
+            if carry == 0.0:  # no data time sampled (most boundaries): min(carry, room) is 0.0
+                rec.sampled_data_s = 0.0
+            else:
+                room = max(rec.wall_time_s - rec.compile_time_s - (rec.launch_time_s or 0.0)
+                           - (rec.device_wait_s or 0.0) - (rec.device_to_host_time_s or 0.0), 0.0)
+                rec.sampled_data_s = min(carry, room)
             self._sampled_data, self._data_carry = data, carry - rec.sampled_data_s
             rec.hot_lines = sampler.take()
         for key, value in self._step_info.items():

@@ -64,11 +64,6 @@ def _metric(name: str) -> tuple[int, float]:
     return (data[0], data[1]) if data else (0, 0.0)
 
 
-def _live_tensors() -> int:
-    """Live XLA tensors: torch_xla counts every XLA tensor made and destroyed (two counter reads)."""
-    return _counter("CreateXlaTensor") - _counter("DestroyXlaTensor")
-
-
 def _fallbacks() -> dict[str, int]:
     return {n: _counter(n) for n in X._xla_counter_names() if n.startswith("aten::") and n != _SCALAR_READ}
 
@@ -76,22 +71,29 @@ def _fallbacks() -> dict[str, int]:
 class _Snapshot:
     """Cumulative runtime counters at one instant. Metrics whose sample lists are long (host-to-device time,
     compile time) are only read when a cheap counter says they changed: `_xla_metric_data` copies up to 1024
-    samples (~60 us) per call."""
+    samples (~50-60 us) per call. `TransferFromDeviceTime` is the exception, read at every boundary (no counter
+    is known to move with every device-to-host transfer): its copy grows with the run's host reads, to ~50 us a
+    boundary once the run has made 1024 of them."""
 
     __slots__ = ("uncached", "cached", "d2h", "d2h_ns", "d2h_bytes", "h2d", "fallbacks", "t", "backward",
                  "opt", "closure_d2h", "data_wait", "live")
 
     def __init__(self, prev: "_Snapshot | None" = None, training: "_TrainingCalls | None" = None):
         self.t = time.perf_counter()
-        self.uncached = _counter("UncachedCompile")
-        self.cached = _counter("CachedCompile")
-        self.d2h, self.d2h_ns = _metric("TransferFromDeviceTime")
-        self.backward = training.backward if training else 0
-        self.opt = training.optimizer_steps if training else 0
-        self.closure_d2h = training.closure_reads if training else 0
-        self.data_wait = training.data_wait if training else 0.0
-        self.h2d = _counter("xla::_copy_from") + _counter("DeviceDataCacheMiss")
-        self.live = _live_tensors()
+        value = X._xla_counter_value  # each counter read once per boundary (the marker takes launches from here)
+        self.uncached = value("UncachedCompile") or 0
+        self.cached = value("CachedCompile") or 0
+        d2h = X._xla_metric_data("TransferFromDeviceTime")  # copies its samples: see above
+        self.d2h, self.d2h_ns = (d2h[0], d2h[1]) if d2h else (0, 0.0)
+        if training is not None:
+            self.backward, self.opt = training.backward, training.optimizer_steps
+            self.closure_d2h, self.data_wait = training.closure_reads, training.data_wait
+        else:
+            self.backward = self.opt = self.closure_d2h = 0
+            self.data_wait = 0.0
+        self.h2d = (value("xla::_copy_from") or 0) + (value("DeviceDataCacheMiss") or 0)
+        # live XLA tensors: torch_xla counts every XLA tensor made and destroyed
+        self.live = (value("CreateXlaTensor") or 0) - (value("DestroyXlaTensor") or 0)
         if prev is not None and self.d2h == prev.d2h:
             # a CPU fallback copies its inputs to the host, so no transfer means no fallback: skip listing every
             # counter (slow under load, ~0.4 ms while the executor threads run)
@@ -259,13 +261,30 @@ def _sync_caller(frame) -> tuple[str, bool]:
     caller = frame.f_back if frame is not None and frame.f_code.co_name == "sync" else None
     if caller is None:
         return "lazy", bool(X._get_use_eager_mode())
-    path = caller.f_code.co_filename.replace(os.sep, "/")
-    if caller.f_code.co_name in ("_compile", "_clear_pending_ops_before_compile") \
-            and path.endswith("torch_xla/torch_xla.py"):
-        region = caller.f_back if caller.f_code.co_name == "_clear_pending_ops_before_compile" else None
+    what = _caller_kind(caller.f_code)
+    if what in ("_compile", "_clear_pending_ops_before_compile"):
+        region = caller.f_back if what == "_clear_pending_ops_before_compile" else None
         eager = bool(region.f_locals.get("saved_eager_mode_status")) if region is not None else False
         return "torch_xla.compile", eager
-    return ("dynamo" if "/torch_xla/_dynamo/" in path else "lazy"), bool(X._get_use_eager_mode())
+    return what, bool(X._get_use_eager_mode())
+
+
+_CALLERS: dict[int, tuple[str, Any]] = {}  # id(code) -> (its kind, the code, kept alive so the id stays its own)
+
+
+def _caller_kind(code) -> str:
+    """What the code that called torch_xla.sync() is: torch_xla.compile's `_compile` or
+    `_clear_pending_ops_before_compile`, "dynamo" (the openxla bridge), or "lazy" (anyone else). Once per code."""
+    hit = _CALLERS.get(id(code))
+    if hit is None:
+        path = code.co_filename.replace(os.sep, "/")
+        if code.co_name in ("_compile", "_clear_pending_ops_before_compile") \
+                and path.endswith("torch_xla/torch_xla.py"):
+            what = code.co_name
+        else:
+            what = "dynamo" if "/torch_xla/_dynamo/" in path else "lazy"
+        hit = _CALLERS[id(code)] = (what, code)
+    return hit[0]
 
 
 def _not_traced(*fns: Callable) -> None:
@@ -443,6 +462,7 @@ class TorchXlaAdapter:
         self.cfg = cfg
         self.events: list[Event] = []
         self.fallback_seen: dict[str, int] = {}
+        self._fallbacks_taken: dict[str, int] | None = None  # the snapshot's fallbacks fallback_seen last took in
         self.h2d_lines: dict[tuple, tuple[Location, set]] = {}  # user line -> shapes it moved to the device
         self.h2d_bytes: dict[tuple, set] = {}  # user line -> sizes in bytes of what it moved to the device
         self.h2d_steps: dict[tuple, dict[int, set]] = {}  # user line -> step -> shapes it moved in that step
@@ -525,6 +545,7 @@ class TorchXlaAdapter:
         self._ir_debug0 = bool(X._get_ir_debug())  # the user's own XLA_IR_DEBUG / XLA_HLO_DEBUG setting stays
         self._compile_total = _metric("CompileTime")[1] / 1e9
         self.fallback_seen = dict(self._snap.fallbacks)
+        self._fallbacks_taken = self._snap.fallbacks
         self._totals0 = (_metric("OutboundData")[1], _metric("TransferToDeviceTime")[0])
         self._activate(self.plan.next_kind(0))
 
@@ -681,7 +702,9 @@ class TorchXlaAdapter:
     def _marker(self, *args, **kwargs):
         if self._in_marker:  # re-entrant (a callback that syncs): not another step
             return self._real_marker(*args, **kwargs)
-        caller, eager = _sync_caller(sys._getframe(1))
+        t0 = time.perf_counter()  # own time: from here, less the real marker call
+        frame = sys._getframe(1)
+        caller, eager = _sync_caller(frame)
         self._sync_callers.add(caller)
         if eager:
             self._sync_callers.add("eager")  # eager mode was on for a stretch (a recipe may turn it off at the end)
@@ -701,20 +724,20 @@ class TorchXlaAdapter:
             return result
         self._in_marker = True
         try:
-            t0 = time.perf_counter()
-            site, _ = user_frame(sys._getframe(1))
+            site, _ = user_frame(frame)
             kind = self._current
             pending = self._pending_graph() if kind == GRAPHS else None
             grad = torch.is_grad_enabled()
-            uncached0 = _counter("UncachedCompile")
-            launches0 = uncached0 + _counter("CachedCompile")
+            uncached0 = X._xla_counter_value("UncachedCompile") or 0
+            launches0 = uncached0 + (X._xla_counter_value("CachedCompile") or 0)
             c1 = self.training.cpu()
             t1 = time.perf_counter()
             result = self._real_marker(*args, **kwargs)
             t2 = time.perf_counter()
             c2 = self.training.cpu()
-            own = _since(_launches(), launches0)
-            rec = self._record(0, site, _Snapshot(self._snap, self.training))
+            now = _Snapshot(self._snap, self.training)
+            own = _since(now.launches, launches0)  # the launches this sync made itself
+            rec = self._record(0, site, now)
             if self.dynamo.on:
                 rec.events += self.dynamo.poll()
             self._time_parts(rec, t2 - t1, c2 - c1, c2, _since(self._snap.uncached, uncached0))
@@ -772,32 +795,31 @@ class TorchXlaAdapter:
     def _record(self, index: int, site: Location | None, now: _Snapshot) -> StepRecord:
         prev = self._snap
         self._snap = now
-        rec = StepRecord(index=index, wall_time_s=now.t - prev.t, site=site)
-        rec.compiles = _since(now.uncached, prev.uncached)
-        rec.cached_compiles = _since(now.cached, prev.cached)
-        rec.executions = rec.compiles + rec.cached_compiles
-        if rec.compiles:
-            rec.compile_time_s = self._compile_time_delta()
+        compiles = _since(now.uncached, prev.uncached)
+        cached = _since(now.cached, prev.cached)
         closure = now.closure_d2h - prev.closure_d2h  # reads in the previous boundary's closures: that step's
         if closure and self._last is not None:
             self._last.closure_reads += closure
-        rec.device_to_host = Transfers(max(0, now.d2h - prev.d2h - closure), int(now.d2h_bytes - prev.d2h_bytes))
-        rec.device_to_host_time_s = (now.d2h_ns - prev.d2h_ns) / 1e9 if now.d2h != prev.d2h else 0.0
+        # one constructor call with every field it can take (each boundary makes one)
+        rec = StepRecord(
+            index=index, wall_time_s=now.t - prev.t, site=site, compiles=compiles, cached_compiles=cached,
+            executions=compiles + cached, compile_time_s=self._compile_time_delta() if compiles else 0.0,
+            device_to_host=Transfers(max(0, now.d2h - prev.d2h - closure), int(now.d2h_bytes - prev.d2h_bytes)),
+            device_to_host_time_s=(now.d2h_ns - prev.d2h_ns) / 1e9 if now.d2h != prev.d2h else 0.0,
+            backward_calls=now.backward - prev.backward, optimizer_steps=now.opt - prev.opt,
+            host_to_device=Transfers(_since(now.h2d, prev.h2d), None),
+            live=(now.live, None) if index >= 0 else None)
         if self.training.data_seen:  # the loop pulls from a loader: its wait for each batch (session.data_wait()
             rec.data_wait_s = now.data_wait - prev.data_wait  # overrides where the program times it itself)
             if not self._data_site_sent and self.training.data_site is not None:
                 self._data_site_sent = True
                 self.events.append(Event("data_wait", self.training.data_site, {"call": self.training.data_call}))
-        rec.backward_calls = now.backward - prev.backward
-        rec.optimizer_steps = now.opt - prev.opt
-        rec.host_to_device = Transfers(_since(now.h2d, prev.h2d), None)
-        for name, value in now.fallbacks.items():
-            if value != prev.fallbacks.get(name, 0) and _since(value, prev.fallbacks.get(name, 0)):
-                rec.fallback_ops[name] = _since(value, prev.fallbacks.get(name, 0))
-        if index >= 0:
-            rec.live = (now.live, None)
-        rec.events = list(self.events)
-        self.events.clear()
+        if now.fallbacks is not prev.fallbacks:  # the same dict: no counter was read again (no host transfer)
+            for name, value in now.fallbacks.items():
+                if value != prev.fallbacks.get(name, 0) and _since(value, prev.fallbacks.get(name, 0)):
+                    rec.fallback_ops[name] = _since(value, prev.fallbacks.get(name, 0))
+        if self.events:
+            rec.events, self.events = self.events, []
         if index >= 0:
             self._last = rec
         return rec
@@ -808,7 +830,10 @@ class TorchXlaAdapter:
         return max(delta, 0.0)
 
     def _after_step(self, rec: StepRecord, kind: str | None) -> None:
-        self.fallback_seen.update(self._snap.fallbacks)
+        fallbacks = self._snap.fallbacks
+        if fallbacks is not self._fallbacks_taken:  # read afresh (a host transfer): else the same dict as before
+            self.fallback_seen.update(fallbacks)
+            self._fallbacks_taken = fallbacks
         for e in rec.events:
             if e.kind != "compile":  # every recompile needs its own evidence: compiles always re-arm capture
                 self._explained.add(_anomaly_key(e.kind, rec, e))
@@ -817,7 +842,9 @@ class TorchXlaAdapter:
         if kind is not None:
             self._step_site[step] = _compile_key(rec.site)
             self._calls_at[_compile_key(rec.site)] += kind == CALLS and self._mode is not None
-        self.plan.saw(step, self._unexplained(rec))
+        if rec.device_to_host.count or rec.fallback_ops or rec.early_executions or rec.compiles \
+                or self.shape_calls_wanted:  # else nothing is unexplained (a steady step)
+            self.plan.saw(step, self._unexplained(rec))
         if rec.compiles:
             self._sites_compiled.add(_site_key(rec.site))
         self._activate(self.plan.next_kind(self._steps))
@@ -1191,7 +1218,7 @@ class _DeviceTimes:
     little for them, never a sync); where samples are missing (more graphs between reads than the metric keeps,
     graphs torch.compile ran outside any sync) the time stays unknown."""
 
-    EVERY = 64  # boundaries between reads...
+    EVERY = 256  # boundaries between reads...
     MAX_GRAPHS = 384  # ...or fewer, once this many graphs are pending (the metric keeps 1024 samples)
     METRICS = ("ExecuteTime", "ExecuteReplicatedTime")
 
@@ -1237,6 +1264,7 @@ class _DeviceTimes:
             return
         fresh: list[tuple[float, float, tuple]] = []
         lost = False
+        done, consumed, offset, since = self.done, self.consumed, self.offset, self.since
         for name in self.METRICS:
             data = X._xla_metric_data(name)
             if not data:
@@ -1245,8 +1273,8 @@ class _DeviceTimes:
             new = []
             for ts, value in reversed(samples):
                 key = (ts, value, name)
-                start = ts - self.offset - value / 1e9
-                if key in self.done or start < self.since:
+                start = ts - offset - value / 1e9
+                if key in done or start < since:
                     break
                 new.append((start, value / 1e9, key))
             lost = lost or count - self.consumed[name] > len(new)
@@ -1260,17 +1288,18 @@ class _DeviceTimes:
                 break  # still running (or not yet recorded): the next read
             if lost or self.unordered or taken + n > len(fresh):
                 rec.device_time_s = None
-            else:
-                rec.device_time_s = 0.0
-                for start, span, key in fresh[taken:taken + n]:
-                    end = start + span
-                    rec.device_time_s += max(end - max(start, self.prev_end if self.prev_end is not None
-                                                       else start), 0.0)
-                    self.prev_end = end if self.prev_end is None else max(self.prev_end, end)
-                    self.done[key] = None
-                    self.consumed[key[2]] += 1
+            else:  # each graph busy from its launch, or from when the one before it finished (queued behind it)
+                busy, prev_end = 0.0, self.prev_end
+                for i in range(taken, taken + n):
+                    begin, span, key = fresh[i]
+                    end = begin + span
+                    busy += max(end - (begin if prev_end is None else max(begin, prev_end)), 0.0)
+                    prev_end = end if prev_end is None else max(prev_end, end)
+                    done[key] = None
+                    consumed[key[2]] += 1
+                self.prev_end, rec.device_time_s = prev_end, busy
                 taken += n
-                self.busy_s, self.timed_graphs = self.busy_s + rec.device_time_s, self.timed_graphs + n
+                self.busy_s, self.timed_graphs = self.busy_s + busy, self.timed_graphs + n
             if rec.device_wait_s is not None:  # its sync waited for the step before's graphs, at most
                 rec.device_wait_s = min(rec.device_wait_s, self.prev_busy) if self.prev_busy is not None else \
                     rec.device_wait_s
@@ -1282,8 +1311,8 @@ class _DeviceTimes:
             for _, _, key in fresh:
                 self.done[key] = None
             self.prev_end = None
-        while len(self.done) > 4096:
-            self.done.pop(next(iter(self.done)))
+        if len(self.done) > 8192:  # keep the newest 4096, at once: popping a dict's oldest key one by one rescans
+            self.done = dict.fromkeys(list(self.done)[-4096:])  # its emptied front (~150 us per read measured)
         self.pending = self.pending[resolved:]
         self.graphs = sum(r.executions for r in self.pending)
         # those still running count towards the next read, not every boundary's (a host far ahead of the device)
