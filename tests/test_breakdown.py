@@ -103,7 +103,8 @@ def test_tiny_torch_xla_steps_over_many_inputs_are_launch_bound_at_the_sync(prof
 def test_time_blocked_in_wait_device_ops_is_the_device_part(profiled):
     """A loop that waits for the device after each sync (xm.wait_device_ops()): the main thread is blocked there
     until the device finished the step's graph, so that time is the breakdown's `device` part (at most the graph's
-    measured busy time), not `other`; the roofline names the step device-bound."""
+    measured busy time), not `other`; the roofline names the step device-bound (or compute-bound, near the
+    prediction)."""
     script = SCRIPTS / "wait_device_ops_loop.py"
     run = profiled(script)
     assert run.proc.returncode == 0 and "done" in run.proc.stdout, run.proc.stderr[-2000:]
@@ -116,7 +117,9 @@ def test_time_blocked_in_wait_device_ops_is_the_device_part(profiled):
     for s in (s for s in rep["steps"] if s["steady"]):  # at most the busy time of the graph it waited for: the
         before = by_index[s["index"] - 1]["device_time_s"]  # one the step before launched
         assert before is None or s["time_breakdown"]["device"] <= before + 1e-6, (s, before)
-    assert rep["roofline"]["bound_by"]["component"] == "device"
+    roof = rep["roofline"]  # the device's time near the prediction, or the largest part of a slower step
+    assert roof["verdict"] in ("compute-bound", "memory-bound", "device-bound"), roof["explanation"]
+    assert roof.get("bound_by", {"component": "device"})["component"] == "device"
 
 
 def test_jax_generator_with_heavy_numpy_is_input_bound_at_its_line(profiled):
