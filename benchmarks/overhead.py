@@ -5,12 +5,15 @@ Modes, alternated in rotating order for each pair so drift and noise hit all of 
   profile     python -m ptxla_perf profile (default: attribution on the first steps and after anomalies)
   always      python -m ptxla_perf profile --attribution always (line attribution on every step)
   debug2      PT_XLA_DEBUG_LEVEL=2 python workload.py (torch_xla's own analysis, for reference)
+  base        `profile` of the ptxla_perf checkout at --base DIR (an earlier version: is a change's cost within
+              the noise?), added whenever --base is given
 Per run: median ms/step over the steady steps (the workload times itself). Per mode: ratio to the plain run
 of the same pair, median (min-max) over pairs. Plus the toolkit's own host time per step, timed inside the
 toolkit (report summary.overhead_us_per_step: p50 and mean over the run's steady steps, median over its runs),
 which is far less noisy than wall-clock ratios.
 
     python benchmarks/overhead.py [--pairs 10] [--steps 80] [--modes profile,always,debug2] [--target 1.03]
+                                  [--base DIR]
 
 The overhead target (issue 18), on a quiet machine: `python benchmarks/overhead.py --pairs 8 --modes profile`
 (plain and profile only, 8 alternating pairs, ~3 min on 2 cores): the default `profile` mode's median ratio
@@ -32,12 +35,13 @@ WORKLOAD = HERE / "workloads" / "encoder_loop.py"
 MODES = ("profile", "always", "debug2")
 
 
-def run(mode: str, steps: int, tmp: Path) -> tuple[float, dict | None]:
+def run(mode: str, steps: int, tmp: Path, base: str | None = None) -> tuple[float, dict | None]:
     env = dict(os.environ, PJRT_DEVICE=os.environ.get("PJRT_DEVICE", "CPU"), TF_CPP_MIN_LOG_LEVEL="2")
-    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])
+    root = base if mode == "base" else str(HERE.parent)
+    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
     report = tmp / f"{mode}.json"
     cmd = [sys.executable, str(WORKLOAD), str(steps)]
-    if mode in ("profile", "always"):
+    if mode in ("profile", "always", "base"):
         cmd = [sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report", str(report),
                *(["--attribution", "always"] if mode == "always" else []), str(WORKLOAD), str(steps)]
     if mode == "debug2":
@@ -57,6 +61,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=80)
     ap.add_argument("--modes", default=",".join(MODES), help="compared against plain: " + ", ".join(MODES))
     ap.add_argument("--target", type=float, default=1.03, help="the profile mode's median ratio it must not exceed")
+    ap.add_argument("--base", help="a checkout of an earlier ptxla_perf (the folder holding its ptxla_perf/): "
+                                   "adds the mode `base`, its profile run")
     args = ap.parse_args()
     asked = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in asked if m not in MODES]
@@ -64,14 +70,16 @@ def main() -> None:
         ap.error(f"--modes: {', '.join(unknown) or 'none given'}; pick from {', '.join(MODES)}")
     if args.pairs < 1:
         ap.error("--pairs must be at least 1")
-    modes = ["plain"] + asked
+    if args.base and not (Path(args.base) / "ptxla_perf" / "__init__.py").is_file():
+        ap.error(f"--base: no ptxla_perf/ package in {args.base}")
+    modes = ["plain"] + asked + (["base"] if args.base else [])
     ms: dict[str, list[float]] = {m: [] for m in modes}
     own: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}  # per run: (p50, mean) us
     with tempfile.TemporaryDirectory() as tmp:
         for pair in range(args.pairs):
             order = modes[pair % len(modes):] + modes[:pair % len(modes)]
             for mode in order:
-                value, report = run(mode, args.steps, Path(tmp))
+                value, report = run(mode, args.steps, Path(tmp), args.base)
                 ms[mode].append(value)
                 stats = (report or {}).get("summary", {}).get("overhead_us_per_step")
                 if stats:

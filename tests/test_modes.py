@@ -137,9 +137,9 @@ def _findings(run: ModeRun, kind: str) -> list[dict]:
 
 def test_eager_ops_outside_the_compiled_step(mode_run):
     """Eager mode: the ops outside the torch_xla.compile'd step run every iteration, measured on every step (count,
-    time outside the step). Info where they are a small part of the step (the batch's .to(device)); a warning, at
-    its line, where they cost a real share of it (mode_eager_ema.py's EMA update, 36 eager ops per step). No other
-    mode has the finding."""
+    time outside the step). Info where they are the batch's .to(device) (as many as the step's host-to-device
+    copies) or a small part of the step; a warning, at its line, where they cost a real share of it
+    (mode_eager_ema.py's EMA update, 36 eager ops per step). No other mode has the finding."""
     found = _findings(mode_run, "eager_ops")
     if not mode_run.mode.startswith("eager"):
         assert not found
@@ -151,9 +151,9 @@ def test_eager_ops_outside_the_compiled_step(mode_run):
     planted = _planted(mode_run, PLANTED_EAGER)
     if planted:
         assert (f["severity"], f["location"]["line"]) == ("warning", *planted), f["message"]
-        assert f["evidence"]["ops_per_step"] >= 36
-    else:
-        assert f["severity"] == "info", f["message"]
+        assert f["evidence"]["ops_per_step"] >= 36 and f["evidence"]["non_transfer_ops_per_step"] >= 34
+    else:  # only the batch's .to(device): info, whatever share of this tiny step it takes under load
+        assert f["severity"] == "info" and f["evidence"]["non_transfer_ops_per_step"] == 0, f["message"]
 
 
 def test_dynamo_evidence(mode_run):
