@@ -210,7 +210,8 @@ class StepRecord:
     transcendentals: float | None = None
     # --- torch_xla eager mode (backends/torch_xla_modes.py): absent from the JSON where not measured ---
     eager_launches: int = 0  # eager ops run outside the torch_xla.compile'd step since the previous boundary
-    eager_time_s: float | None = None  # wall time from the previous boundary to the compiled step's start
+    eager_time_s: float | None = None  # wall time from the end of the previous boundary (after ptxla_perf's own
+    #                                    work there) to the compiled step's start
     # --- where the step's time went: what figures.breakdown derives the components from (docs/report.md) ---
     launch_time_s: float | None = None  # inside the step's sync / jitted calls, net of compile and device wait
     device_wait_s: float | None = None  # blocked on the device: torch_xla in the sync call or wait_device_ops,

@@ -515,6 +515,7 @@ class TorchXlaAdapter:
         self._device: _DeviceTimes | None = None  # ExecuteTime samples -> each boundary's device time
         self._cpu_mark = 0.0  # the main thread's CPU clock after the previous boundary's sync
         self._data_cpu_mark = 0.0
+        self._left_at = 0.0  # when the last boundary's own work ended
         self._wait_mark = (0.0, 0.0)  # the training calls' device wait and its CPU time at the previous boundary
 
     def settle(self, final: bool = False) -> None:
@@ -720,7 +721,8 @@ class TorchXlaAdapter:
             result = self._real_marker(*args, **kwargs)
             eager_ops = _since(_launches(), self._snap.launches)
             self._not_early = max(self._not_early, eager_ops)
-            self._eager_outside = (eager_ops, t - self._snap.t)  # the loop outside the compiled step (eager_ops rule)
+            # the loop outside the compiled step (eager_ops rule), from when the last boundary's own work ended
+            self._eager_outside = (eager_ops, t - max(self._snap.t, self._left_at))
             return result
         self._in_marker = True
         try:
@@ -766,7 +768,8 @@ class TorchXlaAdapter:
                 self._size_evidence(rec, site, emit=pending is None)
             self._after_step(rec, kind)
             self._on_boundary(rec)
-            rec.own_time_us = ((t1 - t0) + (time.perf_counter() - t2)) * 1e6
+            self._left_at = time.perf_counter()
+            rec.own_time_us = ((t1 - t0) + (self._left_at - t2)) * 1e6
             return result
         finally:
             self._in_marker = False
