@@ -33,7 +33,7 @@ from typing import Any, Callable
 from ..records import StepRecord
 
 EVERY = 32  # boundaries between samples: steps EVERY-2 and EVERY-1 of every EVERY (the first at steps 30, 31)
-_JOIN_S = 30.0  # at the session's stop: the longest wait for the sampled steps' outputs
+_JOIN_S = 10.0  # at the session's stop (a Ctrl-C too): the longest wait for the sampled steps' outputs
 
 
 class ReadyWatch:
