@@ -85,7 +85,7 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict
         out["mfu"] = out["achieved_flops_per_s"] / peak.flops_per_s
     if out["mfu"] is not None and 1.0 < out["mfu"] <= CALIBRATED_SLACK and peak.name.startswith("cpu"):
         out["notes"].append(f"MFU at the calibrated peak: the steps reached {out['mfu']:.0%} of the CPU calibration "
-                            "(NumPy's best measured matmul rate, not a hardware limit), given as 100%")
+                            "(the best matmul rate measured on this machine, not a hardware limit), given as 100%")
         out["mfu"] = 1.0
     if out["mfu"] is not None and out["mfu"] > 1.0:
         out["notes"].append("MFU not given: achieved FLOP/s above the peak (" + (
