@@ -93,8 +93,6 @@ class StackSampler:
         if not self._lines:  # most boundaries: no sample since the last one
             return []
         lines, self._lines = self._lines, {}
-        if not lines:
-            return []
         by_kind: dict[str, list] = {}
         for (file, line, function, kind), s in lines.items():
             by_kind.setdefault(kind, []).append((s, file, line, function))

@@ -80,20 +80,19 @@ class _Snapshot:
 
     def __init__(self, prev: "_Snapshot | None" = None, training: "_TrainingCalls | None" = None):
         self.t = time.perf_counter()
-        value = X._xla_counter_value  # each counter read once per boundary (the marker takes launches from here)
-        self.uncached = value("UncachedCompile") or 0
-        self.cached = value("CachedCompile") or 0
-        d2h = X._xla_metric_data("TransferFromDeviceTime")  # copies its samples: see above
-        self.d2h, self.d2h_ns = (d2h[0], d2h[1]) if d2h else (0, 0.0)
+        # each counter read once per boundary (the marker takes launches from here)
+        self.uncached = _counter("UncachedCompile")
+        self.cached = _counter("CachedCompile")
+        self.d2h, self.d2h_ns = _metric("TransferFromDeviceTime")  # copies its samples: see above
         if training is not None:
             self.backward, self.opt = training.backward, training.optimizer_steps
             self.closure_d2h, self.data_wait = training.closure_reads, training.data_wait
         else:
             self.backward = self.opt = self.closure_d2h = 0
             self.data_wait = 0.0
-        self.h2d = (value("xla::_copy_from") or 0) + (value("DeviceDataCacheMiss") or 0)
+        self.h2d = _counter("xla::_copy_from") + _counter("DeviceDataCacheMiss")
         # live XLA tensors: torch_xla counts every XLA tensor made and destroyed
-        self.live = (value("CreateXlaTensor") or 0) - (value("DestroyXlaTensor") or 0)
+        self.live = _counter("CreateXlaTensor") - _counter("DestroyXlaTensor")
         if prev is not None and self.d2h == prev.d2h:
             # a CPU fallback copies its inputs to the host, so no transfer means no fallback: skip listing every
             # counter (slow under load, ~0.4 ms while the executor threads run)
@@ -730,8 +729,8 @@ class TorchXlaAdapter:
             kind = self._current
             pending = self._pending_graph() if kind == GRAPHS else None
             grad = torch.is_grad_enabled()
-            uncached0 = X._xla_counter_value("UncachedCompile") or 0
-            launches0 = uncached0 + (X._xla_counter_value("CachedCompile") or 0)
+            uncached0 = _counter("UncachedCompile")
+            launches0 = uncached0 + _counter("CachedCompile")
             c1 = self.training.cpu()
             t1 = time.perf_counter()
             result = self._real_marker(*args, **kwargs)
@@ -845,9 +844,7 @@ class TorchXlaAdapter:
         if kind is not None:
             self._step_site[step] = _compile_key(rec.site)
             self._calls_at[_compile_key(rec.site)] += kind == CALLS and self._mode is not None
-        if rec.device_to_host.count or rec.fallback_ops or rec.early_executions or rec.compiles \
-                or self.shape_calls_wanted:  # else nothing is unexplained (a steady step)
-            self.plan.saw(step, self._unexplained(rec))
+        self.plan.saw(step, self._unexplained(rec))
         if rec.compiles:
             self._sites_compiled.add(_site_key(rec.site))
         self._activate(self.plan.next_kind(self._steps))
@@ -863,7 +860,8 @@ class TorchXlaAdapter:
         if rec.compiles and _site_key(rec.site) in self._sites_compiled:
             keys.append(_anomaly_key("compile", rec))
         # a size made inside a torch function: a calls step sees which user line called it
-        keys += [("shape_call", fn) for fn in sorted(self.shape_calls_wanted) if fn not in self.shape_calls]
+        if self.shape_calls_wanted:
+            keys += [("shape_call", fn) for fn in sorted(self.shape_calls_wanted) if fn not in self.shape_calls]
         return [k for k in keys if k not in self._explained]
 
     # --- roofline: the cost of the graph each boundary ran ---------------------------------------------
