@@ -204,9 +204,9 @@ def test_jax_donated_loop_is_unchanged_while_its_outputs_are_watched(profiled, t
 
 
 def test_jax_device_busy_time_merges_a_call_whose_end_is_unknown():
-    """The sampled step's busy time over calls run in order (jax_ready._busy): each call from its dispatch start
+    """The sampled step's busy time over calls run in order (backends/jax/ready.py _busy): each call from its dispatch start
     or the previous end to its end; a call whose end was not seen (late, donated) is merged into the next span."""
-    from ptxla_perf.backends.jax_ready import _busy
+    from ptxla_perf.backends.jax.ready import _busy
     # the step before ended at 1.0; calls dispatched at 0.5 (host ahead) and 1.6 (after a device gap)
     assert _busy([(0.5, 1.2), (1.6, 2.0)], prev=1.0) == pytest.approx(0.2 + 0.4)
     assert _busy([(0.5, None), (1.6, 2.0)], prev=1.0) == pytest.approx(1.0)  # merged: 1.0 -> 2.0

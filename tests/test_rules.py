@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ptxla_perf import iterations as I
-from ptxla_perf.backends import jax_rules
+from ptxla_perf.backends.jax import rules as jax_rules
 from ptxla_perf.findings import analyze
 from ptxla_perf.guard import Guard
 from ptxla_perf.records import Event, Location, StepRecord, Transfers

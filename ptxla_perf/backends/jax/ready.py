@@ -30,7 +30,8 @@ import time
 from collections import deque
 from typing import Any, Callable
 
-from ..records import StepRecord
+from ...records import StepRecord
+from .ledger import SKIP, Ledger, Scope
 
 EVERY = 32  # boundaries between samples: steps EVERY-2 and EVERY-1 of every EVERY (the first at steps 30, 31)
 _JOIN_S = 10.0  # at the session's stop (a Ctrl-C too): the longest wait for the sampled steps' outputs
@@ -161,3 +162,30 @@ def _busy(spans: list[tuple], prev: float) -> float:
         busy += max(end - start, 0.0)
         prev, start = max(prev, end), None
     return busy
+
+
+class DeviceWait:
+    """The main thread's time in `block_until_ready` (the breakdown's `device` part), as the timed wrapper's
+    parts (hooks.timed): not counted inside a jitted call, inside another timed wait, or on another thread."""
+
+    def __init__(self, ledger: Ledger, scope: Scope, ready: ReadyWatch, leaves: Callable[[Any], list]):
+        self._ledger = ledger
+        self._scope = scope
+        self._ready = ready
+        self._leaves = leaves
+        self._main = threading.get_ident()
+
+    def begin(self, x: Any, frame) -> Any:
+        scope = self._scope
+        if scope.blocking or scope.depth or threading.get_ident() != self._main:
+            return SKIP
+        scope.blocking = True
+        return True
+
+    def finish(self, token: Any, seconds: float) -> None:
+        self._ledger.blocked += seconds
+        self._scope.blocking = False
+
+    def done(self, token: Any, x: Any, out: Any, t1: float) -> None:
+        if self._ready.calls is not None:  # a sampled step: x's calls were done by t1
+            self._ready.waited(x, self._leaves, t1)

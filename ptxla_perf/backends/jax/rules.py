@@ -7,11 +7,11 @@ import os
 from collections import Counter
 from typing import Mapping
 
-from .. import compiles as C
-from .. import iterations as I
-from ..findings import Context, Finding, Rule
-from ..findings import where as _at
-from ..thresholds import value as threshold
+from ... import compiles as C
+from ... import iterations as I
+from ...findings import Context, Finding, Rule
+from ...findings import where as _at
+from ...thresholds import value as threshold
 
 ADVICE = "Move the ops into a jitted function if they run every step."
 

@@ -1,0 +1,123 @@
+"""The running counters and the events of the step in progress: what every part adds to, and how a step's record is
+cut from two snapshots of them. Pure bookkeeping: no JAX import."""
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple
+
+from ...records import Event, Location, StepRecord, Transfers
+from ...sampler import main_thread_cpu
+
+MAX_EVENTS_PER_STEP = 16
+SKIP = object()  # a timed wrapper's begin(): not ours, run the real function untimed (hooks.timed)
+
+
+class Counts(NamedTuple):
+    """The running counters at one moment; a step's figures are the difference of two."""
+
+    compiles: int
+    compile_time: float
+    cached: int
+    execs: int
+    d2h: int
+    d2h_bytes: int
+    h2d: int
+    h2d_bytes: int
+    t: float  # time.perf_counter()
+    d2h_time: float
+    flops: float
+    bytes: float
+    trans: float
+    uncosted: int  # calls whose program cost is not known
+    launch: float  # time inside top-level jitted calls, net of the compile time in them (breakdown.py)
+    cpu: float  # the main thread's CPU clock
+    call_cpu: float  # ...of it inside top-level jitted calls
+    blocked: float  # the main thread's time in block_until_ready (waiting for the device: breakdown.py `device`)
+
+
+class Scope:
+    """Where the main thread is, read by every hook: inside a wrapped jitted call (its tracing and dispatch:
+    `depth`), which top-level function that is (`tracing`), inside our own compile for a cost (`costing`), inside
+    numpy's read of an array (`in_np`), inside a timed block_until_ready (`blocking`)."""
+
+    __slots__ = ("depth", "tracing", "costing", "in_np", "blocking")
+
+    def __init__(self):
+        self.depth = 0
+        self.tracing: Any = None
+        self.costing = False
+        self.in_np = False
+        self.blocking = False
+
+
+class Ledger:
+    """Cumulative counters (each part adds to its own ones) and the events since the last record."""
+
+    def __init__(self, lines: bool):
+        self.lines = lines  # attribution on: events carry the user's line
+        self.compiles = 0
+        self.compile_time = 0.0
+        self.cached = 0
+        self.execs = 0
+        self.d2h = 0
+        self.d2h_bytes = 0
+        self.h2d = 0
+        self.h2d_bytes = 0
+        self.d2h_time = 0.0
+        self.flops = self.bytes = self.trans = 0.0  # the cost of the programs the top-level calls ran (roofline)
+        self.uncosted = 0
+        self.launch = 0.0
+        self.call_cpu = 0.0
+        self.blocked = 0.0
+        self.cpu = main_thread_cpu()
+        self.events: list[Event] = []
+
+    def snapshot(self) -> Counts:
+        return Counts(self.compiles, self.compile_time, self.cached, self.execs, self.d2h, self.d2h_bytes,
+                      self.h2d, self.h2d_bytes, time.perf_counter(), self.d2h_time, self.flops, self.bytes, self.trans, self.uncosted,
+                      self.launch, self.cpu(), self.call_cpu, self.blocked)
+
+    def event(self, kind: str, loc: Location | None, detail: dict) -> None:
+        """One event per line and kind per step (repeats add up in detail["transfers"]), at most 16 a step."""
+        if sum(e.kind != "compile" for e in self.events) >= MAX_EVENTS_PER_STEP:
+            return
+        for e in self.events:
+            if e.kind == kind and e.location == loc and kind != "compile":
+                e.detail.transfers += detail.get("transfers", 1)
+                return
+        self.events.append(Event(kind, loc, detail))
+
+    def take(self, n: int | None = None) -> list[Event]:
+        """The events so far (or the first `n`), removed; the rest stay."""
+        n = len(self.events) if n is None else n
+        out, self.events = self.events[:n], self.events[n:]
+        return out
+
+    def add_cost(self, cost: Any) -> None:
+        """The program a top-level call ran: its cost (hlo_cost.GraphCost), or None when unknown."""
+        if cost is not None and cost.flops is not None:
+            self.flops += cost.flops
+            self.bytes += cost.bytes_accessed or 0.0
+            self.trans += cost.transcendentals or 0.0
+        else:
+            self.uncosted += 1
+
+
+def record(prev: Counts, now: Counts, events: list[Event], site: Location | None, phase: str | None) -> StepRecord:
+    """The step between two snapshots."""
+    execs = now.execs - prev.execs
+    rec = StepRecord(index=0, wall_time_s=max(now.t - prev.t, 0.0), site=site,
+                     compiles=now.compiles - prev.compiles,
+                     compile_time_s=max(now.compile_time - prev.compile_time, 0.0),
+                     cached_compiles=now.cached - prev.cached, executions=execs,
+                     device_to_host=Transfers(now.d2h - prev.d2h, now.d2h_bytes - prev.d2h_bytes),
+                     host_to_device=Transfers(now.h2d - prev.h2d, now.h2d_bytes - prev.h2d_bytes),
+                     events=events, phase=phase,
+                     device_to_host_time_s=max(now.d2h_time - prev.d2h_time, 0.0),
+                     launch_time_s=max(now.launch - prev.launch, 0.0),
+                     device_wait_s=max(now.blocked - prev.blocked, 0.0),
+                     host_cpu_s=max((now.cpu - prev.cpu) - (now.call_cpu - prev.call_cpu), 0.0))
+    if not execs or now.uncosted == prev.uncosted:  # every call's program cost known (or no call): the sum
+        rec.flops, rec.bytes_accessed = now.flops - prev.flops, now.bytes - prev.bytes
+        rec.transcendentals = now.trans - prev.trans
+    return rec

@@ -1,0 +1,306 @@
+"""Step boundaries. `jax.profiler.StepTraceAnnotation` exits are boundaries when the code uses them; otherwise the
+step function is the jitted function called again from the same line that computes gradients (a backward pass
+traced in it; with none: the first whose arrays change between calls), not a generation or evaluation step called
+first; each of its calls starts a step. Until it is known, each top-level call keeps a segment (counters, events),
+and the steps are cut from them once it is."""
+from __future__ import annotations
+
+import sys
+import weakref
+from collections import Counter
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from ...frames import USER, classify, user_frame
+from ...records import Location, StepRecord
+from . import _private as P
+from .jitted import JitInfo
+from .ledger import Counts, Ledger, Scope, record
+
+_READER_FALLBACK = 100  # calls from one line of a function that computes no gradients (no training step seen):
+#                         then the loop is not training (inference, a benchmark): its repeated function is the step
+_MAX_UNDECIDED = 4096  # top-level calls kept while no step function is known
+
+
+class Candidates:
+    """Step inference until the step function is known: one segment per top-level jitted call (Counts at its
+    start, the events before it, the function's identity, its line), and per (identity, file, line) its calls."""
+
+    def __init__(self):
+        self.forget()
+
+    def forget(self) -> None:
+        self.pre: list[tuple] = []
+        self.calls: dict[tuple, list[int]] = {}
+        self.ins: dict[tuple, list] = {}  # its inputs at its last call (id, weakref, bytes)
+        self.end: dict[tuple, tuple] = {}  # (call index, Counts, events so far) when its last call returned
+        self.order: list[tuple] = []  # keys in the order they were called a second time (the fallback)
+        self.fns: dict[tuple, JitInfo] = {}
+        self.changed: set = set()  # keys whose arrays changed between two calls (state carried by the loop)
+        self.current: tuple | None = None
+
+    def add(self, key: tuple, fn: JitInfo, start: Counts, events: list, site, args: tuple, kwargs: dict
+            ) -> list[int]:
+        """A top-level call begins a segment; returns the indices of the calls of its key so far."""
+        index = len(self.pre)
+        self.pre.append((start, events, fn.key, site))
+        self.current = key
+        calls = self.calls.setdefault(key, [])
+        calls.append(index)
+        self.fns.setdefault(key, fn)
+        previous, now = self.ins.get(key), _fingerprint(args, kwargs)
+        self.ins[key] = now
+        if len(calls) == 2:
+            self.order.append(key)
+        if len(calls) >= 2 and _changed(previous, now):
+            self.changed.add(key)
+        return calls
+
+    def fallback(self) -> tuple:
+        """No function computes gradients: the first called again from one line whose arrays changed between
+        calls (the state the loop carries), else the first called again from one line."""
+        return next((k for k in self.order if k in self.changed), self.order[0])
+
+
+class Steps:
+    """Owns the step state: how steps are found, the mark of the step in progress, and the evaluation intervals
+    between steps. `emit` hands each record to the session."""
+
+    def __init__(self, ledger: Ledger, scope: Scope, notes: list[str],
+                 on_record: Callable[[StepRecord, int, Any], None]):
+        self._ledger = ledger
+        self._scope = scope
+        self._notes = notes
+        self._on_record = on_record  # (record, its boundary's number, the frame that saw it): adapter.py
+        self.detection = "no step found yet"
+        self.count = 0  # boundaries so far
+        self._annotated = False
+        self._step_fn: JitInfo | None = None
+        self._step_key: tuple | None = None
+        self._cand = Candidates()
+        self._grad_fns: set = set()  # identities of functions that traced a backward pass (compute gradients)
+        self._members: set = set()  # other functions called once or twice in each iteration: phases of it
+        self._mark: Counts | None = None  # counters at the last boundary; None before the first step
+        self._mark_site: Location | None = None
+        self._site_cache: tuple = (None, None)
+        self.in_other = False  # between steps, other jitted functions ran (evaluation): an eval interval is open
+        self._ann_depth = 0
+        self._step_open = False  # a step began (its function was called) and its record is not emitted yet
+        self._last_call_end: tuple | None = None  # (snapshot, events so far) when the step function last returned
+
+    # --- records ------------------------------------------------------------------------------------------
+    def emit(self, site: Location | None, phase: str | None = "train", now: Counts | None = None) -> None:
+        led = self._ledger
+        prev, now = self._mark, now or led.snapshot()
+        self._mark = now
+        rec = record(prev, now, led.take(), site or self._mark_site, phase)
+        self._mark_site = site
+        n, self.count = self.count, self.count + 1
+        self._on_record(rec, n, sys._getframe(1))
+
+    def _open_other(self) -> None:
+        """Another jitted function ran at top level between steps (evaluation, metrics): the training step ends
+        here and an evaluation interval begins; it ends where the next step begins."""
+        self.emit(self._mark_site, "train")
+        self.in_other = True
+        self._step_open = False
+
+    def _close_other(self) -> None:
+        self.emit(self._mark_site, "eval")
+        self.in_other = False
+
+    # --- hooks' entry points --------------------------------------------------------------------------------
+    def backward_pass(self) -> None:
+        """A backward pass is being traced: inside a top-level jitted call, that function computes gradients."""
+        if self._scope.depth and self._scope.tracing is not None:
+            self._grad_fns.add(self._scope.tracing)
+
+    def annotation_enter(self) -> None:
+        if self._scope.depth:
+            return
+        if not self._annotated:
+            self._annotation_start()
+        self._ann_depth += 1
+        if self.in_other:  # an evaluation interval ends where the next annotated step begins
+            self._close_other()
+
+    def annotation_exit(self, frame, ok: bool) -> None:
+        if self._scope.depth:
+            return
+        self._ann_depth = max(0, self._ann_depth - 1)
+        if ok and self._annotated:  # a block that raised is not a finished step
+            self.emit(user_frame(frame)[0])
+
+    def _annotation_start(self) -> None:
+        self._annotated = True
+        self.detection = "jax.profiler.StepTraceAnnotation: each annotated block is one step"
+        if self._mark is not None and self._step_fn is not None:
+            self._notes.append("steps were inferred from a jitted function until the first "
+                               "StepTraceAnnotation; annotations are used from then on")
+        self._step_fn = None
+        self._cand.forget()
+        if self._mark is None:  # step 0 starts where the first annotated block does
+            self._mark = self._ledger.snapshot()
+            self._ledger.take()  # what happened before the first step is not a step's
+
+    def before_call(self, fn: JitInfo, frame, args: tuple, kwargs: dict) -> None:
+        """A top-level jitted call is about to run."""
+        if fn.library and classify(frame.f_code.co_filename) != USER:
+            pass  # called by a library on the user's behalf: part of whatever the user's loop is doing
+        elif not self._annotated:
+            self._maybe_step(fn, frame, args, kwargs)
+        elif not self._ann_depth and not self.in_other and self._mark is not None:
+            self.in_other = True  # a jitted call between annotated steps: evaluation until the next step
+
+    def after_call(self, fn: JitInfo) -> None:
+        """It returned: where the step (or the candidate's segment) would end if no further call came."""
+        cand = self._cand
+        if fn.same_function(self._step_fn) and not self.in_other:
+            self._last_call_end = (self._ledger.snapshot(), len(self._ledger.events))
+        elif self._step_fn is None and cand.current is not None and cand.pre:
+            cand.end[cand.current] = (len(cand.pre) - 1, self._ledger.snapshot(), len(self._ledger.events))
+
+    # --- inferred steps ---------------------------------------------------------------------------------------
+    def _maybe_step(self, fn: JitInfo, frame, args: tuple, kwargs: dict) -> None:
+        """A top-level call of a jitted function: maybe a step boundary (inferred steps)."""
+        if self._step_fn is not None:
+            self._known_step(fn, frame)
+            return
+        # no step function yet: each top-level call starts a segment (the counters at its start, the events
+        # since the previous one), so that the steps can be cut once the step function is known
+        cand = self._cand
+        site = user_frame(frame)[0]
+        key = (fn.key, site.file, site.line) if site else (fn.key, "?", 0)
+        if len(cand.pre) >= _MAX_UNDECIDED:
+            if cand.order:  # a long loop of calls that never changed their inputs: it is the loop
+                self._decide(cand.fallback(), "called repeatedly from one line; no jitted function computes "
+                                              "gradients")
+                return self._maybe_step(fn, frame, args, kwargs)
+            cand.forget()
+        calls = cand.add(key, fn, self._ledger.snapshot(), self._ledger.take(), site, args, kwargs)
+        if len(calls) < 2:
+            return
+        if fn.key in self._grad_fns:
+            self._decide(key, "called again from one line and computes gradients (a backward pass is traced in "
+                              "it)", fn)
+        elif len(calls) >= _READER_FALLBACK:
+            self._decide(cand.fallback(), f"called {len(calls)} times from one line and no jitted function "
+                                          "computes gradients")
+
+    def _known_step(self, fn: JitInfo, frame) -> None:
+        """The step function is known: its call from its line starts a step; other calls open evaluation."""
+        if not fn.same_function(self._step_fn):
+            if not self.in_other and fn.key in self._members:
+                return  # a phase of the iteration: its second jitted call (grads, then the update)
+            if not self.in_other and self._step_open:
+                self._open_other()
+            return
+        key = (frame.f_code, frame.f_lineno)
+        if key == self._site_cache[0]:
+            site = self._site_cache[1]
+        else:
+            site = user_frame(frame)[0]
+            if classify(frame.f_code.co_filename) == USER:  # called straight from user code: cacheable
+                self._site_cache = (key, site)
+        if site is not None and (site.file, site.line) != self._step_key:
+            if not self.in_other and self._step_open:
+                self._open_other()  # the step function called from elsewhere (e.g. evaluation)
+            return
+        if self.in_other:
+            self._close_other()
+        elif self._step_open:
+            self.emit(site)
+        self._step_open = True
+
+    def _decide(self, key: tuple, why: str, fn: JitInfo | None = None, end: tuple | None = None) -> None:
+        """`key`'s function is the step function: each of its calls from its line so far starts a step; the
+        records of those steps are cut from the segments kept since the session started. Other functions called
+        once or twice between its last two calls are phases of the iteration (a second jitted call per step),
+        not evaluation. `end`: (call index, Counts, events) where its last call returned (at the end of the
+        run: the last step ends there)."""
+        cand, led = self._cand, self._ledger
+        calls, pre, current = cand.calls[key], cand.pre, led.take()
+        site = pre[calls[-1]][3]
+        fn = fn or cand.fns.get(key)
+        self._step_fn, self._step_key = fn, key[1:]
+        name = fn.name if fn is not None else "?"
+        self.detection = (f"inferred: the jitted function {name} at {site.short() if site else '?'}, "
+                          f"{why}; each call starts a step")
+        if len(calls) >= 2:
+            between = Counter(p[2] for p in pre[calls[-2] + 1:calls[-1]])
+            self._members = {ident for ident, k in between.items() if k <= 2 and ident != key[0]}
+        self._mark, self._mark_site = pre[calls[0]][0], site
+        for a, b in zip(calls, calls[1:]):
+            led.events = [e for p in pre[a + 1:b + 1] for e in p[1]]
+            self.emit(site, now=pre[b][0])
+        if end is not None:
+            last, snap, n_events = end
+            rest = [p[1] for p in pre[last + 1:]] + [current]
+            led.events = rest[0][:n_events]
+            self.emit(site, now=snap)
+            led.events = rest[0][n_events:] + [e for evs in rest[1:] for e in evs]
+            self._step_open = False
+        else:
+            led.events = []
+            self._step_open = True
+        cand.forget()
+
+    # --- the end of the session -------------------------------------------------------------------------------
+    def finish(self) -> None:
+        """The last steps: decide from what was seen if nothing was decided, and end the open step."""
+        cand = self._cand
+        if self._step_fn is None and not self._annotated and cand.order:
+            # no jitted function computed gradients (an inference loop, training outside jitted code): the one
+            # called again from one line with new arrays each call (else the first called again) is the step
+            key = cand.fallback()
+            self._decide(key, "called again from one line (no jitted function computes gradients)",
+                         end=cand.end.get(key))
+        if self._mark is None:
+            return
+        if self._step_fn is not None and self._step_open and self._last_call_end is not None:
+            # inferred steps: a record is emitted when the next call begins; the last call's step ends where
+            # that call returned, and what came after it (a final read, an evaluation) is trailing work
+            end, n_events = self._last_call_end
+            later = self._ledger.events[n_events:]
+            self._ledger.events = self._ledger.events[:n_events]
+            self.emit(None, phase="train", now=end)
+            self._ledger.events = later
+        elif self._step_fn is not None and self._step_open and self.in_other:
+            self.emit(None, phase="eval")
+
+    def tail(self) -> StepRecord | None:
+        """What happened after the last boundary, when anything did (not a step)."""
+        if self._mark is None:
+            return None
+        now = self._ledger.snapshot()
+        rec = record(self._mark, now, self._ledger.take(), self._mark_site, None)
+        self._mark = now
+        busy = rec.compiles or rec.device_to_host.count or rec.executions or rec.host_to_device.count
+        return rec if busy else None
+
+
+def _fingerprint(args: tuple, kwargs: dict) -> list:
+    """The arrays a call gets, by identity (weakly held) and size."""
+    out = []
+    for x in jax.tree_util.tree_leaves((args, kwargs)):
+        if type(x) is P.ArrayImpl or type(x) is np.ndarray:
+            try:
+                out.append((id(x), weakref.ref(x), int(x.nbytes)))
+            except TypeError:
+                pass
+    return out
+
+
+def _changed(previous: list | None, now: list) -> bool:
+    """A training step gets new arrays each call: the parameters and optimizer state its previous call (or the
+    loop's other jitted calls) returned, and a new batch. A function called again with the same arrays for most
+    of its inputs (a generation step or an evaluation over fixed parameters) is not the training step. The same
+    array = the same live object (weakly held: a freed array's id reused by a new one is not the same)."""
+    if previous is None or not now:
+        return not now
+    old = {i: r for i, r, _ in previous}
+    same = [b for i, _, b in now if i in old and old[i]() is not None]
+    total = sum(b for _, _, b in now)
+    return len(same) * 2 < len(now) and sum(same) * 2 < max(total, 1)

@@ -1,0 +1,303 @@
+"""Transfers between host and device: device-to-host reads (`ArrayImpl._value`, numpy's reads), eager uploads
+(`jnp.array` of host data), and the implicit host-to-device copies of a jitted call's arguments. Each NumPy array
+sent is told by where it came from: read back from the device (a round trip), made by the loop on the host
+(random draws, constants, lists: the source says so), or data (the input pipeline)."""
+from __future__ import annotations
+
+import time
+import weakref
+from collections import Counter
+from typing import Any
+
+import jax
+import numpy as np
+
+from ... import provenance
+from ...frames import TOOL, USER, classify, user_frame
+from ...records import Location
+from . import _private as P
+from .jitted import JitInfo
+from .ledger import SKIP, Ledger, Scope
+from .ready import ReadyWatch
+
+SCALARS = (int, float, bool, complex)
+_REPEAT_WINDOW = 4  # steps: a host buffer copied again within this many steps is the same data copied again
+_UNSEEN = object()
+_READ_NAMES = {"__float__": "float", "__int__": "int", "__bool__": "bool", "__index__": "index",
+               "__complex__": "complex", "__str__": "print/str", "__repr__": "repr", "__format__": "format",
+               "tolist": "tolist", "tobytes": "tobytes", "device_get": "jax.device_get", "_item": "item",
+               "_np_asarray": "np.asarray", "_np_array": "np.array"}
+
+
+def array_leaves(out) -> list:
+    try:
+        return [x for x in jax.tree_util.tree_leaves(out) if type(x) is P.ArrayImpl]
+    except Exception:
+        return []
+
+
+class Transfers:
+    """Owns what is known about host buffers: arrays read back from the device, buffers copied recently, the
+    origins of a call's arguments in its source."""
+
+    def __init__(self, ledger: Ledger, scope: Scope, ready: ReadyWatch):
+        self._ledger = ledger
+        self._scope = scope
+        self._ready = ready
+        self.steps = 0  # boundaries so far (steps.py sets it): a buffer's age
+        self._from_device: dict[int, tuple] = {}  # id(NumPy array read back from the device) -> (weakref, line)
+        self._origin_cache: dict[tuple, Any] = {}  # (code, instruction) of a user call -> its arguments' origins
+        self._buffers: dict[int, tuple] = {}  # id(array) -> (weakref, step it was last copied into a call)
+
+    # --- device -> host: the timed `_value` wrapper's parts (hooks.timed) -------------------------------------
+    def begin(self, arr, frame):
+        """A read through `_value`: counted (and its line) unless the value is cached or it is ours."""
+        scope = self._scope
+        if arr._npy_value is not None or scope.depth or scope.in_np:
+            return SKIP
+        return self._read(arr, frame)
+
+    def finish(self, loc, seconds: float) -> None:
+        self._ledger.d2h_time += seconds
+
+    def done(self, loc, arr, out, t1: float) -> None:
+        if self._ready.calls is not None:  # a sampled step: the read's calls were done by t1
+            self._ready.waited(arr, array_leaves, t1)
+        self._came_from_device(out, loc)
+
+    def np_read(self, real, a, args, kwargs, frame):
+        """`np.asarray` / `np.array` of a jax array (numpy reads CPU arrays through the buffer protocol and never
+        calls back into Python)."""
+        scope = self._scope
+        scope.in_np = True
+        try:
+            if a._npy_value is None and not scope.depth:
+                loc = self._read(a, frame, "np." + real.__name__)
+                out = real(a, *args, **kwargs)
+                if self._ready.calls is not None:
+                    self._ready.waited(a, array_leaves, time.perf_counter())
+                self._came_from_device(out, loc)
+                self._came_from_device(a._npy_value, loc)
+                return out
+            return real(a, *args, **kwargs)
+        finally:
+            scope.in_np = False
+
+    def _read(self, arr, frame, default: str = "read") -> Location | None:
+        """A device->host copy (float, bool, print, device_get, ...); the user's line."""
+        led = self._ledger
+        led.d2h += 1
+        try:
+            led.d2h_bytes += int(arr.nbytes)
+        except Exception:
+            pass
+        if not led.lines:
+            return None
+        loc, via, call = _blame(frame, default)
+        detail: dict[str, Any] = {"call": call, "shapes": [list(arr.shape)], "bytes": int(arr.nbytes)}
+        if via:
+            detail["via"] = via.short()
+        led.event("device_to_host_sync", loc, detail)
+        return loc
+
+    def _came_from_device(self, x, loc: Location | None) -> None:
+        """Remember a NumPy array read back from the device (weakly): passed into a jitted call again, it is a
+        round trip (parameters pulled to the host and sent back), not input data."""
+        if type(x) is not np.ndarray:
+            return
+        try:
+            ref = weakref.ref(x)
+        except TypeError:
+            return
+        if len(self._from_device) >= 4096:
+            self._from_device = {k: v for k, v in self._from_device.items() if v[0]() is not None}
+            if len(self._from_device) >= 4096:
+                return
+        self._from_device[id(x)] = (ref, loc)
+
+    def _round_trip(self, x) -> tuple | None:
+        hit = self._from_device.get(id(x))
+        return hit if hit is not None and hit[0]() is x else None
+
+    # --- host -> device ---------------------------------------------------------------------------------------
+    def upload(self, obj, out, call: str, frame) -> None:
+        """`jnp.array(host_data)` outside any jitted function: an implicit host->device copy, counted like one
+        made by a jitted call's argument (data, a round trip, or a value the loop makes on the host)."""
+        if self._scope.depth or self._scope.costing or type(obj) is P.ArrayImpl or isinstance(obj, SCALARS) \
+                or not isinstance(out, P.ArrayImpl):
+            return
+        leaves: list = []
+        if isinstance(obj, np.ndarray):
+            kind = "numpy"
+        elif isinstance(obj, (list, tuple)):
+            leaves = jax.tree_util.tree_leaves(obj)  # numbers, or host arrays
+            if not leaves or any(isinstance(v, jax.Array) for v in leaves):  # device arrays stacked: no copy
+                return
+            kind = "python list"
+        else:
+            return
+        led = self._ledger
+        nbytes = int(out.nbytes)
+        led.h2d += 1
+        led.h2d_bytes += nbytes
+        if not led.lines:
+            return
+        back = self._round_trip(obj) if kind == "numpy" else None
+        made: list[str] = []
+        if back is not None:
+            where = "round_trip"
+            if back[1] is not None:
+                made.append(f"read back from the device at {back[1].short()}")
+        else:
+            found = self._call_origins(frame)
+            o = found.positional[0] if found and found.positional else None
+            if o is None and found is None and kind == "python list" and all(isinstance(v, SCALARS) for v in leaves):
+                # numbers the loop puts in a list (a schedule, hyperparameters): made on the host each time
+                o = provenance.Origin(provenance.HOST_MADE, "a Python list of numbers", frame.f_lineno)
+            where = o.kind if o is not None else "data"
+            if o is not None:
+                made.append(f"{o.text} (line {o.line})")
+        led.event("host_to_device_transfer", user_frame(frame)[0],
+                  {"call": call, "shapes": [list(out.shape)], "bytes": nbytes, "transfers": 1, "arrays": 1,
+                   "source": [kind], "origins": {where: nbytes}, "made_by": made, "eager": True,
+                   "avoidable": where != "data"})
+
+    def scan(self, fn: JitInfo, args: tuple, kwargs: dict, frame) -> bool:
+        """Find implicit transfers among a jitted call's arguments; record them. True if any were found."""
+        found = _Found()
+        multi = fn.d2d  # uncommitted arrays are moved only where the call spans other devices
+        origins_of = None
+        for pos, a in fn.dynamic(args, kwargs):
+            if type(a) in (list, tuple) and a and all(isinstance(v, SCALARS) for v in a):
+                found.add("python list", [len(a)], 4 * len(a), len(a))  # a Python list of numbers: one per element
+                found.origins[provenance.HOST_MADE] += 4 * len(a)
+                continue
+            arg_origin = _UNSEEN
+            for x in jax.tree_util.tree_leaves(a):
+                t = type(x)
+                if t is P.ArrayImpl:
+                    if multi and not x._committed and x.ndim and len(x.sharding.device_set) == 1:
+                        found.add("uncommitted jax.Array", list(x.shape), x.nbytes, 1)
+                    continue
+                if not (t is np.ndarray or isinstance(x, (np.ndarray, np.generic))):
+                    continue
+                b = int(x.nbytes)
+                found.add("numpy", list(np.shape(x)), b, 1)
+                if isinstance(x, np.ndarray) and self._seen_buffer(x):
+                    found.repeated += 1
+                back = self._round_trip(x)
+                if back is not None:
+                    found.origins["round_trip"] += b
+                    if back[1] is not None:
+                        found.made_by(f"read back from the device at {back[1].short()}")
+                    continue
+                if arg_origin is _UNSEEN:
+                    if origins_of is None:
+                        origins_of = self._call_origins(frame) or ((), {})
+                    arg_origin = _arg_origin(origins_of, pos, len(args))
+                if arg_origin is None:
+                    found.origins["data"] += b
+                else:
+                    found.origins[arg_origin.kind] += b
+                    found.made_by(f"{arg_origin.text} (line {arg_origin.line})")
+        if not found.n:
+            return False
+        self._record_scan(fn, found, frame)
+        return True
+
+    def _record_scan(self, fn: JitInfo, found: "_Found", frame) -> None:
+        led = self._ledger
+        led.h2d += found.n
+        led.h2d_bytes += found.nbytes
+        loc = user_frame(frame)[0] if led.lines else None
+        shapes = sorted(found.shapes, key=lambda s: -int(np.prod(s)) if s else 0)
+        led.event("host_to_device_transfer", loc,
+                  {"call": fn.name, "shapes": shapes[:6], "bytes": found.nbytes, "transfers": found.n,
+                   "arrays": found.n, "source": sorted(found.kinds), "repeated_buffers": found.repeated,
+                   "origins": dict(found.origins), "made_by": found.made,
+                   # what is wasted: the same host buffer copied again within a few steps (parameters left in
+                   # NumPy), arrays read back from the device and sent again (a round trip), values the loop
+                   # makes on the host (random draws, constants, Python lists: one transfer per element),
+                   # arrays resharded on every call. A fresh NumPy batch per call is the input pipeline.
+                   "avoidable": bool(found.repeated or found.kinds & {"python list", "uncommitted jax.Array"}
+                                     or set(found.origins) - {"data"})})
+
+    def _call_origins(self, frame):
+        """Where each argument of the call a user frame is making came from (provenance.py), cached per call
+        instruction."""
+        if frame is None or classify(frame.f_code.co_filename) != USER:
+            return None
+        key = (frame.f_code, frame.f_lasti)
+        hit = self._origin_cache.get(key, _UNSEEN)
+        if hit is _UNSEEN:
+            pos = provenance.position(frame)
+            try:
+                hit = provenance.call_arguments(frame.f_code.co_filename, pos) if pos else None
+            except Exception:  # never break the user's call for a diagnostic
+                hit = None
+            if len(self._origin_cache) < 1024:
+                self._origin_cache[key] = hit
+        return hit
+
+    def _seen_buffer(self, x: np.ndarray) -> bool:
+        """True when this very array object (alive since) was copied into a call within the last few steps. Held
+        by weak reference: a fresh batch often lands at the address of the one just freed, so an address alone
+        would call every new batch 'the same data'."""
+        try:
+            ref = weakref.ref(x)
+        except TypeError:
+            return False
+        now = self.steps
+        seen = self._buffers.get(id(x))
+        self._buffers[id(x)] = (ref, now)
+        if len(self._buffers) > 4096:
+            self._buffers = {k: v for k, v in self._buffers.items()
+                             if v[0]() is not None and now - v[1] <= _REPEAT_WINDOW}
+        return seen is not None and seen[0]() is x and now - seen[1] <= _REPEAT_WINDOW
+
+
+class _Found:
+    """The implicit transfers found among one call's arguments."""
+
+    __slots__ = ("shapes", "nbytes", "n", "repeated", "kinds", "origins", "made")
+
+    def __init__(self):
+        self.shapes: list[list[int]] = []
+        self.nbytes = self.n = self.repeated = 0
+        self.kinds: set[str] = set()
+        self.origins: Counter = Counter()  # bytes by origin
+        self.made: list[str] = []
+
+    def add(self, kind: str, shape: list, nbytes: int, n: int) -> None:
+        self.kinds.add(kind)
+        self.shapes.append(shape)
+        self.nbytes += nbytes
+        self.n += n
+
+    def made_by(self, text: str) -> None:
+        if text not in self.made and len(self.made) < 4:
+            self.made.append(text)
+
+
+def _arg_origin(found, pos, nargs: int):
+    """The origin of argument `pos` (an index, or a keyword) from the call's source: positional arguments are
+    aligned from the end (a bound method's call passes `self` first, which the source does not show)."""
+    positional, keywords = found
+    if isinstance(pos, str):
+        return keywords.get(pos)
+    k = pos - (nargs - len(positional))
+    return positional[k] if 0 <= k < len(positional) else None
+
+
+def _blame(frame, default: str) -> tuple[Location | None, Location | None, str]:
+    """The user's line, a library line under it, and what read the value (the outermost tool frame)."""
+    call = None
+    f = frame
+    while f is not None and classify(f.f_code.co_filename) == TOOL:
+        call = f.f_code.co_name
+        f = f.f_back
+    if f is frame and frame is not None:  # called straight from user code: np.asarray/np.array
+        call = None
+    loc, via = user_frame(frame)
+    name = _READ_NAMES.get(call, default) if call else default
+    return loc, via, name
