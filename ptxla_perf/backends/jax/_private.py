@@ -22,6 +22,7 @@ BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 TRACE = "/jax/core/compile/jaxpr_trace_duration"
 LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 CACHE_HIT = "/jax/compilation_cache/cache_hits"
+TESTED = ("0.8.2", "0.10.2")  # the oldest and newest jax this backend's test files were run against
 
 
 def _lookup(module: str, name: str | None = None) -> Any:
@@ -120,9 +121,10 @@ class Capabilities:
     shard_map: bool
     runtime_state: bool
     off: tuple[tuple[str, str], ...] = ()  # (feature, note) for each feature off
+    version_note: str | None = None  # a jax outside the tested range, and the older names used in its place
 
     def notes(self) -> list[str]:
-        return [note for _, note in self.off]
+        return [note for _, note in self.off] + ([self.version_note] if self.version_note else [])
 
 
 def annotation_base() -> tuple[Any, Any] | None:
@@ -157,4 +159,19 @@ def probe() -> Capabilities:
     version = getattr(jax, "__version__", "?")
     off = tuple((f, f"not measured: {what} (needs {name}, jax >= {since}; this is jax {version})")
                 for f, (what, name, since) in _FEATURES.items() if not flags[f])
-    return Capabilities(**flags, off=off)
+    return Capabilities(**flags, off=off, version_note=_version_note(version, ls))
+
+
+def _version_note(version: str, ls: Listeners) -> str | None:
+    """Outside the tested range: say so, and which older names stood in for newer ones."""
+    def key(v: str) -> tuple:
+        return tuple(int(p) if p.isdigit() else 0 for p in v.split(".")[:3])
+    if key(TESTED[0]) <= key(version) <= key(TESTED[1]):
+        return None
+    older = []
+    if GRAD_PASS == "backward_pass":
+        older.append("gradients found through ad.backward_pass (backward_pass3: jax >= 0.7.2)")
+    if ls.unregister_duration is not None and ls.unregister_duration.__name__.startswith("_"):
+        older.append("listeners removed through jax._src.monitoring (public: jax >= 0.8.1)")
+    return (f"jax {version} is outside the tested range ({TESTED[0]} to {TESTED[1]}): every feature without a "
+            "'not measured' note is measured" + (f"; {'; '.join(older)}" if older else ""))

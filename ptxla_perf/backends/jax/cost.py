@@ -56,8 +56,7 @@ class Costs:
                 if not self._caps.cost_analysis:
                     raise ImportError("jax.stages.Compiled.cost_analysis is missing")
                 compiled = lowered.compile()
-                if self._caps.memory_analysis:
-                    self._remember_memory(fn, compiled)
+                self._remember_memory(fn, compiled)
                 cost = hlo_cost.from_properties(compiled.cost_analysis())
                 if len(self._compiled) < _MAX_COMPILED:
                     self._compiled[id(compiled)] = compiled

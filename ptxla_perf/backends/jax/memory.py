@@ -37,7 +37,8 @@ class Memory:
     def remember(self, fn: JitInfo, compiled: Any) -> None:
         """XLA's memory analysis of the program just compiled (once per function and signature, from the Compiled
         the roofline costs): the function keeps its largest signature's figures."""
-        m = mem.from_compiled(compiled)
+        m = mem.from_compiled(compiled) if self._caps.memory_analysis else \
+            mem.unavailable("jax.stages.Compiled.memory_analysis is missing in this jax")
         entry = self._graph_mem.get(fn.name)
         if entry is None or (m.peak_bytes or 0) > (entry.get("peak_bytes") or 0):
             self._graph_mem[fn.name] = {"id": fn.name, "signatures": (entry or {}).get("signatures", 0),
