@@ -49,6 +49,17 @@ GRAD_PASS = next((n for n in ("backward_pass3", "backward_pass") if callable(get
 _xla_bridge = _lookup("jax._src.xla_bridge")
 
 
+def host_copy(arr: Any) -> Any:
+    """ArrayImpl's cached host copy (`_npy_value`: None until read); None where a version has no such field (every
+    read is then counted)."""
+    return getattr(arr, "_npy_value", None)
+
+
+def committed(arr: Any) -> bool:
+    """Whether an array is committed to its device (`_committed`); True where unknown (never a transfer)."""
+    return getattr(arr, "_committed", True)
+
+
 def backends_initialized() -> bool:
     """Whether JAX's runtime is up (asking a device before the script did would initialise it). False when the
     private check is missing: the device is then not asked at all."""

@@ -1,4 +1,6 @@
-"""JAX's device time on sampled steps: when each jitted call's outputs become ready, seen from a daemon thread.
+"""JAX's device time: the main thread's waits in `block_until_ready` (every step: `DeviceWait`, the breakdown's
+`device` part), and on sampled steps when each jitted call's outputs become ready, seen from a daemon thread
+(`ReadyWatch`, `steps[].device_time_s`). Pure bookkeeping: no JAX import.
 
 A jitted call returns before the device ran it, so the time in it is dispatch. On sampled steady steps (two
 consecutive steps every EVERY boundaries: the first tells where the device finished the step before the second),

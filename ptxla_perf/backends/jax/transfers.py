@@ -53,7 +53,7 @@ class Transfers:
     def begin(self, arr, frame):
         """A read through `_value`: counted (and its line) unless the value is cached or it is ours."""
         scope = self._scope
-        if arr._npy_value is not None or scope.depth or scope.in_np:
+        if P.host_copy(arr) is not None or scope.depth or scope.in_np:
             return SKIP
         return self._read(arr, frame)
 
@@ -71,13 +71,13 @@ class Transfers:
         scope = self._scope
         scope.in_np = True
         try:
-            if a._npy_value is None and not scope.depth:
+            if P.host_copy(a) is None and not scope.depth:
                 loc = self._read(a, frame, "np." + real.__name__)
                 out = real(a, *args, **kwargs)
                 if self._ready.calls is not None:
                     self._ready.waited(a, array_leaves, time.perf_counter())
                 self._came_from_device(out, loc)
-                self._came_from_device(a._npy_value, loc)
+                self._came_from_device(P.host_copy(a), loc)
                 return out
             return real(a, *args, **kwargs)
         finally:
@@ -176,7 +176,7 @@ class Transfers:
             for x in jax.tree_util.tree_leaves(a):
                 t = type(x)
                 if t is P.ArrayImpl:
-                    if multi and not x._committed and x.ndim and len(x.sharding.device_set) == 1:
+                    if multi and not P.committed(x) and x.ndim and len(x.sharding.device_set) == 1:
                         found.add("uncommitted jax.Array", list(x.shape), x.nbytes, 1)
                     continue
                 if not (t is np.ndarray or isinstance(x, (np.ndarray, np.generic))):
