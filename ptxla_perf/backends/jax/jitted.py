@@ -12,8 +12,8 @@ from ...frames import USER, classify
 class JitInfo:
     """What the parts know about one jitted function (the wrapper's state, read and written by its owner parts)."""
 
-    __slots__ = ("jit", "name", "static", "code", "ident", "library", "varnames", "sig", "mode", "no_host_trips",
-                 "d2d", "costs", "cost", "donate", "outs", "__weakref__")
+    __slots__ = ("jit", "name", "static", "code", "ident", "key", "library", "varnames", "sig", "mode",
+                 "no_host_trips", "d2d", "costs", "cost", "donate", "outs", "__weakref__")
 
     def __init__(self, jitted, fun, kwargs: dict):
         self.jit = jitted
@@ -31,6 +31,7 @@ class JitInfo:
         # what a step function is recognised by: the jitted code (a `jax.jit(f)` or `jax.jit(lambda ..)` made
         # anew inside the loop is the same step each iteration), or this object when the callable has no code
         self.ident = (self.code, self.name, layers, nums, names) if code else None
+        self.key: Any = self.ident or id(self)  # its identity among step candidates
         # a library's own jitted helper (optax's bias correction inside an eager `tx.update`): work inside the
         # user's iteration, never a step function or an evaluation of its own
         self.library = code is not None and classify(code.co_filename) != USER
@@ -44,11 +45,6 @@ class JitInfo:
         # donation (memory.py): whether it donates anything; weak refs to the outputs of the call that compiled it
         self.donate = donates(kwargs)
         self.outs: list | None = None
-
-    @property
-    def key(self) -> Any:
-        """Its identity among step candidates: the code's identity, else this object."""
-        return self.ident or id(self)
 
     def same_function(self, other: "JitInfo | None") -> bool:
         return other is not None and (self is other or (self.ident is not None and self.ident == other.ident))
