@@ -74,3 +74,15 @@ def test_listeners_left_registered_are_inert_after_the_session(tmp_path, monkeyp
     before = (ledger.compiles, ledger.compile_time)
     assert jax.jit(lambda a: a * 3 - 1)(x).shape == (3,)  # compiles: our listener is still registered
     assert (ledger.compiles, ledger.compile_time) == before
+
+
+def test_every_feature_is_on_with_the_installed_jax():
+    """The supported JAX versions (0.6.2 through 0.12 by their sources) have every name the backend looks up: a
+    feature off here is a renamed private name to handle in _private.py."""
+    import dataclasses
+
+    from ptxla_perf.backends.jax import _private as P
+    caps = P.probe()
+    flags = {f.name: getattr(caps, f.name) for f in dataclasses.fields(caps) if isinstance(getattr(caps, f.name), bool)}
+    assert len(flags) == 12 and all(flags.values()), caps.off
+    assert not [n for n in caps.notes() if n.startswith("not measured")]

@@ -41,7 +41,16 @@ class _NoArray:
 ArrayImpl: type = _lookup("jax._src.array", "ArrayImpl") or _NoArray
 _guard = _lookup("jax._src.lib", "guard_lib")
 GUARD_TLS: Callable[[], Any] | None = getattr(_guard, "thread_local_state", None)
-GLOBAL_GUARD: Any = _guard.global_state() if getattr(_guard, "global_state", None) else None
+
+
+def _global_guard() -> Any:
+    try:
+        return _guard.global_state()
+    except Exception:  # missing or changed: the guard is not used
+        return None
+
+
+GLOBAL_GUARD: Any = _global_guard()
 DISALLOW: Any = getattr(getattr(_guard, "TransferGuardLevel", None), "DISALLOW", None)
 AD = _lookup("jax._src.interpreters.ad")
 # the function every reverse pass runs (a backward pass traced inside a jitted function: it computes gradients)
