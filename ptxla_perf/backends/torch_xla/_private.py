@@ -3,8 +3,8 @@
 A release can rename or drop any of these. Each feature of the backend names what it needs here; `probe()` looks
 them up once (no call, no runtime start) and a missing name turns that one feature off, with a note
 (`not measured: <feature> (needs <name>)`) in the report's attribution notes, never an exception. The other
-modules reach these names only through this module. Checked present in torch / torch_xla 2.9 (the tested pair)
-and, from the release sources, 2.8 (README: version matrix).
+modules reach these names only through this module. All present in torch / torch_xla 2.9 (the tested pair; a
+test checks that none is missing there); 2.8 not verified name by name: what it lacks shows up as notes.
 
 `X` is the `torch_xla._XLAC` module itself, not copies of its functions: the backend installs its wrappers by
 assigning to it (the sync's step marker, the device wait), and tests replace its metric reader.

@@ -25,7 +25,7 @@ from ...config import AttributionConfig
 from ...records import StepRecord
 from ...step_signals import runaway_compiles
 from . import _private as P
-from ._private import CAPS, X
+from ._private import X
 from .attribution import Attributor, CallEvidence
 from .boundaries import Marker, Recorder, Sync, TimeParts
 from .compiles import Compiles
@@ -48,7 +48,7 @@ class TorchXlaAdapter:
         cfg = asdict(AttributionConfig())  # one set of defaults: the config schema's (config.py)
         cfg.update(attribution or {})
         self.cfg = cfg
-        self.notes: list[str] = CAPS.notes()  # features this torch_xla lacks a name for (_private.py)
+        self.notes: list[str] = P.CAPS.notes()  # features this torch_xla lacks a name for (_private.py)
         self.training = TrainingCalls()
         self.recorder = Recorder(self.training)
         self.evidence = CallEvidence()
@@ -82,7 +82,7 @@ class TorchXlaAdapter:
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def start(self, on_boundary: Callable[..., None]) -> None:
-        if not CAPS.steps:  # no step marker to wrap: nothing is measured (the note says which name is missing)
+        if not P.CAPS.steps:  # no step marker to wrap: nothing is measured (the note says which name is missing)
             return
         self._on_boundary = on_boundary
         self.marker.install(lambda: self.recorder.snap)
@@ -120,7 +120,7 @@ class TorchXlaAdapter:
     def _watch_dynamo_graphs(self) -> Callable[[], None] | None:
         """torch.compile's openxla bridge runs each compiled graph through `_run_cached_graph`, outside any sync:
         count those calls (a Python call each), so that they are not taken for a pending graph run early."""
-        if not CAPS.dynamo_graphs:
+        if not P.CAPS.dynamo_graphs:
             return None
         real, marker = X._run_cached_graph, self.marker
 

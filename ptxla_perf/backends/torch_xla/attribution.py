@@ -18,7 +18,7 @@ from ...frames import user_frame
 from ...records import Event, Location, StepRecord
 from ...step_signals import early_not_read, host_reads
 from . import _private as P
-from ._private import CAPS, X
+from ._private import X
 from .counters import call_signal, eager_mode, fallbacks, metric
 from .modes import DynamoWatch
 from .training_calls import TrainingCalls, not_traced
@@ -184,7 +184,7 @@ class Attributor:
         self._real_compile: Callable | None = None
 
     def start(self, fallbacks_now: dict[str, int]) -> None:
-        if CAPS.graph_capture:
+        if P.CAPS.graph_capture:
             self._ir_debug0 = bool(X._get_ir_debug())  # the user's own XLA_IR_DEBUG / XLA_HLO_DEBUG setting stays
         self.evidence.fallback_seen = dict(fallbacks_now)
         self._fallbacks_taken = fallbacks_now
@@ -208,7 +208,7 @@ class Attributor:
             X._set_ir_debug(self._ir_debug0)
         if kind == CALLS and self.torch_compiled:
             kind = None  # see watch_torch_compile
-        if kind == GRAPHS and not CAPS.graph_capture:
+        if kind == GRAPHS and not P.CAPS.graph_capture:
             kind = None
         if kind == CALLS:
             self.mode = CallMode(self.evidence, self.training, self.emit, lambda: self.steps)

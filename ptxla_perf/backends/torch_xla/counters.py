@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from ._private import CAPS, X
+from . import _private as P
+from ._private import X
 
 SCALAR_READ = "aten::_local_scalar_dense"
 
@@ -31,7 +32,7 @@ def metric(name: str) -> tuple[int, float]:
 
 def fallbacks() -> dict[str, int]:
     """CPU fallback op counters (`aten::*`), the scalar read excepted; empty where the counter list is unknown."""
-    if not CAPS.fallback_ops:
+    if not P.CAPS.fallback_ops:
         return {}
     return {n: counter(n) for n in X._xla_counter_names() if n.startswith("aten::") and n != SCALAR_READ}
 
@@ -44,7 +45,7 @@ def call_signal() -> tuple[int, int, int]:
 
 
 def eager_mode() -> bool:
-    return bool(X._get_use_eager_mode()) if CAPS.eager_mode else False
+    return bool(X._get_use_eager_mode()) if P.CAPS.eager_mode else False
 
 
 class Snapshot:

@@ -31,7 +31,6 @@ EAGER_ADVICE = ("Move the tensor work into the torch_xla.compile'd step function
                 "and keep outside only what must run there (the batch's transfer); host work done there (preparing "
                 "data) belongs in a DataLoader.")
 
-
 ADVICE = {  # finding kind -> what to do, in torch_xla's terms (the adapter's `advice`)
     "device_to_host_sync": "Keep values on the device and read them every N steps through "
                            "xm.add_step_closure (or after the loop).",

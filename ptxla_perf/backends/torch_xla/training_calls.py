@@ -14,7 +14,7 @@ from ...frames import user_frame
 from ...records import Location
 from ...sampler import main_thread_cpu
 from . import _private as P
-from ._private import CAPS, X
+from ._private import X
 from .counters import metric
 
 
@@ -93,11 +93,11 @@ class TrainingCalls:
 
     def install(self) -> None:
         self._hook_autograd()
-        if CAPS.closure_reads:
+        if P.CAPS.closure_reads:
             self._hook_closures()
-        if CAPS.loader_shapes:
+        if P.CAPS.loader_shapes:
             self._hook_device_loader()
-        if CAPS.data_wait:
+        if P.CAPS.data_wait:
             cls = P.data_loader_iter()
             real_iter_next = cls.__next__
 
@@ -105,7 +105,7 @@ class TrainingCalls:
                 return self.timed_next(real_iter_next, "DataLoader", it, *args, **kwargs)
             cls.__next__ = _wrap(real_iter_next, iter_next)
             self._undo.append(lambda: setattr(cls, "__next__", real_iter_next))
-        if CAPS.device_wait:
+        if P.CAPS.device_wait:
             real_wait = X._xla_wait_device_ops
 
             def wait_device_ops(*args, **kwargs):  # xm.wait_device_ops(): blocked until the device is idle
@@ -113,7 +113,7 @@ class TrainingCalls:
             not_traced(_wrap(real_wait, wait_device_ops))
             X._xla_wait_device_ops = wait_device_ops
             self._undo.append(lambda: setattr(X, "_xla_wait_device_ops", real_wait))
-        if CAPS.optimizer_steps:
+        if P.CAPS.optimizer_steps:
             from torch.optim.optimizer import register_optimizer_step_post_hook
             self._handle = register_optimizer_step_post_hook(self._on_optimizer_step)
 
