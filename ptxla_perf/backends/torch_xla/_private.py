@@ -40,7 +40,13 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "mode_stack": ("torch.overrides:_get_current_function_mode_stack",),
     "spawn": ("torch_xla._internal.pjrt:initialize_multiprocess",),
     "runtime_state": ("X._xla_runtime_is_initialized",),
+    "dynamo_records": ("torch._dynamo.utils:get_compilation_metrics", "torch._dynamo.utils:graph_break_reasons",
+                       "torch._dynamo.utils:counters"),
+    "dynamo_skip_files": ("torch._dynamo.trace_rules:add",),
+    "spmd_meshes": ("torch_xla.distributed.spmd.xla_sharding:Mesh",),
 }
+# not probed (a heavy import, and optional): jaxlib's `_hlo` / `_jax` for the SPMD partitioner on the host
+# (modes.partitioned_cost); without them an SPMD graph is costed whole, with a note (hlo_cost.py)
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,9 @@ class Capabilities:
     mode_stack: bool = True
     spawn: bool = True
     runtime_state: bool = True
+    dynamo_records: bool = True
+    dynamo_skip_files: bool = True
+    spmd_meshes: bool = True
     missing: tuple[tuple[str, str], ...] = field(default=())  # (feature, the first name not found)
 
     def notes(self) -> list[str]:

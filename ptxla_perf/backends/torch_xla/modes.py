@@ -66,7 +66,7 @@ class DynamoWatch:
         """Events for what dynamo compiled since the last poll: `dynamo_compile` per frame compile (its recompile
         reason), `dynamo_graph_break` per graph break (its user line). Never raises."""
         du = _dynamo_utils()
-        if not self.on or du is None:
+        if not self.on or du is None or not P.CAPS.dynamo_records:
             return []
         try:
             return self._poll(du)
@@ -159,6 +159,8 @@ def _skip_our_files() -> None:
     """Dynamo compiles any Python frame a compiled region runs eagerly (after a graph break) unless its file is on
     its skip list, as torch's own files are: a hook of ours called from there would be compiled as a frame of the
     user's program (an extra compile, one more entry in dynamo's counters). Ours go on the list too."""
+    if not P.CAPS.dynamo_skip_files:
+        return
     try:
         P.dynamo_trace_rules().add(__name__.split(".")[0])
     except Exception:
