@@ -53,9 +53,9 @@ def sync_caller(frame) -> tuple[str, bool]:
     return what, eager_mode()
 
 
-@dataclass
+@dataclass(slots=True)
 class Sync:
-    """One user boundary's sync, as the marker measured it."""
+    """One user boundary's sync, as the marker measured it (slots: one is made per boundary)."""
 
     frame: Any  # the marker's caller (live holders are searched from here)
     site: Location | None
