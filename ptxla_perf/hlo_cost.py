@@ -59,7 +59,7 @@ _CLIENTS: dict[int, Any] = {}  # standalone jaxlib CPU clients by device count, 
 def cpu_client(xla: Any, devices: int = 1) -> Any:
     """A standalone jaxlib CPU client with `devices` devices, made once per process (never the runtime's own
     client): the cost analysis (it only supplies shape sizes), memory.py's compile of a torch_xla graph and the
-    SPMD partitioner (torch_xla_modes.py) share it."""
+    SPMD partitioner (backends/torch_xla/modes.py) share it."""
     if devices not in _CLIENTS:
         _CLIENTS[devices] = xla.get_tfrt_cpu_client(asynchronous=False, num_devices=devices)
     return _CLIENTS[devices]

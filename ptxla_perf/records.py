@@ -208,7 +208,7 @@ class StepRecord:
     flops: float | None = None
     bytes_accessed: float | None = None
     transcendentals: float | None = None
-    # --- torch_xla eager mode (backends/torch_xla_modes.py): absent from the JSON where not measured ---
+    # --- torch_xla eager mode (backends/torch_xla/modes.py): absent from the JSON where not measured ---
     eager_launches: int = 0  # eager ops run outside the torch_xla.compile'd step since the previous boundary
     eager_time_s: float | None = None  # wall time from the end of the previous boundary (after ptxla_perf's own
     #                                    work there) to the compiled step's start

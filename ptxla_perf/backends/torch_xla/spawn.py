@@ -15,15 +15,16 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from torch_xla._internal import pjrt
+from . import _private as P
 
+pjrt = P.pjrt_module()
 _REAL_INIT = getattr(pjrt, "initialize_multiprocess", None)  # captured on import: in a child, before any patch
 
 
 def follow(wrap: Callable[[Callable], Any]) -> Callable[[], None] | None:
     """Patch the launcher; return the undo (None when this torch_xla has no such entry point)."""
     undo_torch = _follow_torch_mp(wrap)
-    real_spawn = getattr(pjrt, "spawn", None)
+    real_spawn = getattr(pjrt, "spawn", None) if pjrt is not None else None
     real_init = _REAL_INIT
     if real_spawn is None or getattr(real_spawn, "_ptxla_perf", False):
         return undo_torch
@@ -51,7 +52,7 @@ def follow(wrap: Callable[[Callable], Any]) -> Callable[[], None] | None:
 
 def _initialize(local_rank: int, local_world_size: int) -> None:
     """Runs in the child (pickled by name): its main thread, before the per-device threads start."""
-    from .. import spawn
+    from ... import spawn  # in the child only: the session's spawn side, which imports the backends
     spawn.child_main_thread()
     return _REAL_INIT(local_rank, local_world_size)
 

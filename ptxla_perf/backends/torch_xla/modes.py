@@ -13,15 +13,16 @@ import gc
 import linecache
 import os
 import re
-import sys
 from typing import Any
 
-from ..frames import USER, classify
-from ..records import Event, Location
+from ... import hlo_cost
+from ...frames import USER, classify
+from ...records import Event, Location
+from . import _private as P
 
 
 def _dynamo_utils():
-    return sys.modules.get("torch._dynamo.utils")
+    return P.dynamo_utils()
 
 
 def _first_line(text: str | None, limit: int = 300) -> str:
@@ -65,7 +66,7 @@ class DynamoWatch:
         """Events for what dynamo compiled since the last poll: `dynamo_compile` per frame compile (its recompile
         reason), `dynamo_graph_break` per graph break (its user line). Never raises."""
         du = _dynamo_utils()
-        if not self.on or du is None:
+        if not self.on or du is None or not P.CAPS.dynamo_records:
             return []
         try:
             return self._poll(du)
@@ -158,9 +159,10 @@ def _skip_our_files() -> None:
     """Dynamo compiles any Python frame a compiled region runs eagerly (after a graph break) unless its file is on
     its skip list, as torch's own files are: a hook of ours called from there would be compiled as a frame of the
     user's program (an extra compile, one more entry in dynamo's counters). Ours go on the list too."""
+    if not P.CAPS.dynamo_skip_files:
+        return
     try:
-        from torch._dynamo import trace_rules
-        trace_rules.add(__name__.split(".")[0])
+        P.dynamo_trace_rules().add(__name__.split(".")[0])
     except Exception:
         pass
 
@@ -204,7 +206,7 @@ def _short(path: str | None) -> str:
 
 
 def _recompile_limit() -> int | None:
-    config = sys.modules.get("torch._dynamo.config")
+    config = P.dynamo_config()
     for name in ("recompile_limit", "cache_size_limit"):
         value = getattr(config, name, None)
         if isinstance(value, int):
@@ -239,7 +241,7 @@ def spmd_meshes() -> list[dict[str, Any]]:
     """The `xs.Mesh` objects the script made (shape, axis names, device count), found on the heap once the script
     used SPMD: a mesh is a plain Python object that `mark_sharding` only reads, so nothing is hooked. Also the
     global mesh (`xs.set_global_mesh`)."""
-    mod = sys.modules.get("torch_xla.distributed.spmd.xla_sharding")
+    mod = P.xla_sharding()
     cls = getattr(mod, "Mesh", None)
     if cls is None:
         return []
@@ -270,13 +272,9 @@ def partitioned_cost(proto: bytes, devices: int):
     the runtime's own client), outputs sharded as propagation says (a tensor passed through keeps its sharding).
     Returns (GraphCost of the partitioned module: XLA's HloCostAnalysis, per device; its HLO text). Raises when
     jaxlib's private entry points are missing."""
-    import importlib
-
     import numpy as np
 
-    from .. import hlo_cost
-    hlo = importlib.import_module("jaxlib._hlo")
-    xla = importlib.import_module("jaxlib._jax")
+    hlo, xla = P.jaxlib_hlo_and_client()
     client = hlo_cost.cpu_client(xla, devices)
     module = xla.mlir.xla_computation_to_mlir_module(hlo.XlaComputation(proto))
     options = xla.CompileOptions()
@@ -301,7 +299,6 @@ def spmd_graph(text: str, proto_fn, devices: int, meshes: list[dict[str, Any]]):
     """The SPMD evidence of one step graph: how many of its inputs are sharded (the HLO torch_xla builds carries
     each input's sharding), and the collectives of its partitioned module with their bytes and share of the
     module's bytes (the roofline's bytes of this graph). Returns (cost or None, evidence)."""
-    from .. import hlo_cost
     params = [line for line in text.splitlines() if " parameter(" in line]
     info: dict[str, Any] = {"devices": devices, "meshes": meshes, "inputs": len(params),
                             "sharded_inputs": sum(bool(_SHARDED_PARAM.search(p)) for p in params)}

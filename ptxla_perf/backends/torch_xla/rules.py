@@ -20,16 +20,55 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from .. import iterations as I
-from ..figures import median, step_time_s
-from ..findings import Context, Finding, Rule, recurs
-from ..findings import where as _at
-from ..fmt import ms as _ms
-from ..thresholds import value as threshold
+from ... import iterations as I
+from ...figures import median, step_time_s
+from ...findings import Context, Finding, Rule, recurs
+from ...findings import where as _at
+from ...fmt import ms as _ms
+from ...thresholds import value as threshold
 
 EAGER_ADVICE = ("Move the tensor work into the torch_xla.compile'd step function (traced and fused with the step) "
                 "and keep outside only what must run there (the batch's transfer); host work done there (preparing "
                 "data) belongs in a DataLoader.")
+
+ADVICE = {  # finding kind -> what to do, in torch_xla's terms (the adapter's `advice`)
+    "device_to_host_sync": "Keep values on the device and read them every N steps through "
+                           "xm.add_step_closure (or after the loop).",
+    "closure_read": "Throttle it to every N steps if it runs every step.",
+    "graph_break": "Remove it, or sync once per iteration (torch_xla.sync() after optimizer.step()).",
+    "early_execution": "Move the call out of the step or after torch_xla.sync().",
+    "special_scalars": "Harmless once; XLA_NO_SPECIAL_SCALARS=1 avoids it.",
+    "op_fallback": "Replace it with an op XLA lowers (e.g. masks instead of nonzero/boolean indexing) or "
+                   "move it out of the step.",
+    "no_steps": "The loop never called torch_xla.sync() / xm.mark_step() in this process (work in xmp.spawn "
+                "children or through torch.compile is not seen here).",
+    "host_to_device_transfer": "Create tensors on the device, or move data once outside the loop.",
+    "eager_ops": EAGER_ADVICE,
+    "dynamo_graph_break": "If it is in your code, rewrite the line so dynamo can trace it (no .item(), print or "
+                          "data-dependent Python branch inside the compiled function), or move it out of it.",
+    "input_bound": "Give the DataLoader workers (num_workers > 0, persistent_workers=True), wrap it in "
+                   "torch_xla's MpDeviceLoader to prefetch batches to the device, and move per-sample work "
+                   "(decoding, augmentation) out of __getitem__ or cache it.",
+    # reads that decide control flow: xm.add_step_closure does not fit (the host needs the answer to go on)
+    "control_flow_skip": "Keep the decision on the device: run the step every time and mask its effect "
+                         "(`ok = torch.isfinite(loss)`, then `torch.where(ok, new, old)` for the update, or "
+                         "multiply the loss or the gradients by `ok`), so no step waits for the value.",
+    "control_flow_stop": "Keep the condition on the device (`stop = stop | (loss > limit)`, a device tensor) and "
+                         "read it every N steps (`if step % N == 0 and stop.item(): break`), stopping at most N "
+                         "steps late.",
+    "control_flow_branch": "Keep the decision on the device: compute both sides and pick with "
+                           "`torch.where(cond, a, b)`, or read the value every N steps if the branch may lag.",
+    "memory_growth": "Keep Python numbers, not XLA tensors, across steps: read the loss every N steps inside "
+                     "xm.add_step_closure (loss.item() there), or accumulate on the device into one tensor "
+                     "(total += loss.detach()); a kept tensor keeps its device buffer alive.",
+    "memory_headroom": "Reduce the batch size, use gradient checkpointing (torch.utils.checkpoint) or bf16, "
+                       "or shard parameters and optimizer state (SPMD / FSDP).",
+    "host_bound": "Move per-step Python work out of the step (precompute, vectorise, or do it every N steps); "
+                  "where tracing the model itself is the cost, torch_xla.compile or torch.compile(backend="
+                  "'openxla') reuse the traced graph instead of tracing it again every step.",
+    "launch_bound": "Do more work per graph: a larger batch, several steps in one graph (a loop inside the step, "
+                    "torch_xla.experimental.scan), and one sync per iteration.",
+}
 
 
 class EagerOps(Rule):

@@ -1,0 +1,244 @@
+"""The step boundary: every `torch_xla.sync()` / `xm.mark_step()` ends in `torch_xla._XLAC._xla_step_marker`;
+`Marker` wraps that one binding, tells the user's boundaries from the syncs torch_xla.compile and the openxla
+bridge make for themselves, and times the sync. `Recorder` turns two counter snapshots into a step's record, and
+`TimeParts` splits its time into launch, device wait and host CPU (breakdown.py)."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ...frames import user_frame
+from ...records import Event, Location, StepRecord, Transfers
+from ._private import X
+from .counters import Snapshot, counter, eager_mode, launches, metric, since
+from .training_calls import TrainingCalls, not_traced
+
+_CALLERS: dict[int, tuple[str, Any]] = {}  # id(code) -> (its kind, the code, kept alive so the id stays its own)
+_COMPILE_FRAMES = ("_compile", "_clear_pending_ops_before_compile")
+
+
+def caller_kind(code) -> str:
+    """What the code that called torch_xla.sync() is: torch_xla.compile's `_compile` or
+    `_clear_pending_ops_before_compile`, "dynamo" (the openxla bridge), or "lazy" (anyone else). Once per code."""
+    hit = _CALLERS.get(id(code))
+    if hit is None:
+        path = code.co_filename.replace(os.sep, "/")
+        if code.co_name in _COMPILE_FRAMES and path.endswith("torch_xla/torch_xla.py"):
+            what = code.co_name
+        else:
+            what = "dynamo" if "/torch_xla/_dynamo/" in path else "lazy"
+        hit = _CALLERS[id(code)] = (what, code)
+    return hit[0]
+
+
+def sync_caller(frame) -> tuple[str, bool]:
+    """Who called torch_xla.sync() (`frame` is the marker's caller: sync itself, or another wrapper of the binding):
+    torch_xla.compile / torch_xla.step (its `_compile` region), torch.compile's openxla bridge, or anyone else; and
+    whether eager mode was on in the stretch of the program this sync ends. `_compile` turns eager mode off for its
+    region and keeps the user's setting in a local: its first sync (clearing what ran before the region) ends a
+    stretch in the user's mode, its last sync ends the region, traced lazily."""
+    caller = frame.f_back if frame is not None and frame.f_code.co_name == "sync" else None
+    if caller is None:
+        return "lazy", eager_mode()
+    what = caller_kind(caller.f_code)
+    if what in _COMPILE_FRAMES:
+        region = caller.f_back if what == "_clear_pending_ops_before_compile" else None
+        eager = bool(region.f_locals.get("saved_eager_mode_status")) if region is not None else False
+        return "torch_xla.compile", eager
+    return what, eager_mode()
+
+
+@dataclass(slots=True)
+class Sync:
+    """One user boundary's sync, as the marker measured it (slots: one is made per boundary)."""
+
+    frame: Any  # the marker's caller (live holders are searched from here)
+    site: Location | None
+    eager: bool
+    grad: bool
+    in_sync: float  # wall seconds in the real marker
+    cpu_in_sync: float  # the main thread's CPU seconds in it
+    cpu_now: float
+    uncached0: int  # UncachedCompile before the sync
+    launches0: int
+    not_early: int  # launches since the last boundary that ran no pending lazy graph early
+
+
+class Marker:
+    """The wrapper of `_xla_step_marker`. `before(site)` runs ahead of the real sync (graph capture needs the pending
+    graph), `after(sync, prepared)` after it, and returns the boundary's record, whose own time is set here."""
+
+    def __init__(self, training: TrainingCalls, before: Callable, after: Callable[..., StepRecord]):
+        self.training = training
+        self._before, self._after = before, after
+        self.callers: set[str] = set()  # who cut the graphs: "lazy" | "torch_xla.compile" | "dynamo" (| "eager")
+        self.real: Callable | None = None
+        self.snap: Callable[[], Snapshot] | None = None  # the last boundary's snapshot (Recorder.snap)
+        self._in_marker = False
+        self.not_early = 0  # graph launches since the last boundary that ran no pending lazy graph early
+        self.eager_outside: tuple[int, float] | None = None  # eager mode: (ops, seconds) before the compiled step
+        self.left_at = 0.0  # when the last boundary's own work ended
+
+    def install(self, snap: Callable[[], Snapshot]) -> None:
+        self.snap = snap
+        self.real = X._xla_step_marker
+        not_traced(Marker.wrapper)
+        X._xla_step_marker = self.wrapper
+
+    def uninstall(self) -> None:
+        if self.real is not None:
+            X._xla_step_marker = self.real
+            self.real = None
+
+    def count_graph(self) -> None:
+        """torch.compile ran one of its graphs outside any sync: not a pending graph run early."""
+        self.not_early += 1
+
+    def wrapper(self, *args, **kwargs):
+        if self._in_marker:  # re-entrant (a callback that syncs): not another step
+            return self.real(*args, **kwargs)
+        t0 = time.perf_counter()  # own time: from here, less the real marker call
+        frame = sys._getframe(1)
+        caller, eager = sync_caller(frame)
+        self.callers.add(caller)
+        if eager:
+            self.callers.add("eager")  # eager mode was on for a stretch (a recipe may turn it off at the end)
+        if caller == "dynamo":  # the openxla bridge syncs while it compiles a graph: not the user's step boundary
+            launches0 = launches()
+            result = self.real(*args, **kwargs)
+            self.not_early += since(launches(), launches0)
+            return result
+        if caller == "torch_xla.compile" and eager:
+            # torch_xla.compile's first sync, in eager mode: there is no pending graph to clear, and what launched
+            # since the last boundary were eager ops, one by one by design. The region's last sync is the boundary.
+            t = time.perf_counter()
+            result = self.real(*args, **kwargs)
+            snap = self.snap()
+            eager_ops = since(launches(), snap.launches)
+            self.not_early = max(self.not_early, eager_ops)
+            # the loop outside the compiled step (eager_ops rule), from when the last boundary's own work ended
+            self.eager_outside = (eager_ops, t - max(snap.t, self.left_at))
+            return result
+        self._in_marker = True
+        try:
+            site, _ = user_frame(frame)
+            prepared = self._before(site)
+            grad = torch.is_grad_enabled()
+            uncached0 = counter("UncachedCompile")
+            launches0 = uncached0 + counter("CachedCompile")
+            c1 = self.training.cpu()
+            t1 = time.perf_counter()
+            result = self.real(*args, **kwargs)
+            t2 = time.perf_counter()
+            c2 = self.training.cpu()
+            not_early, self.not_early = self.not_early, 0
+            rec = self._after(Sync(frame, site, eager, grad, t2 - t1, c2 - c1, c2, uncached0, launches0, not_early),
+                              prepared)
+            self.left_at = time.perf_counter()
+            rec.own_time_us = ((t1 - t0) + (self.left_at - t2)) * 1e6
+            return result
+        finally:
+            self._in_marker = False
+
+    def take_eager_outside(self, rec: StepRecord) -> None:
+        if self.eager_outside is not None:
+            (rec.eager_launches, rec.eager_time_s), self.eager_outside = self.eager_outside, None
+
+
+class Recorder:
+    """Counter snapshots -> one StepRecord per boundary. Owns the last snapshot, the compile-time total, the latest
+    record (its closures' reads come after it) and the events waiting for the next record."""
+
+    def __init__(self, training: TrainingCalls):
+        self.training = training
+        self.snap: Snapshot | None = None
+        self.last: StepRecord | None = None
+        self.events: list[Event] = []  # made since the last boundary (attribution): the next record's
+        self._compile_total = 0.0
+        self._data_site_sent = False  # the loader line, sent once as a data_wait event
+
+    def start(self) -> Snapshot:
+        self.snap = Snapshot(None, self.training)
+        self._compile_total = metric("CompileTime")[1] / 1e9
+        return self.snap
+
+    def events_sink(self, event: Event) -> None:
+        self.events.append(event)
+
+    def now(self) -> Snapshot:
+        return Snapshot(self.snap, self.training)
+
+    def record(self, index: int, site: Location | None, now: Snapshot) -> StepRecord:
+        prev = self.snap
+        self.snap = now
+        compiles = since(now.uncached, prev.uncached)
+        cached = since(now.cached, prev.cached)
+        closure = now.closure_d2h - prev.closure_d2h  # reads in the previous boundary's closures: that step's
+        if closure and self.last is not None:
+            self.last.closure_reads += closure
+        # one constructor call with every field it can take (each boundary makes one)
+        rec = StepRecord(
+            index=index, wall_time_s=now.t - prev.t, site=site, compiles=compiles, cached_compiles=cached,
+            executions=compiles + cached, compile_time_s=self._compile_time_delta() if compiles else 0.0,
+            device_to_host=Transfers(max(0, now.d2h - prev.d2h - closure), int(now.d2h_bytes - prev.d2h_bytes)),
+            device_to_host_time_s=(now.d2h_ns - prev.d2h_ns) / 1e9 if now.d2h != prev.d2h else 0.0,
+            backward_calls=now.backward - prev.backward, optimizer_steps=now.opt - prev.opt,
+            host_to_device=Transfers(since(now.h2d, prev.h2d), None),
+            live=(now.live, None) if index >= 0 else None)
+        if self.training.data_seen:  # the loop pulls from a loader: its wait for each batch (session.data_wait()
+            rec.data_wait_s = now.data_wait - prev.data_wait  # overrides where the program times it itself)
+            if not self._data_site_sent and self.training.data_site is not None:
+                self._data_site_sent = True
+                self.events.append(Event("data_wait", self.training.data_site, {"call": self.training.data_call}))
+        if now.fallbacks is not prev.fallbacks:  # the same dict: no counter was read again (no host transfer)
+            for name, value in now.fallbacks.items():
+                if value != prev.fallbacks.get(name, 0) and since(value, prev.fallbacks.get(name, 0)):
+                    rec.fallback_ops[name] = since(value, prev.fallbacks.get(name, 0))
+        if self.events:
+            rec.events, self.events = self.events, []
+        if index >= 0:
+            self.last = rec
+        return rec
+
+    def _compile_time_delta(self) -> float:
+        total = metric("CompileTime")[1] / 1e9
+        delta, self._compile_total = total - self._compile_total, total
+        return max(delta, 0.0)
+
+
+class TimeParts:
+    """Launch, device wait and host CPU of a boundary (breakdown.py). In the sync call, the main thread's CPU
+    time is launching (tracing the pending graph's hash, lowering, launching) and the rest is blocked: waiting
+    for the device to finish the previous graph (torch_xla holds the device lock until it has; at most that
+    graph's execution time, device_time.py); a sync that compiled is launch net of its compile time. The time
+    blocked in an explicit `xm.wait_device_ops()` since the previous sync is device wait too. Host: the main
+    thread's CPU since the previous sync, outside this one, those waits and the loader's next()."""
+
+    def __init__(self, training: TrainingCalls):
+        self.training = training
+        self._cpu_mark = 0.0  # the main thread's CPU clock after the previous boundary's sync
+        self._data_cpu_mark = 0.0
+        self._wait_mark = (0.0, 0.0)  # the device wait and its CPU time at the previous boundary
+
+    def start(self) -> None:
+        self._cpu_mark = self.training.cpu()
+
+    def split(self, rec: StepRecord, sync: Sync, sync_compiles: int) -> None:
+        in_sync = sync.in_sync
+        cpu_in_sync = min(max(sync.cpu_in_sync, 0.0), in_sync)
+        if sync_compiles and rec.compiles:
+            compile_s = rec.compile_time_s * min(1.0, sync_compiles / rec.compiles)
+            rec.launch_time_s, rec.device_wait_s = max(in_sync - compile_s, 0.0), 0.0
+        else:
+            rec.launch_time_s, rec.device_wait_s = cpu_in_sync, in_sync - cpu_in_sync
+        data, device = self.training.data, self.training.device
+        data_cpu = data.cpu - self._data_cpu_mark + device.cpu - self._wait_mark[1]
+        rec.device_wait_s += device.wait - self._wait_mark[0]
+        self._data_cpu_mark, self._wait_mark = data.cpu, (device.wait, device.cpu)
+        rec.host_cpu_s = max(sync.cpu_now - self._cpu_mark - cpu_in_sync - data_cpu, 0.0)
+        self._cpu_mark = sync.cpu_now
