@@ -132,6 +132,7 @@ def row_series(steady: list[StepRow], what: str) -> list[float]:
 
 # --- the summary -------------------------------------------------------------------------------------------------
 _STATS = {K.STEP_TIME, K.EVAL_STEP_TIME, K.OVERHEAD, K.HOST_TIME, K.DATA_WAIT}
+_COUNTS = {K.EXECUTIONS, K.D2H, K.D2H_TRANSFERS, K.FALLBACK_COPIES, K.H2D, K.STEP_TIME_BASIS}
 # 0.4.0 key -> the key that replaced it (the same figure, renamed: docs/report.md changelog 0.5.0)
 RENAMED = {K.OLD_D2H_BYTES: K.D2H_TRANSFER_BYTES, K.OLD_D2H_BYTES_PER_STEP: K.D2H_TRANSFER_BYTES_PER_STEP}
 
@@ -193,6 +194,8 @@ class Summary:
         out: dict[str, Any] = {}
         for f in fields(self):
             v = getattr(self, f.name)
+            if v is None and f.name in _COUNTS:  # a count an older report (merged, re-assembled) did not have
+                continue
             out[f.name] = _stats_json(v) if f.name in _STATS else (dict(v) if isinstance(v, Mapping) else v)
         return out
 
