@@ -21,8 +21,8 @@ PREFIX = "ptxla_perf/"
 # compile, values.StepRow.step_time_s); `wall_time_ms` the iteration's raw wall time, compile included.
 SCALARS: dict[str, Callable[[StepRow], float | None]] = {
     "step_time_ms": lambda r: r.step_time_s * 1e3 if r.train else None,
-    "wall_time_ms": lambda r: r.wall_time_s * 1e3 if r.train else None,
     "eval_step_time_ms": lambda r: None if r.train else r.wall_time_s * 1e3,
+    "wall_time_ms": lambda r: r.wall_time_s * 1e3 if r.train else None,
     "compiles": lambda r: r.compiles,
     "executions": lambda r: r.executions,
     "device_to_host": lambda r: r.host_reads,  # host reads, net of CPU-fallback copies (as the summary counts them)
