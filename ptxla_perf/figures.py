@@ -1,9 +1,10 @@
 """Derived figures: every number the summary, the rules and the views share, defined and computed once.
 
 The model is XProf's signal provider: a figure is named once, derived once from the iterations, and read by name
-everywhere else. The summary (`Figures.summary()`), the rules (findings.py), `merge`, the HTML page, the
-TensorBoard scalars, `diff` and the sweep table all read what is derived here; none of them recomputes a step
-time, a read count or a steady set of its own. Summary key names and units are `summary_keys.py`'s.
+everywhere else. Figures produces typed values (values.py): the `Summary` and a `StepRow` per iteration, which the
+rules (findings.py), `merge`, the HTML page, the TensorBoard scalars, `diff`, the roofline and the sweep table read;
+none of them recomputes a step time, a read count or a steady set of its own. Summary key names and units are
+`summary_keys.py`'s.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any, Iterable
 from . import breakdown as B
 from . import summary_keys as K
 from .records import StepRecord
+from .values import StepRow, Stats, Summary, steady_of
 
 TRAIN, EVAL = "train", "eval"
 
@@ -48,9 +50,7 @@ def stats(values: Iterable[float], ndigits: int | None = None) -> dict[str, floa
 def steady_steps(train: list[StepRecord], warmup: int) -> list[StepRecord]:
     """Training iterations that time the loop as it really runs: after warm-up, no compile, no attribution
     overhead. Falls back to every post-warm-up iteration for runs too short to have such iterations."""
-    after = train[warmup:]
-    clean = [s for s in after if not s.compiles and not s.attributed]
-    return clean or [s for s in after if not s.compiles] or after
+    return steady_of(train, warmup)
 
 
 STEADY, ATTRIBUTED_INCLUDED, NET_OF_COMPILE = "steady", "attributed_included", "net_of_compile"
@@ -91,7 +91,7 @@ def host_time_s(s: StepRecord) -> float | None:
 
 
 def series(steady: list[StepRecord], what: str) -> list[float]:
-    """A per-iteration figure over the steady iterations, in order: "step" (wall time), "host" (host_time_s),
+    """A per-iteration figure over the steady iterations, in order: "step" (step time), "host" (host_time_s),
     "data" (data wait). Empty when any iteration lacks it (a figure half measured compares nothing)."""
     if what == "step":
         return [step_time_s(s) for s in steady]
@@ -193,8 +193,9 @@ class Figures:
         return dict(total)
 
     def throughput(self) -> dict[str, float]:
+        """Rates over the steady iterations' step time (net of compile, as the summary's step time)."""
         steady = self.steady
-        t = sum(s.wall_time_s for s in steady)
+        t = sum(step_time_s(s) for s in steady)
         out: dict[str, float] = {}
         if not t:
             return out
@@ -210,46 +211,64 @@ class Figures:
             out["tokens_per_s"] = sum(tokens) / t
         return out
 
-    def summary(self) -> dict[str, Any]:
-        """The report's `summary` block (findings_by_severity and the roofline's figures are the assembler's)."""
+    def row(self, s: StepRecord, steady: set[int] | None = None) -> StepRow:
+        """The iteration as every view reads it (values.StepRow)."""
+        steady = {r.index for r in self.steady} if steady is None else steady
+        return StepRow(s.index, s.phase, s.index in steady, s.compiles, s.attributed, s.wall_time_s,
+                       s.compile_time_s, step_time_s(s), self.reads(s), s.device_to_host.count, host_time_s(s),
+                       s.data_wait_s, self.breakdown(s), s.executions, s.host_to_device.count, s.live_arrays,
+                       s.live_bytes)
+
+    def rows(self) -> list[StepRow]:
+        steady = {r.index for r in self.steady}
+        return [self.row(s, steady) for s in self.iterations]
+
+    def step_json(self, s: StepRecord, row: StepRow) -> dict[str, Any]:
+        """The iteration's `steps[]` record: the adapter's record (the gross device-to-host count under its own
+        name, `device_to_host_transfers`) and the row's figures."""
+        d = s.to_json()
+        d[K.STEP_D2H_TRANSFERS] = d.pop(K.OLD_STEP_D2H)
+        d.update(row.to_json())
+        return d
+
+    @property
+    def step_time(self) -> Stats | None:
+        """The run's step time: statistics over the steady iterations, each net of its compile time."""
+        return Stats.from_json(stats(series(self.steady, "step")))
+
+    def summary(self) -> Summary:
+        """The report's `summary` (findings_by_severity and the sections' figures are the assembler's)."""
         train = self.train
         d2h_bytes = sum(s.device_to_host.bytes or 0 for s in train)
         h2d_bytes = self.host_to_device_bytes_total if self.steps else None
-        out: dict[str, Any] = {
-            K.STEPS: self.steps,
-            K.WARMUP_STEPS: self.warmup,
-            K.STEADY_STEPS: len(self.steady),
-            K.EVAL_STEPS: len(self.evals),
-            K.BOUNDARIES: sum(max(1, len(s.boundaries)) for s in self.iterations),
-            K.WALL_TIME: sum(s.wall_time_s for s in self.iterations),
-            K.STEP_TIME: stats(series(self.steady, "step")),
-            K.STEP_TIME_BASIS: basis(self.steady),
-            K.EVAL_STEP_TIME: stats([s.wall_time_s for s in self.evals if not s.compiles]),
-            K.COMPILES: sum(s.compiles for s in self.iterations),
-            K.COMPILE_TIME: sum(s.compile_time_s for s in self.iterations),
-            K.CACHED_COMPILES: sum(s.cached_compiles for s in self.iterations),
-            K.RECOMPILES: self.recompiles_after_warmup,
-            K.DISTINCT_GRAPHS: len({h for s in self.iterations for h in s.graph_hashes}) or None,
-            K.EXECUTIONS: sum(s.executions for s in train),
-            K.D2H: self.host_reads,
-            K.FALLBACK_COPIES: self.fallback_copies,
-            K.H2D: sum(s.host_to_device.count for s in train),
-            K.D2H_BYTES: d2h_bytes,
-            K.H2D_BYTES: int(h2d_bytes) if h2d_bytes is not None else None,
-            K.EXECUTIONS_PER_STEP: self.per_step(sum(s.executions for s in train)),
-            K.D2H_PER_STEP: self.per_step(self.host_reads),
-            K.FALLBACK_COPIES_PER_STEP: self.per_step(self.fallback_copies),
-            K.H2D_PER_STEP: self.per_step(sum(s.host_to_device.count for s in train)),
-            K.D2H_BYTES_PER_STEP: self.per_step(d2h_bytes),
-            K.H2D_BYTES_PER_STEP: self.per_step(h2d_bytes),
-            K.FALLBACK_OPS: self.fallback_ops,
-            K.THROUGHPUT: self.throughput(),
-            K.OVERHEAD: stats([s.own_time_us for s in self.steady if s.own_time_us is not None]),
-            K.HOST_TIME: stats(series(self.steady, "host")),
-            K.DATA_WAIT: stats(series(self.steady, "data")),
-            K.TIME_BREAKDOWN: self.steady_breakdown(),
-        }
-        return out
+        transfers = sum(s.device_to_host.count for s in train)
+        executions = sum(s.executions for s in train)
+        h2d = sum(s.host_to_device.count for s in train)
+        return Summary(
+            steps=self.steps, warmup_steps=self.warmup, steady_steps=len(self.steady), eval_steps=len(self.evals),
+            boundaries=sum(max(1, len(s.boundaries)) for s in self.iterations),
+            wall_time_s=sum(s.wall_time_s for s in self.iterations),
+            step_time_s=self.step_time, step_time_basis=basis(self.steady),
+            eval_step_time_s=Stats.from_json(stats([s.wall_time_s for s in self.evals if not s.compiles])),
+            compiles=sum(s.compiles for s in self.iterations),
+            compile_time_s=sum(s.compile_time_s for s in self.iterations),
+            cached_compiles=sum(s.cached_compiles for s in self.iterations),
+            recompiles_after_warmup=self.recompiles_after_warmup,
+            distinct_graphs=len({h for s in self.iterations for h in s.graph_hashes}) or None,
+            executions=executions, device_to_host=self.host_reads, device_to_host_transfers=transfers,
+            fallback_copies=self.fallback_copies, host_to_device=h2d, device_to_host_transfer_bytes=d2h_bytes,
+            host_to_device_bytes=int(h2d_bytes) if h2d_bytes is not None else None,
+            executions_per_step=self.per_step(executions), device_to_host_per_step=self.per_step(self.host_reads),
+            device_to_host_transfers_per_step=self.per_step(transfers),
+            fallback_copies_per_step=self.per_step(self.fallback_copies), host_to_device_per_step=self.per_step(h2d),
+            device_to_host_transfer_bytes_per_step=self.per_step(d2h_bytes),
+            host_to_device_bytes_per_step=self.per_step(h2d_bytes),
+            fallback_ops=self.fallback_ops, throughput=self.throughput(),
+            overhead_us_per_step=Stats.from_json(stats([s.own_time_us for s in self.steady
+                                                        if s.own_time_us is not None])),
+            host_time_s=Stats.from_json(stats(series(self.steady, "host"))),
+            data_wait_s=Stats.from_json(stats(series(self.steady, "data"))),
+            time_breakdown=self.steady_breakdown())
 
 
 def severity_counts(severities: Iterable[str]) -> dict[str, int]:

@@ -693,7 +693,7 @@ class InputBound(Rule):
         waits, times = split or [B.data_s(s) for s in steady], series(steady, "step")
         if not waits or None in waits or not sum(times):
             return []
-        wait, step = sum(waits) / len(waits), sum(times) / len(times)
+        wait, step = sum(waits) / len(waits), ctx.figures.step_time.mean  # the summary's mean step time
         share = wait / step
         bound = threshold("input_bound_share")
         hits = [s.index for s, w, t in zip(steady, waits, times) if t and w / t >= bound]

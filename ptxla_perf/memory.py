@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable
 
 from . import fmt
+from . import summary_keys as K
 from .thresholds import value as threshold
 
 XLA, UNAVAILABLE = "xla_memory_analysis", "unavailable"
@@ -201,37 +202,70 @@ def grows(g: dict[str, Any] | None) -> bool:
 
 
 # --- the report section ---------------------------------------------------------------------------------------
+@dataclass
+class MemorySection:
+    """The report's `memory` section (docs/report.md#memory): the graphs' figures, the largest graph's parts, the
+    device's capacity and the headroom left, live memory per step; `per_rank` on a merged report."""
+
+    source: str
+    method: str | None
+    scope: str | None
+    graphs: list[dict[str, Any]]
+    largest_graph: str | None = None
+    peak_bytes: int | None = None
+    argument_bytes: int | None = None
+    output_bytes: int | None = None
+    alias_bytes: int | None = None
+    temp_bytes: int | None = None
+    capacity: dict[str, Any] = field(default_factory=dict)
+    runtime: dict[str, Any] | None = None
+    headroom_bytes: int | None = None
+    headroom_share: float | None = None
+    live: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+    per_rank: list[dict[str, Any]] | None = None  # merged reports: each rank's peak, headroom, live growth
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        if out["per_rank"] is None:
+            del out["per_rank"]
+        return out
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any] | None) -> "MemorySection | None":
+        """A written report's section (`merge`)."""
+        if not isinstance(d, dict):
+            return None
+        known = {f.name for f in fields(cls)}
+        return cls(**{"source": UNAVAILABLE, "method": None, "scope": None, "graphs": [],
+                      **{k: v for k, v in d.items() if k in known}})
+
+    def summary_fields(self) -> dict[str, Any]:
+        """The figures the summary carries (console, `diff`, the sweep table)."""
+        return {K.PEAK_BYTES: self.peak_bytes, K.TEMP_BYTES: self.temp_bytes, K.ARGUMENT_BYTES: self.argument_bytes,
+                K.DEVICE_MEMORY: (self.capacity or {}).get("bytes"), K.MEMORY_HEADROOM: self.headroom_bytes,
+                K.LIVE_BYTES_PER_STEP: (self.live or {}).get("bytes_per_step")}
+
+
 def section(info: dict[str, Any], runtime: dict[str, Any] | None, devices: list[str | None],
-            override_gb: float | None, live: dict[str, Any] | None) -> dict[str, Any]:
+            override_gb: float | None, live: dict[str, Any] | None) -> MemorySection:
     """`info`: the adapter's `graph_memory()`; `runtime`: its `device_memory()`; `live`: `live_figures()`."""
     graphs = [dict(g) for g in info.get("graphs", [])]
     known = [g for g in graphs if g.get("peak_bytes") is not None]
     cap = capacity(runtime, devices, override_gb)
-    out: dict[str, Any] = {
-        "source": XLA if known else UNAVAILABLE, "method": info.get("method"), "scope": info.get("scope"),
-        "graphs": graphs, "largest_graph": None, "peak_bytes": None, "argument_bytes": None, "output_bytes": None,
-        "alias_bytes": None, "temp_bytes": None, "capacity": cap, "runtime": runtime or None,
-        "headroom_bytes": None, "headroom_share": None, "live": live_json(live), "notes": list(info.get("notes", []))}
+    out = MemorySection(XLA if known else UNAVAILABLE, info.get("method"), info.get("scope"), graphs,
+                        capacity=cap, runtime=runtime or None, live=live_json(live), notes=list(info.get("notes", [])))
     if known:
         top = max(known, key=lambda g: g["peak_bytes"])
-        out["largest_graph"] = top.get("id")
-        for k in ("peak_bytes", "argument_bytes", "output_bytes", "alias_bytes", "temp_bytes"):
-            out[k] = top.get(k)
-    need = max([v for v in (out["peak_bytes"], (runtime or {}).get("peak_bytes_in_use")) if v is not None],
+        out.largest_graph = top.get("id")
+        out.peak_bytes, out.argument_bytes, out.output_bytes, out.alias_bytes, out.temp_bytes = (
+            top.get(k) for k in ("peak_bytes", "argument_bytes", "output_bytes", "alias_bytes", "temp_bytes"))
+    need = max([v for v in (out.peak_bytes, (runtime or {}).get("peak_bytes_in_use")) if v is not None],
                default=None)
     if cap["bytes"] and need is not None:
-        out["headroom_bytes"] = cap["bytes"] - need
-        out["headroom_share"] = out["headroom_bytes"] / cap["bytes"]
+        out.headroom_bytes = cap["bytes"] - need
+        out.headroom_share = out.headroom_bytes / cap["bytes"]
     return out
-
-
-def summary_fields(sec: dict[str, Any]) -> dict[str, Any]:
-    """The figures the summary carries (console, `diff`, the sweep table)."""
-    live = sec.get("live") or {}
-    from . import summary_keys as K
-    return {K.PEAK_BYTES: sec.get("peak_bytes"), K.TEMP_BYTES: sec.get("temp_bytes"),
-            K.ARGUMENT_BYTES: sec.get("argument_bytes"), K.DEVICE_MEMORY: (sec.get("capacity") or {}).get("bytes"),
-            K.MEMORY_HEADROOM: sec.get("headroom_bytes"), K.LIVE_BYTES_PER_STEP: live.get("bytes_per_step")}
 
 
 def _gib(n: float | None) -> str:

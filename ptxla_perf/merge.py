@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from typing import Any
 
 from . import SCHEMA_ID
 from . import summary_keys as K
-from .figures import TRAIN, median, series, stats, steady_steps
+from .figures import median, stats
 from .fmt import ms
-from .records import step_from_json
+from .memory import MemorySection
 from .report import assemble
 from .thresholds import value as threshold
+from .values import Stats, Summary, row_series, rows_from_json
+
 _DIVERGENT_KINDS = ("device_to_host_sync", "recompilation", "graph_break", "op_fallback", "eager_compile",
                     "host_to_device_transfer")
 _SEV_ORDER = {"info": 0, "warning": 1, "error": 2}
@@ -164,35 +167,30 @@ def merge(reports: list[dict[str, Any]], paths: list[str] | None = None,
                     memory=_memory(base, reports))
 
 
-def _memory(base: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _memory(base: dict[str, Any], reports: list[dict[str, Any]]) -> MemorySection | None:
     """Rank 0's memory section with every rank's peak, headroom and live growth beside it (`per_rank`)."""
-    sec = base.get("memory")
-    if not isinstance(sec, dict):
+    sec = MemorySection.from_json(base.get("memory"))
+    if sec is None:
         return None
     rows = []
     for r in sorted(reports, key=rank_of):
-        m = r.get("memory") or {}
-        rows.append({"rank": rank_of(r), "peak_bytes": m.get("peak_bytes"), "headroom_bytes": m.get("headroom_bytes"),
-                     "bytes_per_step": (m.get("live") or {}).get("bytes_per_step")})
-    return dict(sec, per_rank=rows)
+        m = MemorySection.from_json(r.get("memory")) or MemorySection("unavailable", None, None, [])
+        rows.append({"rank": rank_of(r), "peak_bytes": m.peak_bytes, "headroom_bytes": m.headroom_bytes,
+                     "bytes_per_step": (m.live or {}).get("bytes_per_step")})
+    return replace(sec, per_rank=rows)
 
 
 def _steady_times(report: dict[str, Any], key: str = "step") -> list[float]:
-    """A per-step figure (figures.series: "step" wall time, "host" time outside device reads, "data" wait) over
-    the rank's steady training iterations, in order: the steady set its own report used (`steps[].steady`;
-    for reports written before the flag, figures.steady_steps over its training iterations)."""
-    steps = report.get("steps", [])
-    records = [step_from_json(s) for s in steps]
-    if steps and all("steady" in s for s in steps):
-        steady = [r for r, s in zip(records, steps) if s["steady"]]
-    else:
-        warm = int((report.get("summary") or {}).get(K.WARMUP_STEPS) or 0)
-        steady = steady_steps([r for r in records if r.phase in (None, TRAIN)], warm)
-    return series(steady, key)
+    """A per-step figure (values.row_series: "step" time net of compile, "host" time outside device reads, "data"
+    wait) over the rank's steady training iterations, in order, as its report's rows say (values.StepRow; reports
+    written before `steps[].steady` get the process's own rule)."""
+    warm = Summary.from_json(report.get("summary")).warmup_steps
+    rows = rows_from_json(report.get("steps", []), warm)
+    return row_series([r for r in rows if r.steady], key)
 
 
 def _process_row(report: dict[str, Any], path: str) -> dict[str, Any]:
-    s = report.get("summary") or {}
+    s = Summary.from_json(report.get("summary"))
     run = report.get("run") or {}
     env = report.get("environment") or {}
     return {
@@ -202,22 +200,26 @@ def _process_row(report: dict[str, Any], path: str) -> dict[str, Any]:
         "local_rank": run.get("local_rank"),
         "report": os.path.abspath(path) if not path.startswith("report ") else None,
         "status": run.get("status"),
-        "steps": s.get(K.STEPS, 0),
-        "warmup_steps": s.get(K.WARMUP_STEPS, 0),
-        "step_time_s": s.get(K.STEP_TIME),
+        "steps": s.steps,
+        "warmup_steps": s.warmup_steps,
+        "step_time_s": _stats(s.step_time_s),
         # the process's own figures (figures.py); derived here the same way for reports written before them
-        "host_time_s": s[K.HOST_TIME] if K.HOST_TIME in s else stats(_steady_times(report, "host")),
-        "data_wait_s": s[K.DATA_WAIT] if K.DATA_WAIT in s else stats(_steady_times(report, "data")),
-        "time_breakdown": s.get(K.TIME_BREAKDOWN),  # where the rank's steady step goes (figures.py)
-        "compiles": s.get(K.COMPILES, 0),
-        "compile_time_s": s.get(K.COMPILE_TIME, 0.0),
-        "recompiles_after_warmup": s.get(K.RECOMPILES, 0),
-        "device_to_host_per_step": s.get(K.D2H_PER_STEP),
-        "throughput": s.get(K.THROUGHPUT) or {},
-        "findings_by_severity": s.get(K.FINDINGS_BY_SEVERITY),
-        "peak_bytes": s.get(K.PEAK_BYTES),  # memory (memory.py): the largest graph's peak, live growth per step
-        "live_bytes_per_step": s.get(K.LIVE_BYTES_PER_STEP),
+        "host_time_s": _stats(s.host_time_s) or stats(_steady_times(report, "host")),
+        "data_wait_s": _stats(s.data_wait_s) or stats(_steady_times(report, "data")),
+        "time_breakdown": s.time_breakdown,  # where the rank's steady step goes (figures.py)
+        "compiles": s.compiles,
+        "compile_time_s": s.compile_time_s,
+        "recompiles_after_warmup": s.recompiles_after_warmup,
+        "device_to_host_per_step": s.device_to_host_per_step,
+        "throughput": dict(s.throughput),
+        "findings_by_severity": s.findings_by_severity,
+        "peak_bytes": s.peak_bytes,  # memory (memory.py): the largest graph's peak, live growth per step
+        "live_bytes_per_step": s.live_bytes_per_step,
     }
+
+
+def _stats(v: Stats | None) -> dict[str, float] | None:
+    return v.to_json() if v is not None else None
 
 
 def aggregate(procs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -163,13 +163,6 @@ class Boundary:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Boundary":
-        return cls(int(d["index"]), float(d["wall_time_s"]), location_from_json(d.get("site")),
-                   int(d.get("compiles", 0)), float(d.get("compile_time_s", 0.0)), int(d.get("executions", 0)),
-                   int(d.get("early_executions", 0)), int(d.get("device_to_host", 0)),
-                   int(d.get("optimizer_steps", 0)), int(d.get("backward_calls", 0)), bool(d.get("launched", True)))
-
 
 @dataclass(slots=True)
 class StepRecord:
@@ -249,23 +242,3 @@ class StepRecord:
         if not d["hot_lines"]:
             del d["hot_lines"]
         return d
-
-
-def location_from_json(d: dict | None) -> Location | None:
-    return Location(d["file"], int(d["line"]), d.get("function", "?")) if d else None
-
-
-def step_from_json(d: dict[str, Any]) -> StepRecord:
-    """Rebuild an iteration record from a report's `steps[]`: `merge` derives per-rank figures with figures.py
-    from these, the same code that derived them in each process."""
-    d = dict(d)
-    d["boundaries"] = [Boundary.from_json(b) for b in d.get("boundaries", [])]
-    d["site"] = location_from_json(d.get("site"))
-    d["device_to_host"] = Transfers(**d.get("device_to_host", {}))
-    d["host_to_device"] = Transfers(**d.get("host_to_device", {}))
-    d["events"] = [Event(e["kind"], location_from_json(e.get("location")), e.get("detail", {}))
-                   for e in d.get("events", [])]
-    if "live_arrays" in d:
-        d["live"] = (d.pop("live_arrays"), d.pop("live_bytes", None))
-    known = StepRecord.__dataclass_fields__
-    return StepRecord(**{k: v for k, v in d.items() if k in known})

@@ -1,9 +1,9 @@
 """Report schema v1: the one place a report is assembled (docs/report.md, schema/report.schema.json).
 
 `assemble` puts a report together from its parts - the analysis's steps, summary and findings, the roofline, a
-capture's trace analysis, the processes of a merged run - and derives what depends on more than one part
-(severity counts over all findings, the roofline's summary figures, the findings' source lines) in this one
-place. `from_analysis` is the front door of a process's own report (Session, `build`); `merge` assembles the
+capture's trace analysis, the processes of a merged run - serializes the typed ones (values.Summary, the
+roofline and memory sections) and adds what depends on more than one part (severity counts over all findings, the
+sections' summary fields, the findings' source lines) in this one place. `from_analysis` is the front door of a process's own report (Session, `build`); `merge` assembles the
 merged report through `assemble` too, and `with_trace` re-assembles a written report with a new trace."""
 from __future__ import annotations
 
@@ -21,7 +21,10 @@ from . import SCHEMA_ID, __version__
 from . import summary_keys as K
 from .figures import severity_counts as _severity_counts
 from .findings import Analysis, Finding, analyze
+from .memory import MemorySection
 from .records import StepRecord
+from .roofline import RooflineSection
+from .values import Summary
 
 _TRACE = "trace"  # findings with evidence.source == "trace" come from a capture's analysis
 
@@ -39,33 +42,33 @@ def environment(extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list[dict[str, Any]],
-             summary: dict[str, Any], findings: list[dict[str, Any]], profiler: dict[str, Any] | None = None,
-             roofline: dict[str, Any] | None = None, trace: dict[str, Any] | None = None,
+             summary: Summary | dict[str, Any], findings: list[dict[str, Any]], profiler: dict[str, Any] | None = None,
+             roofline: RooflineSection | dict[str, Any] | None = None, trace: dict[str, Any] | None = None,
              extra: dict[str, Any] | None = None, rules: dict[str, Any] | None = None,
              processes: list[dict[str, Any]] | None = None, aggregate: dict[str, Any] | None = None,
-             memory: dict[str, Any] | None = None) -> dict[str, Any]:
+             memory: MemorySection | dict[str, Any] | None = None) -> dict[str, Any]:
     """The report from its parts. A trace's findings replace any earlier trace findings; severity counts are
-    over the final findings; the roofline's summary figures come from its section."""
+    over the final findings; the summary carries the sections' own summary fields. Typed parts (Summary, the
+    sections) are serialized here, once; dict parts are a written report's (`merge`, `with_trace`) and are read
+    back through the same types, so an older report's summary comes out with today's keys."""
     if trace is not None:  # its findings in place of any earlier trace findings
         findings = [f for f in findings if (f.get("evidence") or {}).get("source") != _TRACE]
         findings += list(trace.get("findings", []))
-    summary = dict(summary)
-    summary[K.FINDINGS_BY_SEVERITY] = severity_counts(findings)
-    if roofline is not None:
-        from .roofline import summary_fields
-        summary.update(summary_fields(roofline))
-    if memory is not None:
-        from .memory import summary_fields as memory_fields
-        summary.update(memory_fields(memory))
+    if not isinstance(summary, Summary):
+        summary = Summary.from_json(summary)
+    summary = summary.with_fields({K.FINDINGS_BY_SEVERITY: severity_counts(findings)})
+    for sec in (roofline, memory):
+        if isinstance(sec, (RooflineSection, MemorySection)):
+            summary = summary.with_fields(sec.summary_fields())
     report: dict[str, Any] = {
         "schema": SCHEMA_ID, "tool_version": __version__, "backend": backend, "run": run, "environment": env,
-        "profiler": profiler or {}, "steps": steps, "summary": summary, "findings": findings,
+        "profiler": profiler or {}, "steps": steps, "summary": summary.to_json(), "findings": findings,
     }
     for key, part in (("trace", trace), ("roofline", roofline), ("extra", extra or None), ("rules", rules),
                       ("processes", processes), ("aggregate", aggregate),
                       ("memory", memory)):
         if part is not None:
-            report[key] = part
+            report[key] = part.to_json() if isinstance(part, (RooflineSection, MemorySection)) else part
     from .sources import attach  # the culprit lines travel with the report (findings[].source)
     attach(report["findings"])
     return report
@@ -73,15 +76,11 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
 
 def from_analysis(analysis: Analysis, *, backend: str, run: dict[str, Any], env: dict[str, Any],
                   extra_findings: list[Finding] | None = None, **parts: Any) -> dict[str, Any]:
-    """A process's own report: steps, summary (figures.py) and findings of its analysis."""
+    """A process's own report: steps (each with its StepRow), summary (figures.py) and findings of its analysis."""
     findings = (extra_findings or []) + analysis.findings
-    steady = {s.index for s in analysis.steady}
-    reads = analysis.figures.reads
-    split = analysis.figures.breakdown
-    steps = [dict(s.to_json(), **{K.STEP_STEADY: s.index in steady, K.STEP_HOST_READS: reads(s),
-                                  K.STEP_BREAKDOWN: split(s)})
-             for s in analysis.iterations]
-    return assemble(backend=backend, run=run, env=env, steps=steps, summary=analysis.figures.summary(),
+    fig = analysis.figures
+    steps = [fig.step_json(s, row) for s, row in zip(analysis.iterations, fig.rows())]
+    return assemble(backend=backend, run=run, env=env, steps=steps, summary=fig.summary(),
                     findings=[f.to_json() for f in findings],
                     rules={"judged": analysis.judged, "not_judged": analysis.not_judged}, **parts)
 

@@ -16,8 +16,10 @@ docs/roofline.md has the method and its limits.
 """
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, NamedTuple
 
+from . import summary_keys as K
 from .figures import median, step_time_s
 from .fmt import duration as _ms
 from .fmt import ratio as fmt_ratio
@@ -27,7 +29,6 @@ from .thresholds import value as threshold
 OVERHEAD_RATIO = threshold("roofline_overhead_ratio")  # observed above this multiple of the prediction
 UNDER_RATIO = threshold("roofline_under_ratio")  # below it, the step time cannot have covered the work
 CALIBRATED_SLACK = threshold("roofline_calibrated_slack")  # a calibrated CPU peak is a measured rate, XLA may beat it
-# findings that say where time goes when it is not the device's arithmetic or memory
 # findings that say where steady step time goes when it is not the device's arithmetic or memory (compiles are not
 # among them: the steady steps the roofline measures are those that compiled nothing)
 _TIME_SINKS = ("device_to_host_sync", "graph_break", "op_fallback", "host_to_device_transfer", "input_bound",
@@ -41,138 +42,209 @@ _BOUND_BY = {"data": ("input-bound", "input_bound"), "host": ("host-bound", "hos
              "profiler": ("overhead-bound", None), "other": ("overhead-bound", None)}
 
 
-def section(steady: list, costs: dict[str, Any], peak: Peak, findings: list[dict] | None = None,
-            breakdown: dict[str, Any] | None = None) -> dict[str, Any]:
+class Sink(NamedTuple):
+    """A warning that may say where steady step time goes: its kind and its own measured cost (ms per step; None
+    where not measured). The roofline's input from the findings: a plain value, never a finding's JSON."""
+
+    kind: str
+    wait_ms_per_step: float | None
+
+
+def sinks(findings: Iterable[Any]) -> list[Sink]:
+    """The warnings and errors among `findings` (Finding objects, or a capture's findings as JSON) whose kind says
+    where time goes."""
+    out = []
+    for f in findings:
+        kind, severity, ev = ((f.kind, f.severity, f.evidence) if not isinstance(f, dict) else
+                              (f.get("kind"), f.get("severity"), f.get("evidence")))
+        if kind in _TIME_SINKS and severity in ("warning", "error"):
+            out.append(Sink(kind, (ev or {}).get("wait_ms_per_step") if isinstance(ev, dict) else None))
+    return out
+
+
+@dataclass
+class RooflineSection:
+    """The report's `roofline` section (docs/roofline.md). `observed_step_time_s` is the summary's step time p50
+    (figures.py); `costed_step_time_s` the p50 over the costed subset of the steady steps, the ones the FLOP and
+    byte figures cover."""
+
+    source: str
+    scope: str | None
+    method: str | None
+    peak: dict[str, Any]
+    graphs: list[dict[str, Any]]
+    notes: list[str]
+    steady_steps: int
+    steps_with_cost: int = 0
+    flops_per_step: float | None = None
+    bytes_per_step: float | None = None
+    transcendentals_per_step: float | None = None
+    arithmetic_intensity: float | None = None
+    ridge_flops_per_byte: float | None = None
+    observed_step_time_s: float | None = None
+    costed_step_time_s: float | None = None
+    achieved_flops_per_s: float | None = None
+    achieved_bytes_per_s: float | None = None
+    mfu: float | None = None
+    bandwidth_utilization: float | None = None
+    mfu_time_basis: str | None = None
+    device_step_time_s: float | None = None
+    steps_with_device_time: int = 0
+    predicted_compute_s: float | None = None
+    predicted_memory_s: float | None = None
+    predicted_step_time_s: float | None = None
+    observed_over_predicted: float | None = None
+    device_over_predicted: float | None = None
+    verdict: str = "unknown"
+    explanation: str | None = None
+    related_findings: list[str] = field(default_factory=list)
+    boundaries: dict[str, Any] | None = None  # how boundaries got their cost: captured | carried | unknown
+    bound_by: dict[str, Any] | None = None  # an overhead-bound step's largest breakdown component
+    top_ops: list[dict[str, Any]] | None = None  # a capture's top ops with their instructions' costs
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        for k in ("boundaries", "bound_by", "top_ops"):  # absent where not known, as before
+            if out[k] is None:
+                del out[k]
+        return out
+
+    def summary_fields(self) -> dict[str, Any]:
+        """The few roofline figures the summary carries (console, `diff`, the sweep table)."""
+        achieved = self.achieved_flops_per_s
+        return {K.MFU: self.mfu, K.ACHIEVED_TFLOPS: achieved / 1e12 if achieved is not None else None,
+                K.FLOPS_PER_STEP: self.flops_per_step, K.ROOFLINE_VERDICT: self.verdict}
+
+
+def section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: float | None = None,
+            found: list[Sink] | None = None, breakdown: dict[str, Any] | None = None) -> RooflineSection:
     """`steady`: the steady training iterations (StepRecords); `costs`: the adapter's `graph_costs()`;
-    `breakdown`: the steady breakdown (figures.steady_breakdown), which names an overhead-bound step's bound."""
-    out: dict[str, Any] = {
-        "source": costs.get("source", "unavailable"), "scope": costs.get("scope"), "method": costs.get("method"),
-        "peak": peak.to_json(), "graphs": costs.get("graphs", []), "notes": list(costs.get("notes", [])),
-        "steady_steps": len(steady), "steps_with_cost": 0,
-        "flops_per_step": None, "bytes_per_step": None, "transcendentals_per_step": None,
-        "arithmetic_intensity": None, "ridge_flops_per_byte": peak.ridge,
-        "observed_step_time_s": None, "achieved_flops_per_s": None, "achieved_bytes_per_s": None,
-        "mfu": None, "bandwidth_utilization": None, "mfu_time_basis": None, "device_step_time_s": None,
-        "steps_with_device_time": 0,
-        "predicted_compute_s": None, "predicted_memory_s": None, "predicted_step_time_s": None,
-        "observed_over_predicted": None, "device_over_predicted": None, "verdict": "unknown", "explanation": None,
-        "related_findings": [],
-    }
-    if costs.get("boundaries"):
-        out["boundaries"] = costs["boundaries"]  # how boundaries got their cost: captured | carried | unknown
+    `step_time_p50`: the summary's step time p50 (figures.Figures.step_time); `found`: the warnings that may say
+    where time goes (sinks()); `breakdown`: the steady breakdown (figures.steady_breakdown), which names an
+    overhead-bound step's bound."""
+    out = RooflineSection(costs.get("source", "unavailable"), costs.get("scope"), costs.get("method"),
+                          peak.to_json(), costs.get("graphs", []), list(costs.get("notes", [])), len(steady),
+                          ridge_flops_per_byte=peak.ridge, boundaries=costs.get("boundaries") or None)
     costed = [s for s in steady if s.flops is not None]
-    out["steps_with_cost"] = len(costed)
+    out.steps_with_cost = len(costed)
     if not costed:
-        out["explanation"] = ("no steady step has a known cost" if steady else "no steady steps to measure") + \
-            (f" ({out['notes'][0]})" if out["notes"] else "")
+        out.explanation = ("no steady step has a known cost" if steady else "no steady steps to measure") + \
+            (f" ({out.notes[0]})" if out.notes else "")
         return out
     n = len(costed)
     flops = sum(s.flops for s in costed)
     nbytes = sum(s.bytes_accessed or 0.0 for s in costed)
-    out["flops_per_step"] = flops / n
-    out["bytes_per_step"] = nbytes / n
-    out["transcendentals_per_step"] = sum(s.transcendentals or 0.0 for s in costed) / n
-    out["arithmetic_intensity"] = flops / nbytes if nbytes else None
-    observed = median(step_time_s(s) for s in costed)  # the summary's step time (figures.py), over these steps
-    out["observed_step_time_s"] = observed
+    out.flops_per_step = flops / n
+    out.bytes_per_step = nbytes / n
+    out.transcendentals_per_step = sum(s.transcendentals or 0.0 for s in costed) / n
+    out.arithmetic_intensity = flops / nbytes if nbytes else None
+    out.costed_step_time_s = median(step_time_s(s) for s in costed)  # the subset the FLOPs figures cover
+    observed = step_time_p50 if step_time_p50 is not None else out.costed_step_time_s
+    out.observed_step_time_s = observed
     basis, rated = _time_basis(costed, out)
     time_s = sum(s.device_time_s if basis == "device" else step_time_s(s) for s in rated)
-    out["mfu_time_basis"] = basis
+    out.mfu_time_basis = basis
     if time_s > 0:
-        out["achieved_flops_per_s"] = sum(s.flops for s in rated) / time_s
-        out["achieved_bytes_per_s"] = sum(s.bytes_accessed or 0.0 for s in rated) / time_s
-    if peak.flops_per_s and out["achieved_flops_per_s"] is not None:
-        out["mfu"] = out["achieved_flops_per_s"] / peak.flops_per_s
-    if out["mfu"] is not None and 1.0 < out["mfu"] <= CALIBRATED_SLACK and peak.name.startswith("cpu"):
-        out["notes"].append(f"MFU at the calibrated peak: the steps reached {out['mfu']:.0%} of the CPU calibration "
-                            "(the best matmul rate measured on this machine, not a hardware limit), given as 100%")
-        out["mfu"] = 1.0
-    if out["mfu"] is not None and out["mfu"] > 1.0:
-        out["notes"].append("MFU not given: achieved FLOP/s above the peak (" + (
+        out.achieved_flops_per_s = sum(s.flops for s in rated) / time_s
+        out.achieved_bytes_per_s = sum(s.bytes_accessed or 0.0 for s in rated) / time_s
+    if peak.flops_per_s and out.achieved_flops_per_s is not None:
+        out.mfu = out.achieved_flops_per_s / peak.flops_per_s
+    if out.mfu is not None and 1.0 < out.mfu <= CALIBRATED_SLACK and peak.name.startswith("cpu"):
+        out.notes.append(f"MFU at the calibrated peak: the steps reached {out.mfu:.0%} of the CPU calibration "
+                         "(the best matmul rate measured on this machine, not a hardware limit), given as 100%")
+        out.mfu = 1.0
+    if out.mfu is not None and out.mfu > 1.0:
+        out.notes.append("MFU not given: achieved FLOP/s above the peak (" + (
             "the CPU calibration ran under load or below what XLA's kernels reach; measure again with "
             "`python -m ptxla_perf.peaks --recalibrate`" if peak.name.startswith("cpu") else
             "the peak is set too low, or the step time does not cover the device's work") + ")")
-        out["mfu"] = None  # never a utilisation above 100%
-    if peak.bytes_per_s and out["achieved_bytes_per_s"] is not None:
-        out["bandwidth_utilization"] = out["achieved_bytes_per_s"] / peak.bytes_per_s
+        out.mfu = None  # never a utilisation above 100%
+    if peak.bytes_per_s and out.achieved_bytes_per_s is not None:
+        out.bandwidth_utilization = out.achieved_bytes_per_s / peak.bytes_per_s
     compute = flops / n / peak.flops_per_s if peak.flops_per_s else None
     memory = nbytes / n / peak.bytes_per_s if peak.bytes_per_s else None
-    out["predicted_compute_s"], out["predicted_memory_s"] = compute, memory
+    out.predicted_compute_s, out.predicted_memory_s = compute, memory
     predicted = max(x for x in (compute, memory) if x is not None) if (compute or memory) else None
-    out["predicted_step_time_s"] = predicted
+    out.predicted_step_time_s = predicted
     if not predicted:
-        out["explanation"] = f"no prediction: {peak.source}" if peak.name == "unknown" else \
+        out.explanation = f"no prediction: {peak.source}" if peak.name == "unknown" else \
             "no prediction: the steps ran no FLOPs and moved no bytes"
         return out
-    ratio = observed / predicted
-    out["observed_over_predicted"] = ratio
-    device = out["device_step_time_s"]
-    out["device_over_predicted"] = device / predicted if device is not None else None
-    gap = max(observed - predicted, 0.0)
-    sinks = [f for f in findings or [] if f.get("kind") in _TIME_SINKS and f.get("severity") in ("warning", "error")
-             and _explains(f, gap)]
-    out["related_findings"] = sorted({f["kind"] for f in sinks})
-    bound = "compute" if (compute or 0.0) >= (memory or 0.0) else "memory"
-    covered = device / predicted if basis == "device" else ratio  # the time MFU was measured over
-    if covered < UNDER_RATIO and out["mfu"] is not None:
-        out["mfu"] = None
-        out["notes"].append("MFU not given: " + ("the device's busy time is below the prediction: the peak is set "
-                                                 "too low" if basis == "device" else
-                                                 "the step's wall time does not cover the device's work"))
-    if ratio < UNDER_RATIO and device is not None and device / predicted >= UNDER_RATIO:
-        _from_device(out, observed, device, predicted, bound, ratio)
-    elif ratio < UNDER_RATIO:
-        out["explanation"] = (f"the observed step ({_ms(observed)}) is {fmt_ratio(ratio)} the prediction ({_ms(predicted)}): "
-                              "the step's wall time does not cover the device's work (torch_xla's sync and JAX's "
-                              "dispatch return before the device finishes: a loop whose steps neither depend on each "
-                              "other nor read a value measures dispatch) or the peak is set too low; MFU is not "
-                              "meaningful here" + (f" (the device's busy time, {_ms(device)} per step, is below it "
-                                                   "too)" if device is not None else ""))
-    elif ratio > OVERHEAD_RATIO and breakdown:
-        _from_breakdown(out, breakdown, findings or [], ratio, observed, predicted, bound)
-    elif ratio > OVERHEAD_RATIO:
-        out["verdict"] = "overhead-bound"
-        where = (f"see the findings: {', '.join(out['related_findings'])}" if sinks else
-                 "no finding explains it: host time between graphs, small ops (launch overhead), or a "
-                 "calibrated peak the runtime cannot reach (docs/roofline.md); a capture (`analyze`) shows where")
-        out["explanation"] = (f"the steady step takes {fmt_ratio(ratio)} the {bound}-bound prediction "
-                              f"({_ms(observed)} observed vs {_ms(predicted)} predicted): the time goes elsewhere; "
-                              f"{where}")
-    else:
-        out["verdict"] = f"{bound}-bound"
-        ai, ridge = out["arithmetic_intensity"], peak.ridge
-        side = (f"arithmetic intensity {ai:.1f} FLOP/B {'above' if ai >= ridge else 'below'} the ridge point "
-                f"{ridge:.1f}" if ai is not None and ridge else "")
-        out["explanation"] = (f"{side + ': ' if side else ''}observed {_ms(observed)} is {fmt_ratio(ratio)} the "
-                              f"predicted {_ms(predicted)}")
+    _verdict(out, observed, predicted, basis, peak, found or [], breakdown)
     return out
 
 
-def _time_basis(costed: list, out: dict[str, Any]) -> tuple[str, list]:
+def _verdict(out: RooflineSection, observed: float, predicted: float, basis: str, peak: Peak, found: list[Sink],
+             breakdown: dict[str, Any] | None) -> None:
+    """Predicted against observed: the verdict and its explanation (the module's docstring has the rule)."""
+    compute, memory = out.predicted_compute_s, out.predicted_memory_s
+    ratio = observed / predicted
+    out.observed_over_predicted = ratio
+    device = out.device_step_time_s
+    out.device_over_predicted = device / predicted if device is not None else None
+    gap = max(observed - predicted, 0.0)
+    explaining = [f for f in found if _explains(f, gap)]
+    out.related_findings = sorted({f.kind for f in explaining})
+    bound = "compute" if (compute or 0.0) >= (memory or 0.0) else "memory"
+    covered = device / predicted if basis == "device" else ratio  # the time MFU was measured over
+    if covered < UNDER_RATIO and out.mfu is not None:
+        out.mfu = None
+        out.notes.append("MFU not given: " + ("the device's busy time is below the prediction: the peak is set "
+                                              "too low" if basis == "device" else
+                                              "the step's wall time does not cover the device's work"))
+    if ratio < UNDER_RATIO and device is not None and device / predicted >= UNDER_RATIO:
+        _from_device(out, observed, device, predicted, bound, ratio)
+    elif ratio < UNDER_RATIO:
+        out.explanation = (f"the observed step ({_ms(observed)}) is {fmt_ratio(ratio)} the prediction ({_ms(predicted)}): "
+                           "the step's wall time does not cover the device's work (torch_xla's sync and JAX's "
+                           "dispatch return before the device finishes: a loop whose steps neither depend on each "
+                           "other nor read a value measures dispatch) or the peak is set too low; MFU is not "
+                           "meaningful here" + (f" (the device's busy time, {_ms(device)} per step, is below it "
+                                                "too)" if device is not None else ""))
+    elif ratio > OVERHEAD_RATIO and breakdown:
+        _from_breakdown(out, breakdown, found, ratio, observed, predicted, bound)
+    elif ratio > OVERHEAD_RATIO:
+        out.verdict = "overhead-bound"
+        where = (f"see the findings: {', '.join(out.related_findings)}" if explaining else
+                 "no finding explains it: host time between graphs, small ops (launch overhead), or a "
+                 "calibrated peak the runtime cannot reach (docs/roofline.md); a capture (`analyze`) shows where")
+        out.explanation = (f"the steady step takes {fmt_ratio(ratio)} the {bound}-bound prediction "
+                           f"({_ms(observed)} observed vs {_ms(predicted)} predicted): the time goes elsewhere; "
+                           f"{where}")
+    else:
+        out.verdict = f"{bound}-bound"
+        ai, ridge = out.arithmetic_intensity, peak.ridge
+        side = (f"arithmetic intensity {ai:.1f} FLOP/B {'above' if ai >= ridge else 'below'} the ridge point "
+                f"{ridge:.1f}" if ai is not None and ridge else "")
+        out.explanation = (f"{side + ': ' if side else ''}observed {_ms(observed)} is {fmt_ratio(ratio)} the "
+                           f"predicted {_ms(predicted)}")
+
+
+def _time_basis(costed: list, out: RooflineSection) -> tuple[str, list]:
     """The time MFU is measured over: the device's busy time where the adapter measured it for at least half the
     costed steps (over those steps: a report flushed mid-run lacks the latest), else the steps' wall time."""
     timed = [s for s in costed if s.device_time_s is not None]
-    out["steps_with_device_time"] = len(timed)
+    out.steps_with_device_time = len(timed)
     if not timed or 2 * len(timed) < len(costed):
         return "wall", costed
-    out["device_step_time_s"] = sum(s.device_time_s for s in timed) / len(timed)
+    out.device_step_time_s = sum(s.device_time_s for s in timed) / len(timed)
     return "device", timed
 
 
-def _from_device(out: dict[str, Any], observed: float, device: float, predicted: float, bound: str,
+def _from_device(out: RooflineSection, observed: float, device: float, predicted: float, bound: str,
                  ratio: float) -> None:
     """The host ran ahead of the device (the wall step is below the prediction: the syncs returned before the
     device finished): the verdict from the device's busy time per step."""
     d = device / predicted
-    out["verdict"] = f"{bound}-bound"
-    out["explanation"] = (f"the host runs ahead of the device (its syncs return before the device finishes): the "
+    out.verdict = f"{bound}-bound"
+    out.explanation = (f"the host runs ahead of the device (its syncs return before the device finishes): the "
                           f"observed step ({_ms(observed)}) is {fmt_ratio(ratio)} the prediction ({_ms(predicted)}); "
                           f"the device's busy time per step ({_ms(device)}) is {fmt_ratio(d)} the prediction" + (
                               ": the device's kernels run below the roofline (small or unfused ops, or a peak "
                               "they cannot reach)" if d > OVERHEAD_RATIO else ""))
 
 
-def _from_breakdown(out: dict[str, Any], split: dict[str, Any], findings: list[dict], ratio: float,
+def _from_breakdown(out: RooflineSection, split: dict[str, Any], found: list[Sink], ratio: float,
                     observed: float, predicted: float, bound: str) -> None:
     """An overhead-bound step's verdict from where its time goes: the largest component of the steady breakdown
     (input-, host-, launch-, device-bound), with its ms and share, and the finding behind it when that finding
@@ -180,24 +252,24 @@ def _from_breakdown(out: dict[str, Any], split: dict[str, Any], findings: list[d
     largest = split["largest"]
     verdict, kind = _BOUND_BY.get(largest, ("overhead-bound", None))
     ms_part, share = split["components_s"][largest], split["share"][largest]
-    behind = [f for f in findings if kind and f.get("kind") == kind and f.get("severity") in ("warning", "error")]
-    out["verdict"] = verdict
-    out["bound_by"] = {"component": largest, "seconds_per_step": ms_part, "share": share,
+    behind = [f for f in found if kind and f.kind == kind]
+    out.verdict = verdict
+    out.bound_by = {"component": largest, "seconds_per_step": ms_part, "share": share,
                        "finding": kind if behind else None}
-    out["related_findings"] = [kind] if behind else []
+    out.related_findings = [kind] if behind else []
     what = {"data": "waiting for input", "host": "the host's Python and tracing", "launch": "launching graphs",
             "device": "waiting for the device", "read_wait": "waiting in host reads",
             "compile": "compiling", "other": "time no part of the step accounts for",
             "profiler": "ptxla_perf's own work at the step boundary, not the program's"}[largest]
-    out["explanation"] = (f"the steady step takes {fmt_ratio(ratio)} the {bound}-bound prediction ({_ms(observed)} "
+    out.explanation = (f"the steady step takes {fmt_ratio(ratio)} the {bound}-bound prediction ({_ms(observed)} "
                           f"observed vs {_ms(predicted)} predicted); its largest part is {what}: "
                           f"{_ms(ms_part)} per step ({share:.0%})" + (f" ({kind})" if behind else ""))
 
 
-def _explains(f: dict, gap_s: float) -> bool:
+def _explains(f: Sink, gap_s: float) -> bool:
     """A finding explains an overhead-bound step unless its own measured cost per step is a small part of the gap
     between observed and predicted (a finding whose cost was not measured is named, as possibly explaining)."""
-    wait_ms = (f.get("evidence") or {}).get("wait_ms_per_step")
+    wait_ms = f.wait_ms_per_step
     if wait_ms is None or not gap_s:
         return True
     return wait_ms / 1e3 >= threshold("roofline_explains_share") * gap_s
@@ -237,13 +309,6 @@ def top_ops(ops: list[dict], modules: dict[str, str], peak: Peak, limit: int = 1
         if len(rows) >= limit:
             break
     return rows
-
-
-def summary_fields(sec: dict[str, Any]) -> dict[str, Any]:
-    """The few roofline figures the summary carries (console, `diff`, the sweep table)."""
-    achieved = sec.get("achieved_flops_per_s")
-    return {"mfu": sec.get("mfu"), "achieved_tflops_per_s": achieved / 1e12 if achieved is not None else None,
-            "flops_per_step": sec.get("flops_per_step"), "roofline_verdict": sec.get("verdict")}
 
 
 def summary_lines(sec: dict[str, Any] | None) -> list[str]:

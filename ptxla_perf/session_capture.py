@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .figures import median
+from .figures import median, step_time_s
 
 
 class CaptureWindow:
@@ -55,7 +55,7 @@ class CaptureWindow:
         first = self.window.first_step
         owners = boundary_owners(a.iterations)
         traced = set(owners[first:first + len(trace.get("steps") or [])])
-        untraced = median(s.wall_time_s for s in a.steady if s.index not in traced)
+        untraced = median(step_time_s(s) for s in a.steady if s.index not in traced)  # the summary's step time
         try:
             relate(trace, a.iterations, first, untraced)
         except Exception as exc:  # a diagnostic of a diagnostic: never lose the report for it

@@ -82,19 +82,18 @@ class ReportOutput:
         if status == "crashed" and oom.is_oom(stop_reason):
             extra_findings.append(oom_finding(stop_reason, s.steps))
         analysis = s.analysis(status)
-        findings = [f.to_json() for f in extra_findings + analysis.findings] + list((s.trace or {}).get(
-            "findings", []))
-        sec = self._roofline(analysis, env, findings, measure_cpu=status != "running")
+        found = roofline.sinks(extra_findings + analysis.findings + list((s.trace or {}).get("findings", [])))
+        sec = self._roofline(analysis, env, found, measure_cpu=status != "running")
         mem = self._memory(analysis, env, final=status != "running")
-        extra_findings += memory_rules.headroom(mem, dict(adapter.advice))
+        extra_findings += memory_rules.headroom(mem.to_json(), dict(adapter.advice))
         for f in extra_findings:
             if f.kind == "oom" and mem:
-                memory_rules.join_oom(f, mem)
+                memory_rules.join_oom(f, mem.to_json())
         return report_mod.from_analysis(analysis, backend=s.backend, run=run, env=env,
                                         extra_findings=extra_findings, profiler=s.profiler,
                                         extra=s.extra or None, trace=s.trace, roofline=sec, memory=mem)
 
-    def _memory(self, analysis: Analysis, env: dict[str, Any], final: bool) -> dict[str, Any] | None:
+    def _memory(self, analysis: Analysis, env: dict[str, Any], final: bool) -> memory.MemorySection:
         """The memory section (memory.py): the adapter's per-graph figures (torch_xla compiles its graphs' HLO for
         them only when the run ends: `final`), the device's capacity, live memory per step. Never fails the
         report."""
@@ -110,21 +109,22 @@ class ReportOutput:
         except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
             return memory.section({"graphs": [], "notes": [f"memory analysis failed: {exc}"]}, None, [], None, None)
 
-    def _roofline(self, analysis: Analysis, env: dict[str, Any], findings: list[dict], measure_cpu: bool
-                  ) -> dict[str, Any]:
+    def _roofline(self, analysis: Analysis, env: dict[str, Any], found: list[roofline.Sink], measure_cpu: bool
+                  ) -> roofline.RooflineSection:
         """The roofline section (roofline.py). A report flushed mid-run never calibrates the CPU peak (it uses
         the cached one, if any). Never fails the report."""
         s = self.session
         try:
             peak = peaks.select([env.get("device_model"), env.get("device_kind")], s.roofline_cfg,
                                 calibrate_cpu=measure_cpu, cpu_devices=int(env.get("local_devices") or 1))
-            sec = roofline.section(analysis.steady, s.adapter.graph_costs(), peak, findings,
+            p50 = analysis.figures.step_time
+            sec = roofline.section(analysis.steady, s.adapter.graph_costs(), peak, p50.p50 if p50 else None, found,
                                    breakdown=analysis.figures.steady_breakdown())
             ops = (s.trace or {}).get("top_ops")
-            if ops and sec["source"] != "unavailable":  # a capture's top ops, with their instructions' costs
-                sec["top_ops"] = roofline.top_ops(ops, s.adapter.hlo_modules(), peak)
-                if not sec["top_ops"]:
-                    sec["notes"].append("no per-op costs: the capture's ops are not in a module whose optimized "
+            if ops and sec.source != "unavailable":  # a capture's top ops, with their instructions' costs
+                sec.top_ops = roofline.top_ops(ops, s.adapter.hlo_modules(), peak)
+                if not sec.top_ops:
+                    sec.notes.append("no per-op costs: the capture's ops are not in a module whose optimized "
                                         "HLO is known (torch_xla gives only the HLO it builds, before fusion)")
         except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
             sec = roofline.section([], {"source": "unavailable", "notes": [f"roofline failed: {exc}"]},

@@ -2,20 +2,13 @@
 names (render, html, merge, diff, sweep). docs/report.md's summary table lists the same keys (a test checks)."""
 from __future__ import annotations
 
-from typing import Any
-
-# per-step keys the assembler adds to each `steps[]` record from figures.py
+# per-step keys the assembler adds to each `steps[]` record from figures.py (values.StepRow)
 STEP_STEADY = "steady"
+STEP_TIME_S = "step_time_s"  # the iteration's step time: wall time net of its compile time (figures.step_time_s)
 STEP_HOST_READS = "host_reads"
 STEP_BREAKDOWN = "time_breakdown"  # where the iteration's time went: component -> seconds (breakdown.py)
-
-
-def step_reads(step: dict[str, Any]) -> int:
-    """An iteration's host reads (net of CPU-fallback copies) as its report says; reports written before
-    `host_reads` give all device-to-host transfers."""
-    if STEP_HOST_READS in step:
-        return int(step[STEP_HOST_READS])
-    return int((step.get("device_to_host") or {}).get("count") or 0)
+STEP_D2H_TRANSFERS = "device_to_host_transfers"  # every device-to-host transfer: {count, bytes} (gross)
+OLD_STEP_D2H = "device_to_host"  # its name before 0.5.0
 
 STEPS = "steps"
 WARMUP_STEPS = "warmup_steps"
@@ -35,13 +28,17 @@ EXECUTIONS = "executions"
 D2H = "device_to_host"
 FALLBACK_COPIES = "fallback_copies"
 H2D = "host_to_device"
-D2H_BYTES = "device_to_host_bytes"
+D2H_TRANSFERS = "device_to_host_transfers"
+D2H_TRANSFER_BYTES = "device_to_host_transfer_bytes"
+OLD_D2H_BYTES = "device_to_host_bytes"  # before 0.5.0
 H2D_BYTES = "host_to_device_bytes"
 EXECUTIONS_PER_STEP = "executions_per_step"
 D2H_PER_STEP = "device_to_host_per_step"
 FALLBACK_COPIES_PER_STEP = "fallback_copies_per_step"
 H2D_PER_STEP = "host_to_device_per_step"
-D2H_BYTES_PER_STEP = "device_to_host_bytes_per_step"
+D2H_TRANSFERS_PER_STEP = "device_to_host_transfers_per_step"
+D2H_TRANSFER_BYTES_PER_STEP = "device_to_host_transfer_bytes_per_step"
+OLD_D2H_BYTES_PER_STEP = "device_to_host_bytes_per_step"  # before 0.5.0
 H2D_BYTES_PER_STEP = "host_to_device_bytes_per_step"
 FALLBACK_OPS = "fallback_ops"
 THROUGHPUT = "throughput"
@@ -81,15 +78,17 @@ FIELDS: dict[str, tuple[str, str]] = {
     DISTINCT_GRAPHS: ("count", "distinct graph hashes seen (null: not captured)"),
     EXECUTIONS: ("count", "graph launches over the training steps"),
     D2H: ("count", "host reads of the user's code over the training steps, net of CPU-fallback copies"),
+    D2H_TRANSFERS: ("count", "every device-to-host transfer over the training steps: host reads and fallback copies"),
     FALLBACK_COPIES: ("count", "device-to-host copies made by CPU-fallback ops over the training steps"),
     H2D: ("count", "host-to-device transfers over the training steps"),
-    D2H_BYTES: ("B", "bytes moved device-to-host over the training steps (reads and fallback copies)"),
+    D2H_TRANSFER_BYTES: ("B", "bytes moved device-to-host over the training steps (reads and fallback copies)"),
     H2D_BYTES: ("B", "bytes moved host-to-device (null where the backend cannot tell)"),
     EXECUTIONS_PER_STEP: ("count/step", "executions / steps"),
     D2H_PER_STEP: ("count/step", "device_to_host / steps"),
+    D2H_TRANSFERS_PER_STEP: ("count/step", "device_to_host_transfers / steps"),
     FALLBACK_COPIES_PER_STEP: ("count/step", "fallback_copies / steps"),
     H2D_PER_STEP: ("count/step", "host_to_device / steps"),
-    D2H_BYTES_PER_STEP: ("B/step", "device_to_host_bytes / steps"),
+    D2H_TRANSFER_BYTES_PER_STEP: ("B/step", "device_to_host_transfer_bytes / steps"),
     H2D_BYTES_PER_STEP: ("B/step", "host_to_device_bytes / steps"),
     FALLBACK_OPS: ("count by op", "aten ops that ran on the CPU, over all iterations"),
     THROUGHPUT: ("per s", "samples_per_s, us_per_sample, tokens_per_s, mb_per_s over the steady iterations"),

@@ -12,27 +12,55 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 from . import fmt
-from . import summary_keys as K
+from .values import Summary
 
+def _p50(s: Summary) -> float | None:
+    return s.step_time_s.p50 if s.step_time_s is not None else None
+
+
+class Figure(NamedTuple):
+    """A summary figure the sweep shows: its console column (None: not in the table), its chart on the sweep
+    page (None: no chart), its value read from the typed summary, and its text in each."""
+
+    column: str | None
+    chart: str | None
+    value: Callable[[Summary], Any]
+    text: Callable[[Any], str]
+    chart_text: Callable[[float], str]
+
+
+FIGURES = [  # in table order; html/sweep_page.py charts the same figures
+    Figure("steps", None, lambda s: s.steps, str, fmt.num),
+    Figure("step p50 ms", "step time p50", _p50, lambda v: fmt.ms(v, 2, unit=False), lambda v: fmt.ms(v, 2)),
+    Figure("us/sample", "µs per sample", lambda s: s.throughput.get("us_per_sample"), lambda v: fmt.num(v, 1),
+           lambda v: f"{v:.1f}"),
+    Figure(None, "samples/s", lambda s: s.throughput.get("samples_per_s"), str, lambda v: f"{v:.1f}"),
+    Figure("TFLOP/s", None, lambda s: s.achieved_tflops_per_s, lambda v: fmt.num(v, 3, keep_int=False), fmt.num),
+    Figure("MFU", None, lambda s: s.mfu, lambda v: fmt.pct(v, 1), fmt.num),
+    Figure("compiles", "compiles", lambda s: s.compiles, str, fmt.num),
+    Figure("h2d/step", "host→device / step", lambda s: s.host_to_device_per_step, lambda v: fmt.num(v, 2), fmt.num),
+    Figure("d2h/step", "host reads / step", lambda s: s.device_to_host_per_step, lambda v: fmt.num(v, 2), fmt.num),
+    Figure("warnings", "warnings", lambda s: (s.findings_by_severity or {}).get("warning", 0), str, fmt.num),
+    Figure("peak mem", "peak memory", lambda s: s.peak_bytes, fmt.nbytes, fmt.nbytes),  # memory.py: largest graph
+]
+
+
+def _column(f: Figure) -> Callable[[dict, Path], str]:
+    return lambda r, p: f.text(f.value(Summary.from_json(r["summary"])))
+
+
+_TRACE_COLUMNS = {"all-reduce share": lambda r, p: fmt.pct(_extra(r, "all_reduce_share")),
+                  "fusion share": lambda r, p: fmt.pct((_extra(r, "op_categories") or {}).get("fusion"))}
 COLUMNS = [  # header, getter; "overrides" is each job's label (labels: what differs between the jobs)
     ("job", lambda r, p: p.parent.name),
     ("overrides", lambda r, p: _overrides(r.get("run", {}).get("overrides", []))),
     ("batch", lambda r, p: _extra(r, "batch_size") or "-"),
-    ("steps", lambda r, p: r["summary"]["steps"]),
-    ("step p50 ms", lambda r, p: fmt.ms((r["summary"].get("step_time_s") or {}).get("p50"), 2, unit=False)),
-    ("us/sample", lambda r, p: fmt.num((r["summary"].get("throughput") or {}).get("us_per_sample"), 1)),
-    ("TFLOP/s", lambda r, p: fmt.num(r["summary"].get("achieved_tflops_per_s"), 3, keep_int=False)),
-    ("MFU", lambda r, p: fmt.pct(r["summary"].get("mfu"), 1)),
-    ("compiles", lambda r, p: r["summary"]["compiles"]),
-    ("h2d/step", lambda r, p: fmt.num(r["summary"].get("host_to_device_per_step"), 2)),
-    ("d2h/step", lambda r, p: fmt.num(r["summary"].get("device_to_host_per_step"), 2)),
-    ("all-reduce share", lambda r, p: fmt.pct(_extra(r, "all_reduce_share"))),
-    ("fusion share", lambda r, p: fmt.pct((_extra(r, "op_categories") or {}).get("fusion"))),
-    ("warnings", lambda r, p: (r["summary"].get("findings_by_severity") or {}).get("warning", 0)),
-    ("peak mem", lambda r, p: fmt.nbytes(r["summary"].get(K.PEAK_BYTES))),  # memory.py: the largest graph's peak
+    *((f.column, _column(f)) for f in FIGURES[:-2] if f.column),
+    *_TRACE_COLUMNS.items(),
+    *((f.column, _column(f)) for f in FIGURES[-2:]),
 ]
 
 

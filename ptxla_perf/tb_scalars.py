@@ -13,22 +13,24 @@ import threading
 from typing import Any, Callable
 
 from .breakdown import COMPONENTS
-from .summary_keys import STEP_BREAKDOWN, step_reads
+from .values import StepRow
 
 PREFIX = "ptxla_perf/"
-# tag -> (value of an iteration record, or None when the tag does not apply to it); step = the record's index,
-# the same index as the report's steps[] and the HTML page's timeline
-SCALARS: dict[str, Callable[[dict[str, Any]], float | None]] = {
-    "step_time_ms": lambda s: None if s.get("phase") == "eval" else s["wall_time_s"] * 1e3,
-    "eval_step_time_ms": lambda s: s["wall_time_s"] * 1e3 if s.get("phase") == "eval" else None,
-    "compiles": lambda s: s.get("compiles", 0),
-    "executions": lambda s: s.get("executions", 0),
-    "device_to_host": step_reads,  # host reads, net of CPU-fallback copies (as the summary counts them)
-    "host_to_device": lambda s: (s.get("host_to_device") or {}).get("count", 0),
-    "live_arrays": lambda s: s.get("live_arrays"),  # live device tensors/arrays where sampled (memory.py)
-    "live_mib": lambda s: s["live_bytes"] / 2**20 if s.get("live_bytes") is not None else None,
+# tag -> (value of an iteration's row, or None when the tag does not apply to it); step = the row's index, the same
+# index as the report's steps[] and the HTML page's timeline. `step_time_ms` is the summary's step time (net of
+# compile, values.StepRow.step_time_s); `wall_time_ms` the iteration's raw wall time, compile included.
+SCALARS: dict[str, Callable[[StepRow], float | None]] = {
+    "step_time_ms": lambda r: r.step_time_s * 1e3 if r.train else None,
+    "eval_step_time_ms": lambda r: None if r.train else r.wall_time_s * 1e3,
+    "wall_time_ms": lambda r: r.wall_time_s * 1e3 if r.train else None,
+    "compiles": lambda r: r.compiles,
+    "executions": lambda r: r.executions,
+    "device_to_host": lambda r: r.host_reads,  # host reads, net of CPU-fallback copies (as the summary counts them)
+    "host_to_device": lambda r: r.host_to_device,
+    "live_arrays": lambda r: r.live_arrays,  # live device tensors/arrays where sampled (memory.py)
+    "live_mib": lambda r: r.live_bytes / 2**20 if r.live_bytes is not None else None,
     # where the step's time went (steps[].time_breakdown): one tag per component, in ms
-    **{f"time_{c}_ms": (lambda s, c=c: None if s.get(STEP_BREAKDOWN) is None else s[STEP_BREAKDOWN][c] * 1e3)
+    **{f"time_{c}_ms": (lambda r, c=c: None if r.time_breakdown is None else r.time_breakdown[c] * 1e3)
        for c in COMPONENTS},
 }
 TAGS = [PREFIX + k for k in SCALARS]
@@ -78,11 +80,12 @@ class ScalarLog:
                     from tensorboard.summary import Writer
                     writer = Writer(self.logdir)
                 for s in todo:
-                    clock += s["wall_time_s"]  # the step's end as wall time: "relative" in TensorBoard is run time
+                    row = StepRow.from_json(s)
+                    clock += row.wall_time_s  # the step's end as wall time: "relative" in TensorBoard is run time
                     for name, get in SCALARS.items():
-                        v = get(s)
+                        v = get(row)
                         if v is not None:
-                            writer.add_scalar(PREFIX + name, float(v), int(s["index"]), wall_time=clock)
+                            writer.add_scalar(PREFIX + name, float(v), row.index, wall_time=clock)
                 writer.flush()
         except BaseException as exc:  # noqa: BLE001 - said by the session at the next write
             self._error = exc

@@ -31,15 +31,15 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_item_vs_fixed_twin_device_to_host_per_step_drops_to_zero():
     cmp = d.compare(d.load(ITEM), d.load(FIXED))
-    row = cmp.row("device_to_host_per_step")
+    row = cmp.row("device_to_host_transfers_per_step")
     assert (row.a, row.b, row.delta, row.status) == (1.0, 0.0, -1.0, "changed")
-    assert cmp.row("device_to_host").a == 5 and cmp.row("device_to_host").b == 0
+    assert cmp.row("device_to_host_transfers").a == 5 and cmp.row("device_to_host_transfers").b == 0
     assert cmp.row("steps").a == cmp.row("steps").b == 5
     assert cmp.row("aten::_local_scalar_dense").status == "vanished"
     names = [r.name for r in cmp.rows]
     # headline rows first, in the documented order
     assert names[:3] == ["compiles", "compiles_per_step", "cached_compiles"]
-    assert names.index("executions") < names.index("device_to_host") < names.index("host_to_device") \
+    assert names.index("executions") < names.index("device_to_host_transfers") < names.index("host_to_device") \
         < names.index("steps") < names.index("fallback_ops") < names.index("aten::_local_scalar_dense") \
         < names.index("CompileTime")
 
@@ -110,7 +110,7 @@ def test_per_step_needs_both_step_counts():
     a = d.from_text(text, "nosteps")
     cmp = d.compare(a, d.load(FIXED), per_step=True)
     assert not cmp.per_step and any("--per-step ignored" in n for n in cmp.notes)
-    assert cmp.row("device_to_host_per_step").status == "n/a"
+    assert cmp.row("device_to_host_transfers_per_step").status == "n/a"
 
 
 def test_report_json_rows():
@@ -118,6 +118,9 @@ def test_report_json_rows():
     assert src.kind == "report_json" and src.steps == 5
     assert src.values["device_to_host"] == (5.0, None)
     assert src.values["device_to_host_per_step"] == (1.0, None)
+    # a report before 0.5.0 has no gross count in its summary: its steps' counts give it
+    assert src.values["device_to_host_transfers"] == (5.0, None)
+    assert src.values["device_to_host_transfers_per_step"] == (1.0, None)
     assert src.values["executions"] == (10.0, None)
     assert src.values["step_time_p50"] == (0.012, "s")
     cmp = d.compare(src, d.load(R_FIXED))
@@ -129,7 +132,7 @@ def test_cross_kind_compares_shared_rows_only():
     cmp = d.compare(d.load(ITEM), d.load(R_FIXED))
     assert any("different kinds" in n for n in cmp.notes)
     assert cmp.row("UncachedCompile") is None and cmp.row("aten::_local_scalar_dense") is None
-    assert cmp.row("device_to_host_per_step").a == 1 and cmp.row("device_to_host_per_step").b == 0
+    assert cmp.row("device_to_host_transfers_per_step").a == 1 and cmp.row("device_to_host_transfers_per_step").b == 0
     assert cmp.row("step_time_p50").status == "n/a"
 
 
@@ -139,7 +142,7 @@ def test_metrics_file_last_snapshot_and_step_selection():
     two = d.load(FIX / "metrics_file_steps.txt", step=1)
     assert two.snapshot_step == 1 and two.steps == 2
     cmp = d.compare(two, last)
-    assert cmp.row("device_to_host").a == 2 and cmp.row("device_to_host").b == 4
+    assert cmp.row("device_to_host_transfers").a == 2 and cmp.row("device_to_host_transfers").b == 4
     with pytest.raises(d.DiffInputError, match=r"no \[MetricsData; step=9\] block \(it has steps 0..3\)"):
         d.load(FIX / "metrics_file_steps.txt", step=9)
     with pytest.raises(d.DiffInputError, match="single report"):
@@ -149,15 +152,15 @@ def test_metrics_file_last_snapshot_and_step_selection():
 def test_truncated_last_block_falls_back_to_the_previous_one():
     src = d.load(FIX / "metrics_file_junk_truncated.txt")
     assert src.snapshot_step == 1 and any("truncated" in n for n in src.notes)
-    assert src.values["device_to_host"] == (1.0, None)
+    assert src.values["device_to_host_transfers"] == (1.0, None)
 
 
 def test_legacy_xrt_maps_server_transfers():
     src = d.load(FIX / "legacy_xrt.txt")
-    assert src.values["device_to_host"] == (20.0, None)
+    assert src.values["device_to_host_transfers"] == (20.0, None)
     assert src.values["host_to_device"] == (60.0, None)
     assert src.values["compiles"] == (3.0, None)  # no UncachedCompile counter: CompileTime samples
-    assert src.values["device_to_host_per_step"] == (1.0, None)
+    assert src.values["device_to_host_transfers_per_step"] == (1.0, None)
 
 
 def test_bad_json_inputs(tmp_path):
@@ -189,10 +192,11 @@ def test_parse_rules_forms():
         ("compiles", ">", 0.0, "delta", None),
         ("step_time_p50", "<=", -3.0, "relative", None),
         ("ExecuteTime.p50", ">", pytest.approx(0.02), "absolute", "s"),
-        ("device_to_host_bytes_per_step", ">", 1024.0, "absolute", "B"),
+        ("device_to_host_transfer_bytes_per_step", ">", 1024.0, "absolute", "B"),
         ("compiles", "!=", 2.0, "absolute", None),
     ]
     assert rules[3].is_glob and not rules[0].is_glob
+    assert d.parse_rules("device_to_host_bytes>0")[0].name == "device_to_host_transfer_bytes"  # its 0.4.0 name
 
 
 @pytest.mark.parametrize("bad", ["", ",", "compiles", "compiles>", ">0", "compiles=>1", "compiles>>1",
@@ -261,7 +265,7 @@ def test_cli_formats_in_process(capsys):
     assert main(["diff", str(ITEM), str(FIXED), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     rows = {r["name"]: r for r in doc["rows"]}
-    assert rows["device_to_host_per_step"]["a"] == 1 and rows["device_to_host_per_step"]["b"] == 0
+    assert rows["device_to_host_transfers_per_step"]["a"] == 1 and rows["device_to_host_transfers_per_step"]["b"] == 0
     assert doc["a"]["steps"] == 5 and "violations" not in doc
     assert main(["diff", str(ITEM), str(FIXED), "--format", "markdown", "--per-step"]) == 0
     md = capsys.readouterr().out

@@ -233,11 +233,11 @@ def test_capture_section_stacks_each_traced_step():
 def test_long_runs_are_binned_and_stay_small():
     from ptxla_perf.html import charts
     rep = _synthetic(9001)
-    rep["steps"][4500]["wall_time_s"] = 9.0  # a spike inside a bin stays visible
+    rep["steps"][4500]["wall_time_s"] = rep["steps"][4500]["step_time_s"] = 9.0  # a spike inside a bin stays visible
     page = H.render(rep)
     k = charts.bin_size(9001)
     assert k == 4 and len(_marks(page)) == 2251 and "one bar per 4 steps" in page
-    assert "steps 4500-4503 (slowest) (train): 9000.00 ms" in page
+    assert "steps 4500-4503 (slowest) (train): step time 9000.00 ms (wall time 9000.00 ms)" in page
     assert len(page.encode()) <= 2_000_000
 
 

@@ -275,11 +275,11 @@ def test_console_line_and_diff_metrics():
     sec = memory.section({"graphs": [{"id": "g", "argument_bytes": 1 << 30, "output_bytes": 1 << 29,
                                       "alias_bytes": 0, "temp_bytes": 2 << 30, "peak_bytes": int(3.5 * 2**30),
                                       "source": "xla_memory_analysis"}]},
-                         None, ["TPU v5 lite"], None, None)
+                         None, ["TPU v5 lite"], None, None).to_json()
     (line,) = memory.summary_line(sec)
     assert line == "  memory      peak 3.5 GiB of 16 GiB (TPU v5e) · args 1 · temps 2", line
     assert sec["headroom_bytes"] == 16 * 2**30 - int(3.5 * 2**30)
-    report = {"schema": SCHEMA_ID, "summary": {"steps": 4, **memory.summary_fields(sec)}, "run": {"status": "completed"}}
+    report = {"schema": SCHEMA_ID, "summary": {"steps": 4, **memory.MemorySection.from_json(sec).summary_fields()}, "run": {"status": "completed"}}
     src = from_report(report, "r")
     assert src.values["peak_bytes"] == (float(int(3.5 * 2**30)), "B")
     assert src.values["temp_bytes"] == (float(2 << 30), "B")
@@ -287,5 +287,7 @@ def test_console_line_and_diff_metrics():
 
 def test_tensorboard_scalars_of_live_memory():
     from ptxla_perf.tb_scalars import SCALARS
-    assert SCALARS["live_mib"]({"live_bytes": 3 * 2**20}) == 3.0 and SCALARS["live_mib"]({}) is None
-    assert SCALARS["live_arrays"]({"live_arrays": 7}) == 7 and SCALARS["live_arrays"]({}) is None
+    from ptxla_perf.values import StepRow
+    row = StepRow.from_json
+    assert SCALARS["live_mib"](row({"live_bytes": 3 * 2**20})) == 3.0 and SCALARS["live_mib"](row({})) is None
+    assert SCALARS["live_arrays"](row({"live_arrays": 7})) == 7 and SCALARS["live_arrays"](row({})) is None

@@ -32,7 +32,7 @@ def test_reads_are_net_of_fallback_copies_everywhere_in_the_json(run):
     s, train = rep["summary"], [x for x in rep["steps"] if x.get("phase") != "eval"]
     assert s[K.FALLBACK_COPIES] > 0  # the fallback's copies are counted apart...
     assert s[K.D2H] == sum(x[K.STEP_HOST_READS] for x in train)  # ...and the reads are the steps' own
-    assert sum(x["device_to_host"]["count"] for x in train) == s[K.D2H] + s[K.FALLBACK_COPIES]
+    assert sum(x[K.STEP_D2H_TRANSFERS]["count"] for x in train) == s[K.D2H_TRANSFERS] == s[K.D2H] + s[K.FALLBACK_COPIES]
     assert s[K.D2H_PER_STEP] == pytest.approx(1.0)  # one .item() per step: the copies are not reads
     finding = next(f for f in rep["findings"] if f["kind"] == "device_to_host_sync")
     assert finding["count"] == s[K.D2H] and finding["per_step"] == pytest.approx(s[K.D2H_PER_STEP])

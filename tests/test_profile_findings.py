@@ -94,7 +94,7 @@ def test_step_records_carry_the_counters(profiled):
     report = profiled(SCRIPTS / "item_per_step.py").report
     steps = report["steps"]
     assert len(steps) == 8
-    assert all(s["device_to_host"]["count"] >= 1 for s in steps)
+    assert all(s["device_to_host_transfers"]["count"] >= 1 for s in steps)
     assert all("boundaries" not in s and s["executions"] >= 1 for s in steps)  # one sync per step
     assert steps[0]["compiles"] >= 1 and steps[0]["compile_time_s"] > 0
     assert sum(s["compiles"] for s in steps[3:]) == 0

@@ -207,13 +207,18 @@ def test_convolution_in_hlo_text():
 PEAK = peaks.Peak(1e12, 1e11, "bf16", "test chip", "test")  # ridge: 10 FLOP/B
 
 
+def _section(steps, costs, peak, findings=None, p50=None):
+    """The section as the report writes it; `findings` as the report's JSON, passed in as the roofline's sinks."""
+    return roofline.section(steps, costs, peak, p50, roofline.sinks(findings or [])).to_json()
+
+
 def _steps(flops, nbytes, seconds, n=4):
     return [StepRecord(index=i, wall_time_s=seconds, executions=1, flops=flops, bytes_accessed=nbytes)
             for i in range(n)]
 
 
 def test_compute_bound_step():
-    sec = roofline.section(_steps(1e9, 1e7, 1.2e-3), {"source": "xla_cost_analysis"}, PEAK)
+    sec = _section(_steps(1e9, 1e7, 1.2e-3), {"source": "xla_cost_analysis"}, PEAK)
     assert sec["arithmetic_intensity"] == pytest.approx(100.0) and sec["ridge_flops_per_byte"] == 10.0
     assert sec["predicted_step_time_s"] == pytest.approx(1e-3)
     assert sec["mfu"] == pytest.approx(1e9 / 1.2e-3 / 1e12)
@@ -222,21 +227,21 @@ def test_compute_bound_step():
 
 
 def test_memory_bound_step():
-    sec = roofline.section(_steps(1e8, 1e9, 1.1e-2), {"source": "xla_cost_analysis"}, PEAK)
+    sec = _section(_steps(1e8, 1e9, 1.1e-2), {"source": "xla_cost_analysis"}, PEAK)
     assert sec["predicted_memory_s"] == pytest.approx(1e-2) and sec["verdict"] == "memory-bound"
     assert sec["bandwidth_utilization"] == pytest.approx(1e9 / 1.1e-2 / 1e11)
 
 
 def test_overhead_bound_step_points_to_the_findings():
     findings = [{"kind": "device_to_host_sync", "severity": "warning"}, {"kind": "compile_time", "severity": "info"}]
-    sec = roofline.section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK, findings)
+    sec = _section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK, findings)
     assert sec["verdict"] == "overhead-bound"
     assert sec["related_findings"] == ["device_to_host_sync"]
     assert "device_to_host_sync" in sec["explanation"]
 
 
 def test_step_time_below_the_prediction_is_not_a_verdict():
-    sec = roofline.section(_steps(1e9, 1e7, 1e-5), {"source": "xla_cost_analysis"}, PEAK)
+    sec = _section(_steps(1e9, 1e7, 1e-5), {"source": "xla_cost_analysis"}, PEAK)
     assert sec["verdict"] == "unknown" and "dispatch" in sec["explanation"]
     assert any("above the peak" in n for n in sec["notes"])
     assert sec["mfu"] is None  # 10000% would be dispatch time, not the device: never printed
@@ -253,7 +258,7 @@ def _device_steps(flops, nbytes, wall, device, n=4):
 def test_mfu_is_over_the_devices_busy_time_where_the_host_ran_ahead():
     """torch_xla: the sync returned after 10 us, the device worked 1.2 ms per step: MFU and the verdict from the
     device's time; the console says which time."""
-    sec = roofline.section(_device_steps(1e9, 1e7, 1e-5, 1.2e-3), {"source": "xla_cost_analysis"}, PEAK)
+    sec = _section(_device_steps(1e9, 1e7, 1e-5, 1.2e-3), {"source": "xla_cost_analysis"}, PEAK)
     assert sec["mfu_time_basis"] == "device" and sec["steps_with_device_time"] == 4
     assert sec["device_step_time_s"] == pytest.approx(1.2e-3) and sec["device_over_predicted"] == pytest.approx(1.2)
     assert sec["mfu"] == pytest.approx(1e9 / 1.2e-3 / 1e12)
@@ -268,18 +273,18 @@ def test_a_rate_just_above_a_calibrated_cpu_peak_is_mfu_100():
     """The CPU peak is NumPy's best measured rate, which XLA's kernels may pass by a little: MFU 100 % with a note
     (never above); on a nominal peak, or far above the calibration, no MFU."""
     cpu = peaks.Peak(1e12, 1e11, "float32", "cpu (calibrated)", "test")
-    sec = roofline.section(_device_steps(1.1e9, 1e7, 1e-5, 1e-3), {"source": "xla_cost_analysis"}, cpu)
+    sec = _section(_device_steps(1.1e9, 1e7, 1e-5, 1e-3), {"source": "xla_cost_analysis"}, cpu)
     assert sec["mfu"] == 1.0 and any(n.startswith("MFU at the calibrated peak: the steps reached 110%")
                                      for n in sec["notes"]), sec["notes"]
-    far = roofline.section(_device_steps(1.3e9, 1e7, 1e-5, 1e-3), {"source": "xla_cost_analysis"}, cpu)
+    far = _section(_device_steps(1.3e9, 1e7, 1e-5, 1e-3), {"source": "xla_cost_analysis"}, cpu)
     assert far["mfu"] is None and any(n.startswith("MFU not given") for n in far["notes"])
-    nominal = roofline.section(_device_steps(1.1e9, 1e7, 1e-5, 1e-3), {"source": "xla_cost_analysis"}, PEAK)
+    nominal = _section(_device_steps(1.1e9, 1e7, 1e-5, 1e-3), {"source": "xla_cost_analysis"}, PEAK)
     assert nominal["mfu"] is None
 
 
 def test_device_time_below_the_prediction_gives_no_mfu():
     """A device busy time below half the prediction: the peak is too low (or the cost too high) - no MFU, no verdict."""
-    sec = roofline.section(_device_steps(1e8, 1e9, 1e-5, 4e-3), {"source": "xla_cost_analysis"}, PEAK)
+    sec = _section(_device_steps(1e8, 1e9, 1e-5, 4e-3), {"source": "xla_cost_analysis"}, PEAK)
     assert sec["predicted_memory_s"] == pytest.approx(1e-2)  # MFU would be 2.5 %, over a time that cannot be
     assert sec["mfu_time_basis"] == "device" and sec["mfu"] is None and sec["verdict"] == "unknown"
     assert any("device's busy time is below" in n for n in sec["notes"]) and "below it too" in sec["explanation"]
@@ -287,24 +292,24 @@ def test_device_time_below_the_prediction_gives_no_mfu():
 
 def test_mfu_over_the_wall_time_where_most_steps_have_no_device_time():
     """JAX (no device time), or torch_xla with most steps' samples lost: the wall time and its under-ratio rule."""
-    sec = roofline.section(_device_steps(1e9, 1e7, 1.2e-3, [None, None, None, 5e-4]), {"source": "x"}, PEAK)
+    sec = _section(_device_steps(1e9, 1e7, 1.2e-3, [None, None, None, 5e-4]), {"source": "x"}, PEAK)
     assert sec["mfu_time_basis"] == "wall" and sec["device_step_time_s"] is None
     assert sec["mfu"] == pytest.approx(1e9 / 1.2e-3 / 1e12) and sec["steps_with_device_time"] == 1
-    half = roofline.section(_device_steps(1e9, 1e7, 1e-5, [None, None, 1e-3, 1e-3]), {"source": "x"}, PEAK)
+    half = _section(_device_steps(1e9, 1e7, 1e-5, [None, None, 1e-3, 1e-3]), {"source": "x"}, PEAK)
     assert half["mfu_time_basis"] == "device" and half["mfu"] == pytest.approx(1.0)  # over the 2 timed steps
 
 
 def test_overhead_bound_never_points_at_a_finding_whose_own_cost_is_small():
     """A host read that waits 0.2 ms of a 4 ms gap does not explain the step; one that waits 3 ms does."""
     small = [{"kind": "device_to_host_sync", "severity": "warning", "evidence": {"wait_ms_per_step": 0.2}}]
-    sec = roofline.section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK, small)
+    sec = _section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK, small)
     assert sec["verdict"] == "overhead-bound" and sec["related_findings"] == []
     assert "no finding explains it" in sec["explanation"]
     big = [{"kind": "device_to_host_sync", "severity": "warning", "evidence": {"wait_ms_per_step": 3.0}}]
-    sec = roofline.section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK, big)
+    sec = _section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK, big)
     assert sec["related_findings"] == ["device_to_host_sync"]
     recompiles = [{"kind": "recompilation", "severity": "warning", "evidence": {}}]  # not in the steady steps
-    assert roofline.section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK,
+    assert _section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK,
                             recompiles)["related_findings"] == []
 
 
@@ -312,13 +317,23 @@ def test_ratios_print_readably():
     from ptxla_perf import fmt
     assert fmt.ratio(2402845.4) == "> 1000x" and fmt.ratio(1.18) == "1.18x" and fmt.ratio(37.4) == "37x"
     assert fmt.ratio(0.0045) == "< 0.01x" and fmt.ratio(0.012) == "0.01x"
-    sec = roofline.section(_steps(1e3, 1e2, 5e-3), {"source": "xla_cost_analysis"}, PEAK)
+    sec = _section(_steps(1e3, 1e2, 5e-3), {"source": "xla_cost_analysis"}, PEAK)
     assert "> 1000x" in "\n".join(roofline.summary_lines(sec))
+
+
+def test_observed_step_time_is_the_summarys_p50_and_the_costed_subset_is_named():
+    """The roofline's observed step time is the summary's step time p50 (passed in from figures); the p50 over
+    the steps with a known cost is its own figure, `costed_step_time_s`."""
+    steps = _steps(1e9, 1e7, 1.2e-3) + [StepRecord(index=9, wall_time_s=9e-3, executions=1)]  # one without cost
+    sec = _section(steps, {"source": "xla_cost_analysis"}, PEAK, p50=1.5e-3)
+    assert sec["observed_step_time_s"] == 1.5e-3 and sec["costed_step_time_s"] == pytest.approx(1.2e-3)
+    assert sec["steps_with_cost"] == 4 and sec["steady_steps"] == 5
+    assert sec["observed_over_predicted"] == pytest.approx(1.5)
 
 
 def test_steps_without_cost_give_no_figures():
     steps = _steps(None, None, 1e-3)
-    sec = roofline.section(steps, {"source": "unavailable", "notes": ["why"]}, PEAK)
+    sec = _section(steps, {"source": "unavailable", "notes": ["why"]}, PEAK)
     assert sec["flops_per_step"] is None and sec["mfu"] is None and sec["verdict"] == "unknown"
     assert "why" in sec["explanation"]
 

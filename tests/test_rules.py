@@ -402,7 +402,7 @@ def test_reads_net_of_fallback_copies_are_one_count():
         r.attributed = i == 1
         recs.append(r)
     a = analyze(numbered(recs))
-    summary = a.figures.summary()
+    summary = a.figures.summary().to_json()
     assert summary["device_to_host"] == 6 and summary["fallback_copies"] == 12
     assert summary["device_to_host_per_step"] == 1.0
     f = next(f for f in a.findings if f.kind == "device_to_host_sync")
@@ -413,11 +413,11 @@ def test_step_time_never_counts_compile_time():
     """Every iteration after warm-up compiles (a batch size that changes every step): the statistics take each
     iteration's wall time net of its own compile time, and say so."""
     recs = numbered([b(20, opt=1, compiles=1, seconds=1.0, wall=1.02) for _ in range(8)])
-    summary = analyze(recs).figures.summary()
+    summary = analyze(recs).figures.summary().to_json()
     assert summary["step_time_basis"] == "net_of_compile"
     assert summary["step_time_s"]["p50"] == pytest.approx(0.02)
     clean = numbered([b(20, opt=1, compiles=int(i == 0), seconds=1.0 * (i == 0), wall=0.02) for i in range(8)])
-    assert analyze(clean).figures.summary()["step_time_basis"] == "steady"
+    assert analyze(clean).figures.summary().step_time_basis == "steady"
 
 
 def test_a_read_every_step_reads_as_every_step():

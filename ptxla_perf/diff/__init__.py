@@ -16,8 +16,10 @@ Mapping of canonical rows (docs/diff.md has the table):
     compile_time_s    CompileTime accumulator     summary.compile_time_s
     executions        ExecuteTime samples         summary.executions (training steps)
     execute_time_s    ExecuteTime accumulator     (not in the report)
-    device_to_host    TransferFromDeviceTime samples   summary.device_to_host
-    device_to_host_bytes  InboundData accumulator      summary.device_to_host_bytes
+    device_to_host    (not in metrics text: it cannot tell  summary.device_to_host (host reads, net of
+                      reads from fallback copies)         CPU-fallback copies)
+    device_to_host_transfers  TransferFromDeviceTime samples  summary.device_to_host_transfers (gross)
+    device_to_host_transfer_bytes  InboundData accumulator  summary.device_to_host_transfer_bytes
     host_to_device    TransferToDeviceTime samples     summary.host_to_device
     host_to_device_bytes  OutboundData accumulator     summary.host_to_device_bytes
     steps             MarkStep counter            summary.steps

@@ -11,6 +11,7 @@ from typing import Any
 from .. import SCHEMA_ID
 from .. import summary_keys as K
 from ..metrics_text import MetricsParseError, Snapshot, parse
+from ..values import Summary, rows_from_json
 
 NOT_A_FALLBACK = {"aten::_local_scalar_dense"}  # counts host reads of a scalar (.item()), not an un-lowered op
 
@@ -31,10 +32,12 @@ CANONICAL: list[tuple[str, str | None, bool]] = [
     ("executions", None, True),
     ("executions_per_step", None, False),
     ("execute_time_s", "s", True),
-    ("device_to_host", None, True),
+    ("device_to_host", None, True),  # host reads of the user's code, net of CPU-fallback copies (report JSON)
     ("device_to_host_per_step", None, False),
-    ("device_to_host_bytes", "B", True),
-    ("device_to_host_bytes_per_step", "B", False),
+    ("device_to_host_transfers", None, True),  # every device-to-host transfer, fallback copies included
+    ("device_to_host_transfers_per_step", None, False),
+    ("device_to_host_transfer_bytes", "B", True),
+    ("device_to_host_transfer_bytes_per_step", "B", False),
     ("host_to_device", None, True),
     ("host_to_device_per_step", None, False),
     ("host_to_device_bytes", "B", True),
@@ -60,10 +63,17 @@ CANONICAL: list[tuple[str, str | None, bool]] = [
                                                  "other")),
 ]
 _CANON = {name: (unit, additive) for name, unit, additive in CANONICAL}
-_PER_STEP_BASES = ["compiles", "executions", "device_to_host", "device_to_host_bytes", "host_to_device",
-                   "host_to_device_bytes", "fallback_ops"]
+_PER_STEP_BASES = ["compiles", "executions", "device_to_host", "device_to_host_transfers",
+                   "device_to_host_transfer_bytes", "host_to_device", "host_to_device_bytes", "fallback_ops"]
 ALIASES = {"step_time": "step_time_p50", "d2h": "device_to_host", "h2d": "host_to_device",
-           "d2h_per_step": "device_to_host_per_step", "h2d_per_step": "host_to_device_per_step"}
+           "d2h_per_step": "device_to_host_per_step", "h2d_per_step": "host_to_device_per_step",
+           # names before 0.5.0
+           "device_to_host_bytes": "device_to_host_transfer_bytes",
+           "device_to_host_bytes_per_step": "device_to_host_transfer_bytes_per_step"}
+# metrics text cannot tell the user's host reads from CPU-fallback copies (TransferFromDeviceTime counts both): a
+# rule on host reads reads the gross transfers there (docs/diff.md)
+_TEXT_READS = {"device_to_host": "device_to_host_transfers",
+               "device_to_host_per_step": "device_to_host_transfers_per_step"}
 
 
 @dataclass
@@ -92,6 +102,8 @@ class Source:
     def lookup(self, name: str) -> tuple[float | None, str | None] | None:
         """(value, unit) for any row name, `NAME.field` of a metric, or `X_per_step`; None when unknown."""
         name = ALIASES.get(name, name)
+        if self.kind == "metrics_text":
+            name = _TEXT_READS.get(name, name)
         if name in self.values:
             return self.values[name]
         if self.snapshot is not None and "." in name:
@@ -159,8 +171,9 @@ def from_snapshot(snap: Snapshot, label: str = "") -> Source:
     values["executions"] = (samples("ExecuteTime") or float(c.get("ExecuteComputation", 0)), None)
     values["execute_time_s"] = (acc("ExecuteTime"), "s")
     # XRT-era client metrics were called ...ServerTime
-    values["device_to_host"] = (samples("TransferFromDeviceTime", "TransferFromServerTime"), None)
-    values["device_to_host_bytes"] = (acc("InboundData"), "B")
+    # every transfer, CPU-fallback copies included: its own row, never `device_to_host` (host reads)
+    values["device_to_host_transfers"] = (samples("TransferFromDeviceTime", "TransferFromServerTime"), None)
+    values["device_to_host_transfer_bytes"] = (acc("InboundData"), "B")
     values["host_to_device"] = (samples("TransferToDeviceTime", "TransferToServerTime"), None)
     values["host_to_device_bytes"] = (acc("OutboundData"), "B")
     steps = c.get("MarkStep")
@@ -235,42 +248,47 @@ def from_report(report: dict, label: str = "") -> Source:
     steps = summary.get(K.STEPS)
     steps = int(steps) if isinstance(steps, int) and not isinstance(steps, bool) else None
     values: dict[str, tuple[float | None, str | None]] = {}
+    sm = Summary.from_json(summary)  # any version's summary, renamed keys under their new names
 
-    def summed(key: str) -> float | None:
-        """A total from the summary (the report's contract); reports written before the totals were added give
-        it as per-step x steps."""
-        v = _num(summary.get(key))
-        if v is not None:
-            return v
-        per = _num(summary.get(f"{key}_per_step"))
-        return per * steps if per is not None and steps is not None else None
+    def total(value: float | None, per: float | None) -> float | None:
+        """A total from the summary; reports written before the totals give it as per-step x steps."""
+        if value is not None:
+            return float(value)
+        return float(per) * steps if per is not None and steps is not None else None
 
     values["compiles"] = (_num(summary.get(K.COMPILES)), None)
     values["cached_compiles"] = (_num(summary.get(K.CACHED_COMPILES)), None)
     values["recompiles_after_warmup"] = (_num(summary.get(K.RECOMPILES)), None)
     values["compile_time_s"] = (_num(summary.get(K.COMPILE_TIME)), "s")
-    values["executions"] = (summed("executions"), None)
-    for direction in ("device_to_host", "host_to_device"):
-        values[direction] = (summed(direction), None)
-        values[f"{direction}_bytes"] = (summed(f"{direction}_bytes"), "B")
-        for key in (f"{direction}_per_step", f"{direction}_bytes_per_step"):
-            if _num(summary.get(key)) is not None:
-                values[key] = (_num(summary[key]), "B" if "bytes" in key else None)
-    if _num(summary.get(K.EXECUTIONS_PER_STEP)) is not None:
-        values["executions_per_step"] = (_num(summary[K.EXECUTIONS_PER_STEP]), None)
-    stats = summary.get(K.STEP_TIME)
-    if isinstance(stats, dict):
+    values["executions"] = (total(sm.executions, sm.executions_per_step), None)
+    values["device_to_host"] = (total(sm.device_to_host, sm.device_to_host_per_step), None)
+    values["host_to_device"] = (total(sm.host_to_device, sm.host_to_device_per_step), None)
+    transfers = sm.device_to_host_transfers
+    if transfers is None and report.get("steps"):  # before 0.5.0: the steps' gross counts
+        transfers = sum(r.device_to_host_transfers for r in rows_from_json(report["steps"]) if r.train)
+    values["device_to_host_transfers"] = (total(transfers, sm.device_to_host_transfers_per_step), None)
+    values["device_to_host_transfer_bytes"] = (total(sm.device_to_host_transfer_bytes,
+                                                     sm.device_to_host_transfer_bytes_per_step), "B")
+    values["host_to_device_bytes"] = (total(sm.host_to_device_bytes, sm.host_to_device_bytes_per_step), "B")
+    for key, per in (("executions_per_step", sm.executions_per_step),
+                     ("device_to_host_per_step", sm.device_to_host_per_step),
+                     ("device_to_host_transfers_per_step", sm.device_to_host_transfers_per_step),
+                     ("device_to_host_transfer_bytes_per_step", sm.device_to_host_transfer_bytes_per_step),
+                     ("host_to_device_per_step", sm.host_to_device_per_step),
+                     ("host_to_device_bytes_per_step", sm.host_to_device_bytes_per_step)):
+        if _num(per) is not None:
+            values[key] = (_num(per), "B" if "bytes" in key else None)
+    if sm.step_time_s is not None:
         for k in ("p50", "p90", "mean", "min", "max"):
-            if _num(stats.get(k)) is not None:
-                values[f"step_time_{k}"] = (_num(stats[k]), "s")
-    if _num(summary.get(K.FALLBACK_COPIES)) is not None:  # copies CPU fallbacks made (not in device_to_host)
-        values[K.FALLBACK_COPIES] = (_num(summary[K.FALLBACK_COPIES]), None)
+            values[f"step_time_{k}"] = (float(getattr(sm.step_time_s, k)), "s")
+    if _num(sm.fallback_copies) is not None:  # copies CPU fallbacks made (not in device_to_host)
+        values[K.FALLBACK_COPIES] = (_num(sm.fallback_copies), None)
     for k in (K.MFU, K.ACHIEVED_TFLOPS, K.FLOPS_PER_STEP):  # roofline figures (absent: unknown)
-        if _num(summary.get(k)) is not None:
-            values[k] = (_num(summary[k]), None)
+        if _num(getattr(sm, k)) is not None:
+            values[k] = (_num(getattr(sm, k)), None)
     for k in (K.PEAK_BYTES, K.TEMP_BYTES):  # memory figures (absent: unknown)
-        if _num(summary.get(k)) is not None:
-            values[k] = (_num(summary[k]), "B")
+        if _num(getattr(sm, k)) is not None:
+            values[k] = (_num(getattr(sm, k)), "B")
     split = summary.get(K.TIME_BREAKDOWN)
     if isinstance(split, dict) and isinstance(split.get("components_s"), dict):
         for c, v in split["components_s"].items():

@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from .. import fmt
 from .. import summary_keys as K
+from ..values import StepRow
 
 W = 1000.0  # viewBox width of every plot
 TIMELINE_H = 200.0
@@ -111,7 +112,7 @@ def step_flags(step: dict[str, Any]) -> list[str]:
         flags.append("cp")
     if step.get("attributed"):
         flags.append("at")
-    if K.step_reads(step):
+    if StepRow.from_json(step).host_reads:
         flags.append("rd")
     if step.get("fallback_ops"):
         flags.append("fb")
@@ -119,14 +120,16 @@ def step_flags(step: dict[str, Any]) -> list[str]:
 
 
 def _tip(step: dict[str, Any]) -> str:
-    d2h = K.step_reads(step)
+    row = StepRow.from_json(step)
     h2d = (step.get("host_to_device") or {}).get("count", 0)
     what = f"step {step.get('index')}"
     if step.get("last_index") is not None:  # a bin of steps: the slowest step's time, the largest counts
         what = f"steps {step.get('index')}-{step.get('last_index')} (slowest)"
-    parts = [f"{what} ({step.get('phase') or 'train'}): {fmt.ms(step.get('wall_time_s'), 2)}",
+    wall = f"wall time {fmt.ms(row.wall_time_s, 2)}" + (
+        f", compile {fmt.ms(row.compile_time_s, 2)}" if row.compile_time_s else "")
+    parts = [f"{what} ({step.get('phase') or 'train'}): step time {fmt.ms(row.step_time_s, 2)} ({wall})",
              f"compiles {step.get('compiles', 0)}", f"executions {step.get('executions', 0)}",
-             f"device-to-host {d2h}", f"host-to-device {h2d}"]
+             f"host reads {row.host_reads}", f"host-to-device {h2d}"]
     if step.get("attributed"):
         parts.append("attribution step")
     if step.get("fallback_ops"):
@@ -143,29 +146,38 @@ def bin_size(n: int) -> int:
 
 
 def binned(steps: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
-    """Bins of k steps as step-like records: the slowest step's time and the largest count of each kind (a spike
-    stays visible), a flag when any step of the bin has it, eval only when every step is."""
+    """Bins of k steps as step-like records: the slowest step's time (step time, net of compile) and the largest
+    count of each kind (a spike stays visible), a flag when any step of the bin has it, eval only when every step
+    is."""
     if k <= 1:
         return steps
     out = []
     for j in range(0, len(steps), k):
         group = steps[j:j + k]
-        top = max(group, key=lambda s: s.get("wall_time_s") or 0.0)
+        rows = [StepRow.from_json(s) for s in group]
+        at = max(range(len(group)), key=lambda i: rows[i].step_time_s)
+        top = group[at]
         fallback: dict[str, int] = {}
         for s in group:
             for op, c in (s.get("fallback_ops") or {}).items():
                 fallback[op] = fallback.get(op, 0) + c
         out.append({"index": group[0].get("index"), "last_index": group[-1].get("index"),
-                    "wall_time_s": top.get("wall_time_s"),
+                    "wall_time_s": rows[at].wall_time_s, "compile_time_s": rows[at].compile_time_s,
+                    K.STEP_TIME_S: rows[at].step_time_s,
                     "phase": "eval" if all(s.get("phase") == "eval" for s in group) else "train",
                     "compiles": max(s.get("compiles") or 0 for s in group),
                     "executions": max(s.get("executions") or 0 for s in group),
                     "attributed": any(s.get("attributed") for s in group),
-                    K.STEP_HOST_READS: max(K.step_reads(s) for s in group),
+                    K.STEP_HOST_READS: max(r.host_reads for r in rows),
                     "host_to_device": {"count": max((s.get("host_to_device") or {}).get("count") or 0
                                                     for s in group)},
                     "fallback_ops": fallback, K.STEP_BREAKDOWN: top.get(K.STEP_BREAKDOWN)})
     return out
+
+
+def step_times(steps: list[dict[str, Any]]) -> list[float]:
+    """The steps' step times (values.StepRow: net of compile, as the summary's step time): what the timeline plots."""
+    return [StepRow.from_json(s).step_time_s for s in steps]
 
 
 def boundary_ranges(steps: list[dict[str, Any]]) -> list[tuple[int, int]]:
@@ -190,10 +202,10 @@ def timeline(steps: list[dict[str, Any]], *, warmup: int = 0, captures: list[dic
     bw = W / n
     gap = bw * 0.15 if bw > 2 else 0.0
     base = TIMELINE_H
-    y = YScale(yvalues if yvalues is not None else [s.get("wall_time_s") or 0.0 for s in steps], PAD_TOP, base)
+    y = YScale(yvalues if yvalues is not None else step_times(steps), PAD_TOP, base)
     h_total = TIMELINE_H + FLAGS_H
     out = [f'<svg class="plot timeline" viewBox="0 0 {_r(W)} {_r(h_total)}" preserveAspectRatio="none" '
-           f'height="{_r(h_total)}" role="img" aria-label="step time per step">']
+           f'height="{_r(h_total)}" role="img" aria-label="step time per step, net of compile">']
     # background bands: warm-up, capture windows
     train_idx = [i for i, s in enumerate(all_steps) if s.get("phase") != "eval"]
     if warmup and train_idx:
@@ -217,7 +229,7 @@ def timeline(steps: list[dict[str, Any]], *, warmup: int = 0, captures: list[dic
     flags_svg = []
     for j, s in enumerate(steps):
         x = j * bw + gap / 2
-        top = y(s.get("wall_time_s") or 0.0)
+        top = y(StepRow.from_json(s).step_time_s)
         cls = step_flags(s)
         out.append(f'<rect class="m {" ".join(cls)}" x="{_r(x)}" y="{_r(top)}" width="{_r(bw - gap)}" '
                    f'height="{_r(max(base - top, 0.5))}"><title>{escape(_tip(s))}</title></rect>')
@@ -248,7 +260,7 @@ def timeline(steps: list[dict[str, Any]], *, warmup: int = 0, captures: list[dic
 
 COUNT_SERIES = (("compiles", "compiles", lambda s: s.get("compiles") or 0),
                 ("executions", "executions", lambda s: s.get("executions") or 0),
-                ("d2h", "host reads", K.step_reads),
+                ("d2h", "host reads", lambda s: StepRow.from_json(s).host_reads),
                 ("h2d", "host→device", lambda s: (s.get("host_to_device") or {}).get("count") or 0))
 
 
@@ -313,7 +325,7 @@ def step_split(steps: list[dict[str, Any]]) -> dict[str, str] | None:
             hh = (bottom - top) * v / total
             paths[c].append(f"M{_r(k * bw + gap / 2)} {_r(y)}v-{_r(hh)}h{_r(max(bw - gap, 0.6))}v{_r(hh)}z")
             y -= hh
-        tip = f"step {s.get('index')}: " + ", ".join(f"{c.replace('_', ' ')} {fmt.ms(parts.get(c), 2)}"
+        tip = f"step {s.get('index')}, wall time {fmt.ms(s.get('wall_time_s'), 2)}: " + ", ".join(f"{c.replace('_', ' ')} {fmt.ms(parts.get(c), 2)}"
                                                      for c in SPLIT if parts.get(c))
         tips.append(f'<rect class="st" x="{_r(k * bw)}" y="0" width="{_r(bw)}" height="{_r(SPLIT_H)}" '
                     f'fill="transparent"><title>{escape(tip)}</title></rect>')

@@ -7,7 +7,7 @@ import os
 from html import escape
 from typing import Any
 
-from . import headline_section, page, timeline_section
+from . import charts, headline_section, page, timeline_section
 
 _STATUS = {"new": "NEW", "vanished": "gone"}
 
@@ -33,7 +33,7 @@ def render(comparison: dict[str, Any], *, violations: list[dict[str, Any]] | Non
         sections.append(f"<section class=\"box\" style=\"margin-top:12px\"><ul>{''.join(items)}</ul></section>")
     ra, rb = reports
     if ra is not None and rb is not None:
-        times = [s.get("wall_time_s") or 0.0 for r in (ra, rb) for s in (r.get("steps") or [])]
+        times = [t for r in (ra, rb) for t in charts.step_times(r.get("steps") or [])]
         sections.append("<div class=\"sides\">"
                         + "".join(f"<div class=\"side\" data-side=\"{k}\"><h2>{k}: {escape(_name(side['label']))}</h2>"
                                   f"{headline_section(r)}"

@@ -7,20 +7,14 @@ from html import escape
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import fmt
+from ..sweep import FIGURES
+from ..values import Summary
 from . import charts, html_path, page
 
-# metric -> (value of a report, formatting); the numeric twins of sweep.COLUMNS
+# chart name -> (value of a report, formatting): the sweep table's own figures (sweep.FIGURES), read from the typed
+# summary
 METRICS: list[tuple[str, Callable[[dict], float | None], Callable[[float], str]]] = [
-    ("step time p50", lambda r: (r["summary"].get("step_time_s") or {}).get("p50"), lambda v: fmt.ms(v, 2)),
-    ("µs per sample", lambda r: (r["summary"].get("throughput") or {}).get("us_per_sample"), lambda v: f"{v:.1f}"),
-    ("samples/s", lambda r: (r["summary"].get("throughput") or {}).get("samples_per_s"), lambda v: f"{v:.1f}"),
-    ("compiles", lambda r: r["summary"].get("compiles"), fmt.num),
-    ("host→device / step", lambda r: r["summary"].get("host_to_device_per_step"), fmt.num),
-    ("device→host / step", lambda r: r["summary"].get("device_to_host_per_step"), fmt.num),
-    ("warnings", lambda r: (r["summary"].get("findings_by_severity") or {}).get("warning", 0), fmt.num),
-    ("peak memory", lambda r: r["summary"].get("peak_bytes"), fmt.nbytes),
-]
+    (f.chart, lambda r, f=f: f.value(Summary.from_json(r["summary"])), f.chart_text) for f in FIGURES if f.chart]
 
 
 def render(runs: list[tuple[Path, dict[str, Any]]], root: str | Path, page_dir: str | Path | None = None,
