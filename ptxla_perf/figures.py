@@ -251,7 +251,3 @@ class Figures:
         }
         return out
 
-
-def severity_counts(severities: Iterable[str]) -> dict[str, int]:
-    sev = list(severities)
-    return {k: sev.count(k) for k in ("error", "warning", "info")}
