@@ -105,10 +105,19 @@ class MemoryHeadroom(Rule):
                + ("It does not fit. " if over else "A larger batch or a longer sequence will not fit. ")
                + (end.advice.get("memory_headroom") or ADVICE["memory_headroom"]))
         return [Finding("memory_headroom", "warning", msg, 1, _line_of(bufs),
-                        {"peak_bytes": sec.get("peak_bytes"), "capacity_bytes": cap["bytes"],
-                         "capacity_source": cap["source"], "headroom_bytes": sec["headroom_bytes"],
-                         "headroom_share": round(share, 4), "graph": sec.get("largest_graph"),
-                         "largest_buffers": bufs})]
+                        HeadroomEvidence(sec.get("peak_bytes"), cap["bytes"], cap["source"], sec["headroom_bytes"],
+                                         round(share, 4), sec.get("largest_graph"), bufs))]
+
+
+@dataclass
+class HeadroomEvidence:
+    peak_bytes: int | None
+    capacity_bytes: int
+    capacity_source: str
+    headroom_bytes: int
+    headroom_share: float  # of the capacity; below 0: it does not fit
+    graph: str | None  # the largest graph
+    largest_buffers: list[dict[str, Any]] = field(default_factory=list)  # its largest buffers at the peak
 
 
 def _line_of(rows: list[dict[str, Any]]) -> Location | None:

@@ -664,11 +664,24 @@ class InputBound(Rule):
             f"to the next batch{f' ({call})' if call else ''}, in {len(hits)} of {len(steady)} steady steps, while "
             f"the device has nothing to run{spent}. "
             f"{ctx.advice.get('input_bound', GENERIC_ADVICE['input_bound'])}",
-            len(hits), loc, {"wait_ms_per_step": round(wait * 1e3, 3), "step_ms": round(step * 1e3, 3),
-                             "share": round(share, 4), "call": call, "source": "runtime",
-                             "measured": "timed" if all(s.data_wait_s is not None for s in steady) else "sampled",
-                             "lines": lines},
+            len(hits), loc, InputBoundEvidence(
+                round(wait * 1e3, 3), round(step * 1e3, 3), round(share, 4), call,
+                measured="timed" if all(s.data_wait_s is not None for s in steady) else "sampled", lines=lines),
             len(hits) / len(steady), hits, cost=Cost(ms_per_step=round(wait * 1e3, 3), share_of_wall=round(share, 4)))]
+
+
+@dataclass
+class InputBoundEvidence:
+    """input_bound's evidence. `wait_ms_per_step`, `share` and `source` are `cost` and `origin` since 0.5.0, kept one
+    version for readers of older reports."""
+
+    wait_ms_per_step: float
+    step_ms: float
+    share: float  # of the steady step (cost.share_of_wall)
+    call: str | None  # the loader's call that waits (`next`, "generator")
+    source: str = "runtime"
+    measured: str = "timed"  # timed (every step) | sampled (the stack sampler's estimate)
+    lines: list[dict] = field(default_factory=list)  # sampled lines inside the loading
 
 
 def _of(part: float, wall: float, share: float) -> str:
@@ -684,6 +697,33 @@ def _line_loc(row: dict | None) -> Location | None:
 def _lines_text(rows: list[dict]) -> str:
     return ", ".join(f"{short_path(r['file'])}:{r['line']} ({r['function']}, {r['ms_per_step']:.1f} ms/step)"
                      for r in rows)
+
+
+@dataclass
+class BoundEvidence:
+    """host_bound's evidence (launch_bound's below). `ms_per_step`, `share`, `share_of_wall` and `source` are `cost`
+    and `origin` since 0.5.0 (`share` is cost.share_of_measured), kept one version for readers of older reports."""
+
+    ms_per_step: float
+    step_ms: float
+    share: float  # of the step's measured time
+    share_of_wall: float
+    user_share_sampled: float | None = None  # the user's own lines' share of the main thread's samples
+    lines: list[dict] = field(default_factory=list)  # the top sampled lines
+    source: str = "runtime"
+
+
+@dataclass
+class LaunchEvidence:
+    """launch_bound's evidence; the cost keys as in BoundEvidence."""
+
+    ms_per_step: float
+    step_ms: float
+    share: float
+    share_of_wall: float
+    graphs_per_step: float = 0.0
+    device_ms_per_step: float | None = None  # the device's own time on the graphs, where measured
+    source: str = "runtime"
 
 
 class _Dominant(Rule):
@@ -741,10 +781,9 @@ class HostBound(_Dominant):
             f"({_of(host, wall, share)}) is the main thread's own work ({what}), in {len(hits)} of {len(steady)} "
             f"steady steps, while the device waits for its next graph.{top} "
             f"{ctx.advice.get('host_bound', GENERIC_ADVICE['host_bound'])}",
-            len(hits), loc, {"ms_per_step": round(host * 1e3, 3), "step_ms": round(wall * 1e3, 3),
-                             "share": round(share, 4), "share_of_wall": round(host / wall, 4),
-                             "user_share_sampled": round(own, 3) if own is not None else None, "lines": lines,
-                             "source": "runtime"},
+            len(hits), loc, BoundEvidence(round(host * 1e3, 3), round(wall * 1e3, 3), round(share, 4),
+                                          round(host / wall, 4), user_share_sampled=round(own, 3)
+                                          if own is not None else None, lines=lines),
             len(hits) / len(steady), hits, cost=Cost(ms_per_step=round(host * 1e3, 3),
                                                      share_of_wall=round(host / wall, 4),
                                                      share_of_measured=round(share, 4)))]
@@ -778,11 +817,9 @@ class LaunchBound(_Dominant):
             f"({_of(launch, wall, share)}) goes to launching its {graphs:.3g} graph(s){per}{own}, in {len(hits)} of "
             f"{len(steady)} steady steps: the steps are too small for the per-launch cost. "
             f"{ctx.advice.get('launch_bound', GENERIC_ADVICE['launch_bound'])}",
-            len(hits), loc, {"ms_per_step": round(launch * 1e3, 3), "step_ms": round(wall * 1e3, 3),
-                             "share": round(share, 4), "share_of_wall": round(launch / wall, 4),
-                             "graphs_per_step": round(graphs, 3),
-                             "device_ms_per_step": round(busy * 1e3, 3) if busy is not None else None,
-                             "source": "runtime"},
+            len(hits), loc, LaunchEvidence(round(launch * 1e3, 3), round(wall * 1e3, 3), round(share, 4),
+                                           round(launch / wall, 4), graphs_per_step=round(graphs, 3),
+                                           device_ms_per_step=round(busy * 1e3, 3) if busy is not None else None),
             len(hits) / len(steady), hits, cost=Cost(ms_per_step=round(launch * 1e3, 3),
                                                      share_of_wall=round(launch / wall, 4),
                                                      share_of_measured=round(share, 4)))]

@@ -55,6 +55,18 @@ class _CrossRank(Rule):
         return None if len(r.reports) > 1 else "one process: no other rank to compare with"
 
 
+@dataclass
+class StragglerEvidence:
+    rank: int
+    phase: str  # step | data | host: the figure in which it is slower
+    gap_s: float  # its typical figure above the other ranks' (cost.ms_per_step)
+    gap_share: float | None  # the gap over the other ranks' typical figure
+    component: str | None  # the breakdown part that differs most
+    p50_s: dict[str, float]  # each rank's typical figure
+    steps_compared: int
+    steps_above_all_others: int
+
+
 class Straggler(_CrossRank):
     """One rank consistently slower than the others. Phase "step": its iterations take longer (the others do not
     wait for it, e.g. no collective in the step). When a collective makes every rank's iteration as long, the
@@ -96,10 +108,9 @@ class Straggler(_CrossRank):
                "synchronous job every rank waits for the slowest at each collective. Look at what is different on "
                f"rank {slow}: its input pipeline, its share of the data, its host (load, other processes).")
         return Finding("straggler", "warning", msg, above, None,
-                       {"rank": slow, "phase": phase, "gap_s": gap, "gap_share": gap / ref if ref else None,
-                        "component": slow_part[0] if slow_part else None,
-                        "p50_s": {str(k): v for k, v in sorted(typical.items())},
-                        "steps_compared": n, "steps_above_all_others": above},
+                       StragglerEvidence(slow, phase, gap, gap / ref if ref else None,
+                                         slow_part[0] if slow_part else None,
+                                         {str(k): v for k, v in sorted(typical.items())}, n, above),
                        ranks=[slow], cost=Cost(ms_per_step=round(gap * 1e3, 3),
                                                share_of_wall=round(gap / typical[slow], 4) if typical[slow] else None))
 
