@@ -1,15 +1,18 @@
-"""Rules: iterations in, findings out - backend-neutral, one analysis pass.
+"""Rules of the iteration scope: iterations in, findings out - backend-neutral, one analysis pass.
 
 `analyze(boundaries, advice=..., rules=...)` groups the adapter's boundary records into iterations
 (iterations.py), classifies every compile against its own graph identity (compiles.py), derives the figures once
-(figures.py) and runs every registered rule on the result; the report only assembles what it returns.
+(figures.py) and runs every iteration-scope rule on the result; the report only assembles what it returns. A
+live session and `report.build` both call it, so both run the same rules.
 
-Each rule is a small object in the model of torch.profiler's pattern matcher: one finding `kind`, what data it
-`needs` (a rule whose needs are not met is listed in the report as not judged, never silently absent), and
-`run(ctx) -> findings`. `RULES` is the one list of backend-neutral rules; an adapter adds its own
-(`Adapter.rules`). Thresholds are thresholds.py's. Severity policy (docs/report.md): `warning` = costs time
-every step or keeps recurring, with its measured cost; `info` explains (one-offs, warm-up, amortised reads every
-N steps); `error` only for a run we stopped. Backend-specific advice comes from the adapter (`advice[kind]`).
+Each rule is a small object in the model of torch.profiler's pattern matcher (verdicts.Rule): one finding `kind`,
+its `scope`, what data it `needs` (a rule whose needs are not met is listed in the report as not judged, never
+silently absent), and `run(ctx) -> findings`. `ITERATION_RULES` is the backend-neutral list (these and
+memory_rules.py's); an adapter's own come in through the context (`Adapter.rules` -> `Context.backend_rules`);
+registry.py lists every scope. Thresholds are thresholds.py's. Severity policy (docs/report.md): `warning` =
+costs time every step or keeps recurring, with its measured cost (`Finding.cost`); `info` explains (one-offs,
+warm-up, amortised reads every N steps); `error` only for a run we stopped (end_rules.py). Backend-specific advice
+comes from the adapter (`advice[kind]`).
 """
 from __future__ import annotations
 
