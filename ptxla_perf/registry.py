@@ -26,11 +26,13 @@ def scoped(scope: str) -> tuple[Rule, ...]:
 
 
 def backend_rules(backend: str | None) -> Sequence[Rule]:
-    """A backend's own iteration rules by its report name ("torch_xla", "jax"): its package's `rules` module, or
-    the flat `<backend>_rules` module; () for an unknown backend. Neither imports the framework."""
+    """A backend's own iteration rules by its report name ("torch_xla", "jax"): the flat `<backend>_rules` module,
+    or its package's `rules` module; () for an unknown backend. Neither imports the framework (the flat module is
+    tried first: where the backend is still one module, importing `<backend>.rules` would load it, and the
+    framework with it)."""
     if not backend or not backend.isidentifier():
         return ()
-    for name in (f"ptxla_perf.backends.{backend}.rules", f"ptxla_perf.backends.{backend}_rules"):
+    for name in (f"ptxla_perf.backends.{backend}_rules", f"ptxla_perf.backends.{backend}.rules"):
         try:
             module = importlib.import_module(name)
         except ImportError:
