@@ -270,7 +270,3 @@ class Figures:
             data_wait_s=Stats.from_json(stats(series(self.steady, "data"))),
             time_breakdown=self.steady_breakdown())
 
-
-def severity_counts(severities: Iterable[str]) -> dict[str, int]:
-    sev = list(severities)
-    return {k: sev.count(k) for k in ("error", "warning", "info")}

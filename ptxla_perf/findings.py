@@ -1,15 +1,18 @@
-"""Rules: iterations in, findings out - backend-neutral, one analysis pass.
+"""Rules of the iteration scope: iterations in, findings out - backend-neutral, one analysis pass.
 
 `analyze(boundaries, advice=..., rules=...)` groups the adapter's boundary records into iterations
 (iterations.py), classifies every compile against its own graph identity (compiles.py), derives the figures once
-(figures.py) and runs every registered rule on the result; the report only assembles what it returns.
+(figures.py) and runs every iteration-scope rule on the result; the report only assembles what it returns. A
+live session and `report.build` both call it, so both run the same rules.
 
-Each rule is a small object in the model of torch.profiler's pattern matcher: one finding `kind`, what data it
-`needs` (a rule whose needs are not met is listed in the report as not judged, never silently absent), and
-`run(ctx) -> findings`. `RULES` is the one list of backend-neutral rules; an adapter adds its own
-(`Adapter.rules`). Thresholds are thresholds.py's. Severity policy (docs/report.md): `warning` = costs time
-every step or keeps recurring, with its measured cost; `info` explains (one-offs, warm-up, amortised reads every
-N steps); `error` only for a run we stopped. Backend-specific advice comes from the adapter (`advice[kind]`).
+Each rule is a small object in the model of torch.profiler's pattern matcher (verdicts.Rule): one finding `kind`,
+its `scope`, what data it `needs` (a rule whose needs are not met is listed in the report as not judged, never
+silently absent), and `run(ctx) -> findings`. `ITERATION_RULES` is the backend-neutral list (these and
+memory_rules.py's); an adapter's own come in through the context (`Adapter.rules` -> `Context.backend_rules`);
+registry.py lists every scope. Thresholds are thresholds.py's. Severity policy (docs/report.md): `warning` =
+costs time every step or keeps recurring, with its measured cost (`Finding.cost`); `info` explains (one-offs,
+warm-up, amortised reads every N steps); `error` only for a run we stopped (end_rules.py). Backend-specific advice
+comes from the adapter (`advice[kind]`).
 """
 from __future__ import annotations
 
@@ -25,9 +28,13 @@ from . import iterations as I
 from .figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
 from . import fmt
 from .fmt import ms as _ms
+from . import memory_rules
+from .end_rules import run_end  # noqa: F401 - the run-end scope's entry point (session_report calls it)
 from .records import Event, Location, StepRecord
 from .thresholds import value as threshold
 from . import transfer_origin
+from .verdicts import Cost, Finding, Rule, run as run_rules, short_path, where  # noqa: F401 - Finding, Rule,
+#                                                                  short_path and where: the backends' rules import them here
 
 GENERIC_ADVICE = {
     "device_to_host_sync": "Keep values on the device and read them every N steps, or after the loop.",
@@ -58,23 +65,6 @@ GENERIC_ADVICE = {
 
 
 @dataclass
-class Finding:
-    kind: str
-    severity: str  # info | warning | error
-    message: str
-    count: int
-    location: Location | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
-    per_step: float | None = None
-    steps: list[int] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["steps"] = d["steps"][:20]
-        return d
-
-
-@dataclass
 class Context:
     """What every rule reads: the iterations, their compile classes and their figures (no findings yet)."""
 
@@ -88,23 +78,7 @@ class Context:
     advice: Mapping[str, str]
     expect_steps: bool
     attribution: bool  # line attribution ran (the adapter's mode is not "off")
-
-
-class Rule:
-    """One finding kind: what data it needs, and `run(ctx)` -> its findings."""
-
-    kind: str = ""
-    # "attribution": judged only from events of attribution steps (lines, calls, shapes); without one it is
-    # reported as not judged
-    needs: tuple[str, ...] = ()
-
-    def unmet(self, ctx: Context) -> str | None:
-        if "attribution" in self.needs and not ctx.attribution:
-            return "attribution was off: this rule reads only what attribution sees (calls, lines, shapes)"
-        return None
-
-    def run(self, ctx: Context) -> list["Finding"]:
-        raise NotImplementedError
+    backend_rules: Sequence[Rule] = ()  # the adapter's own rules (Adapter.rules), run beside ITERATION_RULES
 
 
 @dataclass
@@ -124,19 +98,6 @@ class Analysis:
     @property
     def recompiles(self) -> int:
         return sum(u.count for u in self.units if u.klass == C.RECOMPILE)
-
-
-def short_path(path: str) -> str:
-    """Relative to the working directory when under it: messages stay readable, JSON keeps absolute paths."""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
-
-
-def where(loc: Location | None) -> str:
-    return f" at {short_path(loc.file)}:{loc.line} ({loc.function})" if loc else ""
 
 
 def _loc_json(loc: Location | None) -> dict | None:
@@ -228,7 +189,8 @@ class NewGraph(Rule):
                 f"A new graph compiled {when}{where(first.location)} "
                 f"({first.count} compile(s), {first.seconds:.2f} s): its first compile ({what}); expected once.",
                 first.count, first.location, {"key": str(key), "compile_time_s": round(first.seconds, 4),
-                                              "phase": first.phase}, None, [ctx.with_tail[first.iteration].index]))
+                                              "phase": first.phase}, None, [ctx.with_tail[first.iteration].index],
+                cost=Cost(compile_s=round(first.seconds, 4))))
         return out
 
 
@@ -281,7 +243,8 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
     lead = (f"The graph{graph} recompiled after its first compile, again and again"
             if recurring else f"The graph{graph} recompiled once after its first compile (a one-off)")
     return Finding("recompilation", severity, f"{lead}: {cost}. Why: {why}.{which}", n, loc, evidence, per,
-                   [u.iteration for u in re_])
+                   [u.iteration for u in re_], cost=Cost(compile_s=round(seconds, 4),
+                                                          share_of_wall=round(seconds / wall, 4)))
 
 
 _CHANGED_AT = {  # cause -> what the line of a compile's own evidence is
@@ -342,7 +305,7 @@ def _warmup_finding(first: C.CompileUnit, warm: list[C.CompileUnit]) -> Finding:
         "warmup_compiles", "info",
         f"{n} graphs compiled in the first {len(warm) + 1} {first.phase} iterations{at}, then no more: "
         f"{why}.{which} Expected warm-up; excluded from step time.", n, loc, evidence,
-        None, [first.iteration] + [u.iteration for u in warm])
+        None, [first.iteration] + [u.iteration for u in warm], cost=Cost(compile_s=evidence["compile_time_s"]))
 
 
 def _warm_cause(e: Event) -> str:
@@ -379,70 +342,77 @@ def recurs(hits: int, phase_iterations: int) -> bool:
 
 
 # --- host reads -----------------------------------------------------------------------------------------------
-def device_to_host_sync(it: list[StepRecord], advice: Mapping[str, str], figures: Figures) -> list[Finding]:
+class DeviceToHostSync(Rule):
     """Host reads per phase. Each line seen reading gets a finding; reads counted but never seen get one without a
     line. Every step (or most) = warning with the time spent waiting; every N steps = info, amortised. A read that
     forced the pending graph to run early carries the extra executions (the step ran as several graphs)."""
-    out: list[Finding] = []
-    reads = figures.reads  # host reads net of CPU-fallback copies: the one count (figures.py)
-    for phase in sorted({s.phase for s in it}, key=str):
-        steps = [s for s in it if s.phase == phase]
-        hit = [s for s in steps if reads(s) > 0]
-        if not hit:
-            continue
-        events = [(s.index, e) for s in steps for e in s.events
-                  if e.kind == "device_to_host_sync" and not e.detail.closure]
-        per_pass = _once_per_pass(it, phase, hit, reads)
-        recurring = recurs(len(hit), len(steps)) and not per_pass
-        total = sum(reads(s) for s in hit)
-        waited = _steady_wait(hit) * len(hit)
-        early = sum(s.early_executions for s in hit)
-        groups = _by_location(events) or {("?", 0): []}
-        seen_total = sum(len(v) for v in groups.values()) or 1
-        for (_, _), evs in groups.items():
-            loc = evs[0][1].location if evs else None
-            share = len(evs) / seen_total if evs else 1.0
-            n = max(len(evs), round(total * share))
-            detail = _merge_details([e for _, e in evs])
-            per = n / len(steps)
-            detail.update(phase=phase, iterations_with_reads=len(hit), phase_iterations=len(steps),
-                          wait_ms_per_step=round(1e3 * waited * share / len(steps), 3),
-                          bytes_total=sum(s.device_to_host.bytes or 0 for s in hit))
-            if early:
-                detail["extra_executions_per_step"] = round(early * share / len(steps), 3)
-            calls = ", ".join(detail.get("calls", {})) or "a host read"
-            read_advice = advice.get('device_to_host_sync', GENERIC_ADVICE['device_to_host_sync'])
-            decides = control_flow.read_use(loc.file, loc.line) if loc else None
-            if decides:  # the value decides what the host does next: the decision has to move, not the read
-                detail.update(control_flow=decides.use, statement=decides.statement)
-                fits = advice.get(f"control_flow_{decides.use}", GENERIC_ADVICE[f"control_flow_{decides.use}"])
-                read_advice = (f"The value decides control flow on the host (`{decides.statement}`): "
-                               f"{fits[:1].lower()}{fits[1:]}")
-            split = (f" Each read forces the pending graph to run early: the {phase} step runs as "
-                     f"{1 + early * share / max(1, len(hit)):.0f} graphs instead of 1." if early else "")
-            cost = f"{_ms(waited * share / len(steps))} per {phase} step waiting" if waited else "cost not measured"
-            if recurring:
-                # how often: per step that reads ("once per train step"), and in how many of the phase's steps
-                often = fmt.times(n / len(hit)) + f" per {phase} step" + (
-                    "" if len(hit) == len(steps) else f", in {len(hit)} of {len(steps)} {phase} steps")
-                msg = (f"Device-to-host sync{where(loc)}: {calls} copies a value to the host {often} (steps "
-                       f"{fmt.ranges(s.index for s in hit)}), stalling the host until the device finishes "
-                       f"({cost}).{split} {read_advice}")
-            elif per_pass:
-                detail["once_per_pass"] = True
-                msg = (f"Host read{where(loc)}: {calls} once per {phase} pass ({len(hit)} passes), {cost}. Reading "
-                       f"a pass's result once, after its loop, is the normal pattern: not a per-step cost.{split}")
-            else:
-                every = len(steps) / len(hit)
-                msg = (f"Host read{where(loc)}: {calls} in {len(hit)} of {len(steps)} {phase} iterations (about "
-                       f"every {every:.0f}: steps {fmt.ranges(s.index for s in hit)}), amortised {cost}.{split} "
-                       "Infrequent reads (logging every N steps) are fine.")
-            if loc is None:
-                msg += " (the line was not caught by an attribution step; rerun with attribution 'always')"
-            out.append(Finding("device_to_host_sync", "warning" if recurring else "info", msg, n, loc, detail, per,
-                               sorted({j for j, _ in evs}) or [s.index for s in hit]))
-    out += _closure_reads(it, advice)
-    return out
+
+    kind = "device_to_host_sync"
+
+    def run(self, ctx: Context) -> list[Finding]:
+        it, advice, figures = ctx.iterations, ctx.advice, ctx.figures
+        out: list[Finding] = []
+        reads = figures.reads  # host reads net of CPU-fallback copies: the one count (figures.py)
+        for phase in sorted({s.phase for s in it}, key=str):
+            steps = [s for s in it if s.phase == phase]
+            hit = [s for s in steps if reads(s) > 0]
+            if not hit:
+                continue
+            events = [(s.index, e) for s in steps for e in s.events
+                      if e.kind == "device_to_host_sync" and not e.detail.closure]
+            per_pass = _once_per_pass(it, phase, hit, reads)
+            recurring = recurs(len(hit), len(steps)) and not per_pass
+            total = sum(reads(s) for s in hit)
+            waited = _steady_wait(hit) * len(hit)
+            early = sum(s.early_executions for s in hit)
+            groups = _by_location(events) or {("?", 0): []}
+            seen_total = sum(len(v) for v in groups.values()) or 1
+            for (_, _), evs in groups.items():
+                loc = evs[0][1].location if evs else None
+                share = len(evs) / seen_total if evs else 1.0
+                n = max(len(evs), round(total * share))
+                detail = _merge_details([e for _, e in evs])
+                per = n / len(steps)
+                detail.update(phase=phase, iterations_with_reads=len(hit), phase_iterations=len(steps),
+                              wait_ms_per_step=round(1e3 * waited * share / len(steps), 3),
+                              bytes_total=sum(s.device_to_host.bytes or 0 for s in hit))
+                if early:
+                    detail["extra_executions_per_step"] = round(early * share / len(steps), 3)
+                calls = ", ".join(detail.get("calls", {})) or "a host read"
+                read_advice = advice.get('device_to_host_sync', GENERIC_ADVICE['device_to_host_sync'])
+                decides = control_flow.read_use(loc.file, loc.line) if loc else None
+                if decides:  # the value decides what the host does next: the decision has to move, not the read
+                    detail.update(control_flow=decides.use, statement=decides.statement)
+                    fits = advice.get(f"control_flow_{decides.use}", GENERIC_ADVICE[f"control_flow_{decides.use}"])
+                    read_advice = (f"The value decides control flow on the host (`{decides.statement}`): "
+                                   f"{fits[:1].lower()}{fits[1:]}")
+                split = (f" Each read forces the pending graph to run early: the {phase} step runs as "
+                         f"{1 + early * share / max(1, len(hit)):.0f} graphs instead of 1." if early else "")
+                cost = f"{_ms(waited * share / len(steps))} per {phase} step waiting" if waited else "cost not measured"
+                if recurring:
+                    # how often: per step that reads ("once per train step"), and in how many of the phase's steps
+                    often = fmt.times(n / len(hit)) + f" per {phase} step" + (
+                        "" if len(hit) == len(steps) else f", in {len(hit)} of {len(steps)} {phase} steps")
+                    msg = (f"Device-to-host sync{where(loc)}: {calls} copies a value to the host {often} (steps "
+                           f"{fmt.ranges(s.index for s in hit)}), stalling the host until the device finishes "
+                           f"({cost}).{split} {read_advice}")
+                elif per_pass:
+                    detail["once_per_pass"] = True
+                    msg = (f"Host read{where(loc)}: {calls} once per {phase} pass ({len(hit)} passes), {cost}. Reading "
+                           f"a pass's result once, after its loop, is the normal pattern: not a per-step cost.{split}")
+                else:
+                    every = len(steps) / len(hit)
+                    msg = (f"Host read{where(loc)}: {calls} in {len(hit)} of {len(steps)} {phase} iterations (about "
+                           f"every {every:.0f}: steps {fmt.ranges(s.index for s in hit)}), amortised {cost}.{split} "
+                           "Infrequent reads (logging every N steps) are fine.")
+                if loc is None:
+                    msg += " (the line was not caught by an attribution step; rerun with attribution 'always')"
+                out.append(Finding("device_to_host_sync", "warning" if recurring else "info", msg, n, loc, detail,
+                                   per, sorted({j for j, _ in evs}) or [s.index for s in hit],
+                                   cost=Cost(ms_per_step=detail["wait_ms_per_step"] if waited else None,
+                                             extra_graphs_per_step=detail.get("extra_executions_per_step"))))
+        out += _closure_reads(it, advice)
+        return out
 
 
 def _once_per_pass(it: list[StepRecord], phase: str | None, hit: list[StepRecord],
@@ -487,183 +457,122 @@ def _closure_reads(it: list[StepRecord], advice: Mapping[str, str]) -> list[Find
 
 
 # --- graph breaks ---------------------------------------------------------------------------------------------
-def graph_break(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
-    """A sync inside the step: an iteration whose boundaries launched graphs before its last one, where that
-    boundary was neither a micro-batch (backward) nor an optimizer step - the step ran as several graphs. A
-    single backward boundary followed by an update boundary with no backward of its own is not accumulation: its
-    sync splits the step between backward and the optimizer step. A boundary whose only launches were forced by
-    a host read is that read's (device_to_host_sync says it), not a sync's."""
-    by_site: dict[tuple, list[int]] = defaultdict(list)
-    sites: dict[tuple, Location] = {}
-    train = [s for s in it if s.phase == I.TRAIN]
-    after_other = {run[0].index for run in I.phase_runs(it)[1:] if run[0].phase == I.TRAIN}
-    for s in train:
-        launching = I.launching_boundaries(s)
-        if s.index in after_other and launching:
-            # the first sync after an evaluation runs what the pass left pending (its accumulator, a metric):
-            # that pass's work, not a sync inside this training step
-            launching = launching[1:]
-        backward = [b for b in launching if b.backward_calls]
-        split_update = (len(backward) == 1 and launching and backward[0] is not launching[-1]
-                        and launching[-1].optimizer_steps and not launching[-1].backward_calls)
-        for b in launching[:-1]:
-            if (b.backward_calls and not split_update) or b.optimizer_steps or not b.site:
-                continue
-            if b.executions and b.executions <= b.early_executions:
-                continue
-            key = (b.site.file, b.site.line)
-            by_site[key].append(s.index)
-            sites[key] = b.site
-    out = []
-    for key, hits in by_site.items():
-        loc = sites[key]
-        recurring = recurs(len(hits), len(train))
-        out.append(Finding(
-            "graph_break", "warning" if recurring else "info",
-            f"A sync{where(loc)} runs inside the step in {len(hits)} of {len(train)} training iterations: each "
-            "such iteration executes as several graphs instead of one (more launches, lost fusion). "
-            f"{advice.get('graph_break', GENERIC_ADVICE['graph_break'])}", len(hits), loc,
-            {"sites_per_iteration": 1 + len(by_site)}, len(hits) / max(1, len(train)), hits))
-    out += _cycle_breaks(it, advice) if not out and not any(s.optimizer_steps or s.backward_calls for s in it) else []
-    out += _early_executions(it, advice)
-    return out
-
-
-def _cycle_breaks(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
-    """No optimizer to tell iterations apart: several launching sync sites taking turns in a fixed cycle
-    (A B A B ...) mean the loop syncs more than once per iteration."""
-    seq = [(s.site.file, s.site.line) for s in it if s.site]
-    counts = Counter(seq)
-    if len(seq) < threshold("cycle_min_boundaries") or not 2 <= len(counts) <= threshold("cycle_max_sites"):
-        return []
-    period = len(counts)
-    cycle = seq[:period]
-    if len(set(cycle)) != period or any(seq[i] != cycle[i % period] for i in range(len(seq))):
-        return []
-    by_key = {(s.site.file, s.site.line): s.site for s in it if s.site}
-    out = []
-    for key in cycle[:-1]:
-        loc = by_key[key]
-        out.append(Finding(
-            "graph_break", "warning",
-            f"A sync{where(loc)} runs inside every iteration: each iteration executes as {period} graphs instead "
-            f"of one. {advice.get('graph_break', GENERIC_ADVICE['graph_break'])}", len(seq) // period, loc,
-            {"sites_per_iteration": period, "cycle": [_loc_json(by_key[k]) for k in cycle]}, 1.0,
-            [s.index for s in it if s.site and (s.site.file, s.site.line) == key][:20]))
-    return out
-
-
-def _early_executions(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
-    """Graphs launched early by something other than a host read (those are told by device_to_host_sync)."""
-    hit = [s for s in it if s.early_executions - s.device_to_host.count > 0 and not s.fallback_ops]
-    events = [(s.index, e) for s in it for e in s.events if e.kind == "graph_break"]
-    if not hit:
-        return []
-    out = []
-    groups = _by_location(events) or {("?", 0): []}
-    recurring = recurs(len(hit), len(it))
-    for _, evs in groups.items():
-        loc = evs[0][1].location if evs else None
-        n = sum(s.early_executions - s.device_to_host.count for s in hit)
-        out.append(Finding(
-            "graph_break", "warning" if recurring else "info",
-            f"The pending graph was executed early{where(loc)} in {len(hit)} of {len(it)} iterations: the step "
-            f"runs as several smaller graphs. {advice.get('early_execution', GENERIC_ADVICE['early_execution'])}",
-            n, loc, _merge_details([e for _, e in evs]), n / max(1, len(it)), [s.index for s in hit]))
-    return out
-
-
-# --- other per-step problems ----------------------------------------------------------------------------------
-def op_fallback(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
-    totals: Counter = Counter()
-    for s in it:
-        totals.update(s.fallback_ops)
-    events = [e for s in it for e in s.events if e.kind == "op_fallback"]
-    out = []
-    for op, n in totals.most_common():
-        ev = [e for e in events if op in e.detail.ops]
-        loc = next((e.location for e in ev if e.location), None)
-        hit = [s.index for s in it if op in s.fallback_ops]
-        recurring = recurs(len(hit), len(it))
-        out.append(Finding(
-            "op_fallback", "warning" if recurring else "info",
-            f"{op} ran on the CPU (no device lowering){where(loc)}: {n / max(1, len(it)):.2f} times per step in "
-            f"{len(hit)} iterations, each one copying its inputs to the host and back. "
-            f"{advice.get('op_fallback', GENERIC_ADVICE['op_fallback'])}", n, loc,
-            {"op": op, "calls": dict(Counter(e.detail.call for e in ev)) if ev else {}},
-            n / max(1, len(it)), hit))
-    return out
-
-
-def host_to_device_transfer(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
-    """Implicit copies of host data into a compiled call. A warning only when the copy is avoidable and recurs:
-    the same host buffer copied again and again (parameters left on the host), Python lists, arrays resharded on
-    every call (adapter: detail.avoidable). A fresh batch per call is the input pipeline: info."""
-    events = [(s.index, e) for s in it for e in s.events if e.kind == "host_to_device_transfer"]
-    out = []
-    for _, evs in _by_location(events).items():
-        loc = evs[0][1].location
-        steps_hit = sorted({j for j, _ in evs})
-        avoidable = [e for _, e in evs if e.detail.avoidable]
-        recurring = recurs(len({j for j, e in evs if e.detail.avoidable}), len(it))
-        n = len(evs)  # calls that transferred; the arrays they moved are in the evidence
-        detail = _merge_details([e for _, e in (evs if not avoidable else [(0, e) for e in avoidable])])
-        detail["arrays"] = sum(int(e.detail.transfers) for _, e in evs)
-        detail["avoidable_calls"] = len(avoidable)
-        told = transfer_origin.message([e for _, e in evs], where(loc), len(steps_hit), len(it))
-        if told:  # a round trip, values the loop makes on the host: said from the evidence, with the bytes
-            msg = told[0]
-            detail.update(told[1])
-        elif recurring:
-            msg = (f"Host data passed into a compiled call{where(loc)} is copied to the device implicitly in "
-                   f"{len(steps_hit)} of {len(it)} iterations, the same data again and again. "
-                   f"{advice.get('host_to_device_transfer', GENERIC_ADVICE['host_to_device_transfer'])}")
-        else:
-            msg = (f"Host data passed into a compiled call{where(loc)} is copied to the device in {len(steps_hit)} "
-                   f"of {len(it)} iterations: {'a fresh input batch each time (the input pipeline), expected' if not avoidable else 'infrequent'}. "
-                   f"{advice.get('input_pipeline', '')}").strip()
-        out.append(Finding("host_to_device_transfer", "warning" if recurring else "info", msg, n, loc, detail,
-                           n / max(1, len(it)), steps_hit))
-    return out
-
-
-def compile_time(it: list[StepRecord], warmup: int, figures: Figures) -> list[Finding]:
-    total = sum(s.wall_time_s for s in it)
-    comp = sum(s.compile_time_s for s in it)
-    if not total or not comp:
-        return []
-    share = comp / total
-    how = (f"step-time statistics exclude the {warmup} warm-up iteration(s) and every iteration that compiled"
-           if basis(figures.steady) != NET_OF_COMPILE else
-           f"every iteration after the {warmup} warm-up iteration(s) compiled, so step-time statistics take each "
-           "one's wall time net of its own compile time")
-    return [Finding(
-        "compile_time", "info",
-        f"Compiling took {comp:.2f} s of {total:.2f} s ({share:.0%}) across {sum(s.compiles for s in it)} "
-        f"compile(s); {how}, so compile time is not mistaken for step time.", sum(s.compiles for s in it), None,
-        {"compile_time_s": round(comp, 4), "wall_time_s": round(total, 4), "share": round(share, 4)})]
-
-
-# --- the registry ---------------------------------------------------------------------------------------------
-class DeviceToHostSync(Rule):
-    kind = "device_to_host_sync"
-
-    def run(self, ctx: Context) -> list[Finding]:
-        return device_to_host_sync(ctx.iterations, ctx.advice, ctx.figures)
-
-
 class GraphBreak(Rule):
+    """A step that runs as several graphs, from one of three signs: a sync inside the step (`run`), sync sites
+    taking turns with no optimizer to tell iterations apart (`_cycles`), graphs launched early by something other
+    than a host read (`_early`)."""
+
     kind = "graph_break"
 
     def run(self, ctx: Context) -> list[Finding]:
-        return graph_break(ctx.iterations, ctx.advice)
+        """A sync inside the step: an iteration whose boundaries launched graphs before its last one, where that
+        boundary was neither a micro-batch (backward) nor an optimizer step - the step ran as several graphs. A
+        single backward boundary followed by an update boundary with no backward of its own is not accumulation: its
+        sync splits the step between backward and the optimizer step. A boundary whose only launches were forced by
+        a host read is that read's (device_to_host_sync says it), not a sync's."""
+        it, advice = ctx.iterations, ctx.advice
+        by_site: dict[tuple, list[int]] = defaultdict(list)
+        sites: dict[tuple, Location] = {}
+        train = [s for s in it if s.phase == I.TRAIN]
+        after_other = {run[0].index for run in I.phase_runs(it)[1:] if run[0].phase == I.TRAIN}
+        for s in train:
+            launching = I.launching_boundaries(s)
+            if s.index in after_other and launching:
+                # the first sync after an evaluation runs what the pass left pending (its accumulator, a metric):
+                # that pass's work, not a sync inside this training step
+                launching = launching[1:]
+            backward = [b for b in launching if b.backward_calls]
+            split_update = (len(backward) == 1 and launching and backward[0] is not launching[-1]
+                            and launching[-1].optimizer_steps and not launching[-1].backward_calls)
+            for b in launching[:-1]:
+                if (b.backward_calls and not split_update) or b.optimizer_steps or not b.site:
+                    continue
+                if b.executions and b.executions <= b.early_executions:
+                    continue
+                key = (b.site.file, b.site.line)
+                by_site[key].append(s.index)
+                sites[key] = b.site
+        out = []
+        for key, hits in by_site.items():
+            loc = sites[key]
+            recurring = recurs(len(hits), len(train))
+            out.append(Finding(
+                "graph_break", "warning" if recurring else "info",
+                f"A sync{where(loc)} runs inside the step in {len(hits)} of {len(train)} training iterations: each "
+                "such iteration executes as several graphs instead of one (more launches, lost fusion). "
+                f"{advice.get('graph_break', GENERIC_ADVICE['graph_break'])}", len(hits), loc,
+                {"sites_per_iteration": 1 + len(by_site)}, len(hits) / max(1, len(train)), hits))
+        out += self._cycles(it, advice) if not out and not any(s.optimizer_steps or s.backward_calls for s in it) else []
+        out += self._early(it, advice)
+        return out
+
+    def _cycles(self, it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
+        """No optimizer to tell iterations apart: several launching sync sites taking turns in a fixed cycle
+        (A B A B ...) mean the loop syncs more than once per iteration."""
+        seq = [(s.site.file, s.site.line) for s in it if s.site]
+        counts = Counter(seq)
+        if len(seq) < threshold("cycle_min_boundaries") or not 2 <= len(counts) <= threshold("cycle_max_sites"):
+            return []
+        period = len(counts)
+        cycle = seq[:period]
+        if len(set(cycle)) != period or any(seq[i] != cycle[i % period] for i in range(len(seq))):
+            return []
+        by_key = {(s.site.file, s.site.line): s.site for s in it if s.site}
+        out = []
+        for key in cycle[:-1]:
+            loc = by_key[key]
+            out.append(Finding(
+                "graph_break", "warning",
+                f"A sync{where(loc)} runs inside every iteration: each iteration executes as {period} graphs instead "
+                f"of one. {advice.get('graph_break', GENERIC_ADVICE['graph_break'])}", len(seq) // period, loc,
+                {"sites_per_iteration": period, "cycle": [_loc_json(by_key[k]) for k in cycle]}, 1.0,
+                [s.index for s in it if s.site and (s.site.file, s.site.line) == key][:20]))
+        return out
+
+    def _early(self, it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
+        """Graphs launched early by something other than a host read (those are told by device_to_host_sync)."""
+        hit = [s for s in it if s.early_executions - s.device_to_host.count > 0 and not s.fallback_ops]
+        events = [(s.index, e) for s in it for e in s.events if e.kind == "graph_break"]
+        if not hit:
+            return []
+        out = []
+        groups = _by_location(events) or {("?", 0): []}
+        recurring = recurs(len(hit), len(it))
+        for _, evs in groups.items():
+            loc = evs[0][1].location if evs else None
+            n = sum(s.early_executions - s.device_to_host.count for s in hit)
+            out.append(Finding(
+                "graph_break", "warning" if recurring else "info",
+                f"The pending graph was executed early{where(loc)} in {len(hit)} of {len(it)} iterations: the step "
+                f"runs as several smaller graphs. {advice.get('early_execution', GENERIC_ADVICE['early_execution'])}",
+                n, loc, _merge_details([e for _, e in evs]), n / max(1, len(it)), [s.index for s in hit]))
+        return out
 
 
+# --- other per-step problems ----------------------------------------------------------------------------------
 class OpFallback(Rule):
     kind = "op_fallback"
 
     def run(self, ctx: Context) -> list[Finding]:
-        return op_fallback(ctx.iterations, ctx.advice)
+        it, advice = ctx.iterations, ctx.advice
+        totals: Counter = Counter()
+        for s in it:
+            totals.update(s.fallback_ops)
+        events = [e for s in it for e in s.events if e.kind == "op_fallback"]
+        out = []
+        for op, n in totals.most_common():
+            ev = [e for e in events if op in e.detail.ops]
+            loc = next((e.location for e in ev if e.location), None)
+            hit = [s.index for s in it if op in s.fallback_ops]
+            recurring = recurs(len(hit), len(it))
+            out.append(Finding(
+                "op_fallback", "warning" if recurring else "info",
+                f"{op} ran on the CPU (no device lowering){where(loc)}: {n / max(1, len(it)):.2f} times per step in "
+                f"{len(hit)} iterations, each one copying its inputs to the host and back. "
+                f"{advice.get('op_fallback', GENERIC_ADVICE['op_fallback'])}", n, loc,
+                {"op": op, "calls": dict(Counter(e.detail.call for e in ev)) if ev else {}},
+                n / max(1, len(it)), hit))
+        return out
 
 
 class HostToDeviceTransfer(Rule):
@@ -671,16 +580,61 @@ class HostToDeviceTransfer(Rule):
     needs = ("attribution",)
 
     def run(self, ctx: Context) -> list[Finding]:
-        return host_to_device_transfer(ctx.iterations, ctx.advice)
+        """Implicit copies of host data into a compiled call. A warning only when the copy is avoidable and recurs:
+        the same host buffer copied again and again (parameters left on the host), Python lists, arrays resharded on
+        every call (adapter: detail.avoidable). A fresh batch per call is the input pipeline: info."""
+        it, advice = ctx.iterations, ctx.advice
+        events = [(s.index, e) for s in it for e in s.events if e.kind == "host_to_device_transfer"]
+        out = []
+        for _, evs in _by_location(events).items():
+            loc = evs[0][1].location
+            steps_hit = sorted({j for j, _ in evs})
+            avoidable = [e for _, e in evs if e.detail.avoidable]
+            recurring = recurs(len({j for j, e in evs if e.detail.avoidable}), len(it))
+            n = len(evs)  # calls that transferred; the arrays they moved are in the evidence
+            detail = _merge_details([e for _, e in (evs if not avoidable else [(0, e) for e in avoidable])])
+            detail["arrays"] = sum(int(e.detail.transfers) for _, e in evs)
+            detail["avoidable_calls"] = len(avoidable)
+            told = transfer_origin.message([e for _, e in evs], where(loc), len(steps_hit), len(it))
+            if told:  # a round trip, values the loop makes on the host: said from the evidence, with the bytes
+                msg = told[0]
+                detail.update(told[1])
+            elif recurring:
+                msg = (f"Host data passed into a compiled call{where(loc)} is copied to the device implicitly in "
+                       f"{len(steps_hit)} of {len(it)} iterations, the same data again and again. "
+                       f"{advice.get('host_to_device_transfer', GENERIC_ADVICE['host_to_device_transfer'])}")
+            else:
+                msg = (f"Host data passed into a compiled call{where(loc)} is copied to the device in {len(steps_hit)} "
+                       f"of {len(it)} iterations: {'a fresh input batch each time (the input pipeline), expected' if not avoidable else 'infrequent'}. "
+                       f"{advice.get('input_pipeline', '')}").strip()
+            out.append(Finding("host_to_device_transfer", "warning" if recurring else "info", msg, n, loc, detail,
+                               n / max(1, len(it)), steps_hit))
+        return out
 
 
 class CompileTime(Rule):
     kind = "compile_time"
 
     def run(self, ctx: Context) -> list[Finding]:
-        return compile_time(ctx.iterations, ctx.warmup, ctx.figures)
+        it, warmup, figures = ctx.iterations, ctx.warmup, ctx.figures
+        total = sum(s.wall_time_s for s in it)
+        comp = sum(s.compile_time_s for s in it)
+        if not total or not comp:
+            return []
+        share = comp / total
+        how = (f"step-time statistics exclude the {warmup} warm-up iteration(s) and every iteration that compiled"
+               if basis(figures.steady) != NET_OF_COMPILE else
+               f"every iteration after the {warmup} warm-up iteration(s) compiled, so step-time statistics take each "
+               "one's wall time net of its own compile time")
+        return [Finding(
+            "compile_time", "info",
+            f"Compiling took {comp:.2f} s of {total:.2f} s ({share:.0%}) across {sum(s.compiles for s in it)} "
+            f"compile(s); {how}, so compile time is not mistaken for step time.", sum(s.compiles for s in it), None,
+            {"compile_time_s": round(comp, 4), "wall_time_s": round(total, 4), "share": round(share, 4)},
+            cost=Cost(compile_s=round(comp, 4), share_of_wall=round(share, 4)))]
 
 
+# --- the registry ---------------------------------------------------------------------------------------------
 class InputBound(Rule):
     """The loop waits for its next batch: a large share of each steady step is the host waiting in the loader's
     next() (measured by the adapter on every step, or by `session.data_wait()`), no capture needed."""
@@ -713,11 +667,24 @@ class InputBound(Rule):
             f"to the next batch{f' ({call})' if call else ''}, in {len(hits)} of {len(steady)} steady steps, while "
             f"the device has nothing to run{spent}. "
             f"{ctx.advice.get('input_bound', GENERIC_ADVICE['input_bound'])}",
-            len(hits), loc, {"wait_ms_per_step": round(wait * 1e3, 3), "step_ms": round(step * 1e3, 3),
-                             "share": round(share, 4), "call": call, "source": "runtime",
-                             "measured": "timed" if all(s.data_wait_s is not None for s in steady) else "sampled",
-                             "lines": lines},
-            len(hits) / len(steady), hits)]
+            len(hits), loc, InputBoundEvidence(
+                round(wait * 1e3, 3), round(step * 1e3, 3), round(share, 4), call,
+                measured="timed" if all(s.data_wait_s is not None for s in steady) else "sampled", lines=lines),
+            len(hits) / len(steady), hits, cost=Cost(ms_per_step=round(wait * 1e3, 3), share_of_wall=round(share, 4)))]
+
+
+@dataclass
+class InputBoundEvidence:
+    """input_bound's evidence. `wait_ms_per_step`, `share` and `source` are `cost` and `origin` since 0.5.0, kept one
+    version for readers of older reports."""
+
+    wait_ms_per_step: float
+    step_ms: float
+    share: float  # of the steady step (cost.share_of_wall)
+    call: str | None  # the loader's call that waits (`next`, "generator")
+    source: str = "runtime"
+    measured: str = "timed"  # timed (every step) | sampled (the stack sampler's estimate)
+    lines: list[dict] = field(default_factory=list)  # sampled lines inside the loading
 
 
 def _of(part: float, wall: float, share: float) -> str:
@@ -733,6 +700,33 @@ def _line_loc(row: dict | None) -> Location | None:
 def _lines_text(rows: list[dict]) -> str:
     return ", ".join(f"{short_path(r['file'])}:{r['line']} ({r['function']}, {r['ms_per_step']:.1f} ms/step)"
                      for r in rows)
+
+
+@dataclass
+class BoundEvidence:
+    """host_bound's evidence (launch_bound's below). `ms_per_step`, `share`, `share_of_wall` and `source` are `cost`
+    and `origin` since 0.5.0 (`share` is cost.share_of_measured), kept one version for readers of older reports."""
+
+    ms_per_step: float
+    step_ms: float
+    share: float  # of the step's measured time
+    share_of_wall: float
+    user_share_sampled: float | None = None  # the user's own lines' share of the main thread's samples
+    lines: list[dict] = field(default_factory=list)  # the top sampled lines
+    source: str = "runtime"
+
+
+@dataclass
+class LaunchEvidence:
+    """launch_bound's evidence; the cost keys as in BoundEvidence."""
+
+    ms_per_step: float
+    step_ms: float
+    share: float
+    share_of_wall: float
+    graphs_per_step: float = 0.0
+    device_ms_per_step: float | None = None  # the device's own time on the graphs, where measured
+    source: str = "runtime"
 
 
 class _Dominant(Rule):
@@ -776,7 +770,7 @@ class HostBound(_Dominant):
         own = sampled["user"] / total if total else None
         # the user's own Python is something to fix (a warning); the framework tracing a small model every step is
         # what a lazy-tensor step costs (info, with the advice)
-        severity = "warning" if own is not None and own >= 0.5 else "info"
+        severity = "warning" if own is not None and own >= threshold("host_bound_user_share") else "info"
         if severity == "info":
             lines = B.top_lines(steady, ("user", "framework"))
         loc = _line_loc(lines[0]) if lines else None
@@ -790,11 +784,12 @@ class HostBound(_Dominant):
             f"({_of(host, wall, share)}) is the main thread's own work ({what}), in {len(hits)} of {len(steady)} "
             f"steady steps, while the device waits for its next graph.{top} "
             f"{ctx.advice.get('host_bound', GENERIC_ADVICE['host_bound'])}",
-            len(hits), loc, {"ms_per_step": round(host * 1e3, 3), "step_ms": round(wall * 1e3, 3),
-                             "share": round(share, 4), "share_of_wall": round(host / wall, 4),
-                             "user_share_sampled": round(own, 3) if own is not None else None, "lines": lines,
-                             "source": "runtime"},
-            len(hits) / len(steady), hits)]
+            len(hits), loc, BoundEvidence(round(host * 1e3, 3), round(wall * 1e3, 3), round(share, 4),
+                                          round(host / wall, 4), user_share_sampled=round(own, 3)
+                                          if own is not None else None, lines=lines),
+            len(hits) / len(steady), hits, cost=Cost(ms_per_step=round(host * 1e3, 3),
+                                                     share_of_wall=round(host / wall, 4),
+                                                     share_of_measured=round(share, 4)))]
 
 
 class LaunchBound(_Dominant):
@@ -825,12 +820,12 @@ class LaunchBound(_Dominant):
             f"({_of(launch, wall, share)}) goes to launching its {graphs:.3g} graph(s){per}{own}, in {len(hits)} of "
             f"{len(steady)} steady steps: the steps are too small for the per-launch cost. "
             f"{ctx.advice.get('launch_bound', GENERIC_ADVICE['launch_bound'])}",
-            len(hits), loc, {"ms_per_step": round(launch * 1e3, 3), "step_ms": round(wall * 1e3, 3),
-                             "share": round(share, 4), "share_of_wall": round(launch / wall, 4),
-                             "graphs_per_step": round(graphs, 3),
-                             "device_ms_per_step": round(busy * 1e3, 3) if busy is not None else None,
-                             "source": "runtime"},
-            len(hits) / len(steady), hits)]
+            len(hits), loc, LaunchEvidence(round(launch * 1e3, 3), round(wall * 1e3, 3), round(share, 4),
+                                           round(launch / wall, 4), graphs_per_step=round(graphs, 3),
+                                           device_ms_per_step=round(busy * 1e3, 3) if busy is not None else None),
+            len(hits) / len(steady), hits, cost=Cost(ms_per_step=round(launch * 1e3, 3),
+                                                     share_of_wall=round(launch / wall, 4),
+                                                     share_of_measured=round(share, 4)))]
 
 
 class NoSteps(Rule):
@@ -847,17 +842,20 @@ class NoSteps(Rule):
 RULES: tuple[Rule, ...] = (Recompilation(), WarmupCompiles(), NewGraph(), DeviceToHostSync(), OpFallback(),
                            GraphBreak(), HostToDeviceTransfer(), InputBound(), CompileTime(), NoSteps(), HostBound(),
                            LaunchBound())
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+# the iteration scope of the registry (registry.py lists every scope): the backend-neutral rules and the memory
+# rules; an adapter's own rules come in through the context (`Context.backend_rules`)
+ITERATION_RULES: tuple[Rule, ...] = (*RULES, *memory_rules.RULES)
 
 
 def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = None, max_warmup: int = 5,
             expect_steps: bool = True, tail: StepRecord | None = None, rules: Sequence[Rule] = (),
             host_to_device_bytes: int | None = None, attribution: bool = True) -> Analysis:
-    """The one analysis pass: iterations, compile classes, warm-up, figures, then every rule (`RULES` and the
-    adapter's own `rules`), findings worst first. `tail`: work after the last step boundary (a final
-    evaluation). It is no step; its compiles are only explained (first uses, a function's first compile), never
-    counted as per-step costs. `host_to_device_bytes`: the adapter's whole-run total, where it has one.
-    `attribution`: whether line attribution ran at all (rules that need it are reported as not judged)."""
+    """The one analysis pass, for a live session and for `report.build` alike: iterations, compile classes,
+    warm-up, figures, then every iteration-scope rule (`ITERATION_RULES` and the adapter's own `rules`, through the
+    context), findings worst first. `tail`: work after the last step boundary (a final evaluation). It is no step;
+    its compiles are only explained (first uses, a function's first compile), never counted as per-step costs.
+    `host_to_device_bytes`: the adapter's whole-run total, where it has one. `attribution`: whether line
+    attribution ran at all (rules that need it are reported as not judged)."""
     advice = {**GENERIC_ADVICE, **(advice or {})}
     it = I.group(boundaries)
     train = [s for s in it if s.phase != I.EVAL]
@@ -867,16 +865,7 @@ def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = 
     warmup = _warmup(train, all_units, max_warmup)
     recompiles = sum(u.count for u in all_units if u.klass == C.RECOMPILE)
     figures = Figures.derive(it, train, warmup, recompiles, host_to_device_bytes)
-    ctx = Context(boundaries, it, with_tail, train, warmup, by_key, figures, advice, expect_steps, attribution)
-    findings: list[Finding] = []
-    judged: list[str] = []
-    not_judged: list[dict[str, str]] = []
-    for rule in (*RULES, *rules):
-        reason = rule.unmet(ctx)
-        if reason:
-            not_judged.append({"kind": rule.kind, "reason": reason})
-            continue
-        judged.append(rule.kind)
-        findings += rule.run(ctx)
-    findings.sort(key=lambda f: (SEVERITY_ORDER[f.severity], -f.count))
-    return Analysis(it, train, warmup, figures.steady, all_units, findings, figures, judged, not_judged)
+    own = tuple(r for r in rules if r not in ITERATION_RULES)  # a caller that still passes the memory rules
+    ctx = Context(boundaries, it, with_tail, train, warmup, by_key, figures, advice, expect_steps, attribution, own)
+    v = run_rules((*ITERATION_RULES, *ctx.backend_rules), ctx)
+    return Analysis(it, train, warmup, figures.steady, all_units, v.findings, figures, v.judged, v.not_judged)

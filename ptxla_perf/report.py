@@ -19,14 +19,14 @@ from typing import Any
 
 from . import SCHEMA_ID, __version__
 from . import summary_keys as K
-from .figures import severity_counts as _severity_counts
+from .end_rules import run_end
 from .findings import Analysis, Finding, analyze
 from .memory import MemorySection
 from .records import StepRecord
+from .registry import backend_rules
 from .roofline import RooflineSection
 from .values import Summary
-
-_TRACE = "trace"  # findings with evidence.source == "trace" come from a capture's analysis
+from .verdicts import TRACE, origin_of, severity_counts
 
 
 def environment(extra: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
     sections) are serialized here, once; dict parts are a written report's (`merge`, `with_trace`) and are read
     back through the same types, so an older report's summary comes out with today's keys."""
     if trace is not None:  # its findings in place of any earlier trace findings
-        findings = [f for f in findings if (f.get("evidence") or {}).get("source") != _TRACE]
+        findings = [f for f in findings if origin_of(f) != TRACE]
         findings += list(trace.get("findings", []))
     if not isinstance(summary, Summary):
         summary = Summary.from_json(summary)
@@ -87,9 +87,14 @@ def from_analysis(analysis: Analysis, *, backend: str, run: dict[str, Any], env:
 
 def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list[StepRecord],
           max_warmup: int = 5, **parts: Any) -> dict[str, Any]:
-    """Analyse boundary records here and assemble their report (tests, offline tools)."""
-    analysis = analyze(steps, max_warmup=max_warmup, expect_steps=run.get("kind") != "trace")
-    return from_analysis(analysis, backend=backend, run=run, env=env, **parts)
+    """Analyse boundary records here and assemble their report (tests, offline tools): the same rules as a live
+    session's (findings.analyze with the backend's own rules; the run-end rules from `run`'s status)."""
+    status = run.get("status")
+    analysis = analyze(steps, max_warmup=max_warmup, rules=backend_rules(backend),
+                       expect_steps=run.get("kind") != "trace" and status != "crashed",
+                       attribution=(run.get("attribution") or {}).get("mode") != "off")
+    ended = run_end(status, run.get("stop_reason"), steps, parts.get("memory"))
+    return from_analysis(analysis, backend=backend, run=run, env=env, extra_findings=ended, **parts)
 
 
 def with_trace(report: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:
@@ -99,10 +104,6 @@ def with_trace(report: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:
     return assemble(backend=report["backend"], run=report.get("run", {}), env=report.get("environment", {}),
                     steps=report.get("steps", []), summary=report.get("summary", {}),
                     findings=report.get("findings", []), trace=trace, **parts)
-
-
-def severity_counts(findings: list) -> dict[str, int]:
-    return _severity_counts(f.severity if isinstance(f, Finding) else f["severity"] for f in findings)
 
 
 def write(report: dict[str, Any], path: str, html: bool = True) -> str:

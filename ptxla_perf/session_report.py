@@ -8,10 +8,8 @@ import os
 import sys
 from typing import Any
 
-from . import memory, memory_rules, oom, peaks, render, report as report_mod, roofline
-from .findings import Analysis, Finding
-from .frames import function_at, is_user_file
-from .records import Location
+from . import memory, peaks, render, report as report_mod, roofline
+from .findings import Analysis, run_end
 
 
 class ReportOutput:
@@ -76,19 +74,11 @@ class ReportOutput:
                                       "note": "work after the last step boundary (e.g. a final .item()) is not a "
                                               "step: never a per-step cost, its compiles only explained (info)"}
         extra_findings = list(s.extra_findings)
-        if status == "stopped" and stop_reason:
-            extra_findings.append(Finding("run_stopped", "error", stop_reason, 1,
-                                          s.steps[-1].site if s.steps else None, {}))
-        if status == "crashed" and oom.is_oom(stop_reason):
-            extra_findings.append(oom_finding(stop_reason, s.steps))
         analysis = s.analysis(status)
         found = roofline.sinks(extra_findings + analysis.findings + list((s.trace or {}).get("findings", [])))
         sec = self._roofline(analysis, env, found, measure_cpu=status != "running")
         mem = self._memory(analysis, env, final=status != "running")
-        extra_findings += memory_rules.headroom(mem.to_json(), dict(adapter.advice))
-        for f in extra_findings:
-            if f.kind == "oom" and mem:
-                memory_rules.join_oom(f, mem.to_json())
+        extra_findings = run_end(status, stop_reason, s.steps, mem.to_json() if mem else None, dict(adapter.advice)) + extra_findings
         return report_mod.from_analysis(analysis, backend=s.backend, run=run, env=env,
                                         extra_findings=extra_findings, profiler=s.profiler,
                                         extra=s.extra or None, trace=s.trace, roofline=sec, memory=mem)
@@ -131,13 +121,3 @@ class ReportOutput:
                                    peaks.Peak(None, None, "unknown", "unknown", "roofline failed"))
         return sec
 
-
-def oom_finding(reason: str, steps: list) -> Finding:
-    """The run died out of device memory: what XLA's message says (oom.py), at the user's line of the largest
-    allocation where its metadata names one, else at the last step boundary."""
-    r = oom.parse(reason)
-    last = steps[-1] if steps else None
-    loc = next((Location(a.source_file, a.source_line, function_at(a.source_file, a.source_line)) for a in r.largest
-                if a.source_file and a.source_line and is_user_file(a.source_file)), None)
-    return Finding("oom", "error", oom.message(r, len(steps)), 1,
-                   loc or (last.site if last else None), {**r.to_json(), "after_boundary": last.index if last else None})

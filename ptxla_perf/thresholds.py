@@ -1,5 +1,5 @@
-"""Every threshold a rule compares against, named once with what it means: the rules (findings.py, merge.py,
-roofline.py, backends' own rules) read them from here, and docs/report.md renders this table (a test checks)."""
+"""Every threshold a rule compares against, named once with what it means: the rules (findings.py, rank_rules.py,
+trace/rules.py, roofline.py, backends' own rules) read them from here, and docs/report.md renders this table (a test checks)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,11 +60,26 @@ _ALL = (
               "host_bound: the main thread's Python and graph tracing take this share of the steady step's measured "
               "time (its wall time less `other`; on average, and in recurring_share of the steady steps)..."),
     Threshold("host_bound_min_s", 0.005, "...and at least this many seconds per step"),
+    Threshold("host_bound_user_share", 0.5,
+              "host_bound is a warning (the user's own Python to fix) when the user's lines hold at least this share "
+              "of the main thread's sampled time; below it the framework's tracing dominates and it is info"),
     Threshold("launch_bound_share", 0.4,
               "launch_bound: launching the step's graphs (the sync call, net of compile and device wait; JAX: "
               "dispatch) takes this share of the steady step's measured time (on average, and in recurring_share of "
               "the steps)..."),
     Threshold("launch_bound_min_s", 0.0001, "...and at least this many seconds per step"),
+    Threshold("trace_input_bound_share", 0.15,
+              "a capture's input_bound (warning): data loading or transfer with no op running takes this share of the "
+              "traced steady step"),
+    Threshold("trace_idle_share", 0.3,
+              "a capture's input_bound (info): untraced time with no op running takes this share of the traced step "
+              "(often loading outside the step annotation)"),
+    Threshold("trace_host_bound_share", 0.25,
+              "a capture's host_bound: host tracing, graph building and dispatch take this share of the traced step "
+              "and longer than execution"),
+    Threshold("trace_collective_share", 0.3,
+              "a capture's collective_bound: collectives take this share of each device's op time (mean over "
+              "devices)"),
 )
 THRESHOLDS: dict[str, Threshold] = {t.name: t for t in _ALL}
 

@@ -32,8 +32,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def merge_into_report(trace: dict, report_path: str | None) -> dict:
-    """Existing report: replace its `trace` and append the trace findings (evidence.source = "trace", earlier
-    trace findings replaced). Otherwise a minimal valid report (run.kind = "trace", no steps)."""
+    """Existing report: replace its `trace` and append the trace findings (origin "trace", earlier trace
+    findings replaced). Otherwise a minimal valid report (run.kind = "trace", no steps)."""
     from .. import report as R
 
     if report_path and os.path.exists(report_path):

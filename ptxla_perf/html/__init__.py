@@ -12,18 +12,17 @@ from typing import Any
 from .. import fmt
 from .. import summary_keys as K
 from ..figures import basis_text
+from ..verdicts import cost_of, worst_first
 from . import assets, charts, memory_panel
 
-_SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 _SEV_LABEL = {"error": "ERROR", "warning": "WARN", "info": "info"}
-# evidence values that say what a finding costs, shown in its cost line (the rest goes in the evidence table)
-_COST_KEYS = (("wait_ms_per_step", "ms/step waiting", lambda v: f"{v:.2f}"),
-              ("ms_per_step", "ms/step", lambda v: f"{v:.2f}"),
-              ("extra_executions_per_step", "extra graphs/step", lambda v: f"{v:.2f}"),
-              ("compile_time_s", "compile time", lambda v: fmt.seconds(v)),
-              ("share", "of wall time", lambda v: fmt.pct(v)),
-              ("compiles", "compiles", lambda v: fmt.num(v)),
-              ("bytes_per_step", "bytes/step", lambda v: fmt.nbytes(v)))
+# a finding's typed cost (findings[].cost; read from the evidence of a 0.4.0 report), shown in its cost line
+_COST_FIELDS = (("ms_per_step", "ms/step", lambda v: f"{v:.2f}"),
+                ("extra_graphs_per_step", "extra graphs/step", lambda v: f"{v:.2f}"),
+                ("compile_s", "compile time", lambda v: fmt.seconds(v)),
+                ("share_of_wall", "of wall time", lambda v: fmt.pct(v)),
+                ("share_of_measured", "of measured time", lambda v: fmt.pct(v)),
+                ("bytes_per_step", "bytes/step", lambda v: fmt.nbytes(v)))
 
 
 def html_path(report_path: str) -> str:
@@ -212,7 +211,7 @@ def timeline_section(report: dict[str, Any], title: str = "Step time", zoom: boo
 
 
 def _sorted_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(findings, key=lambda f: _SEVERITY_ORDER.get(f.get("severity"), 3))  # stable: report order
+    return worst_first(findings)  # stable: report order within a severity
 
 
 def _findings(report: dict[str, Any]) -> str:
@@ -233,10 +232,13 @@ def _card(f: dict[str, Any], k: int) -> str:
     cost = [f"<b>{fmt.num(f.get('count'))}</b> times"]
     if f.get("per_step") is not None:
         cost.append(f"<b>{fmt.num(f['per_step'])}</b> per step")
-    for key, label, show in _COST_KEYS:
-        v = ev.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
+    paid = cost_of(f)
+    for key, label, show in _COST_FIELDS:
+        v = getattr(paid, key)
+        if v is not None:
             cost.append(f"<b>{escape(show(v))}</b> {escape(label)}")
+    if isinstance(ev.get("compiles"), (int, float)) and not isinstance(ev.get("compiles"), bool):
+        cost.append(f"<b>{escape(fmt.num(ev['compiles']))}</b> compiles")
     if isinstance(f.get("ranks"), list) and f["ranks"]:
         cost.append("ranks " + escape(", ".join(str(r) for r in f["ranks"])))
     if f.get("steps"):

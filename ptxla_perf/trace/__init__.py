@@ -16,6 +16,7 @@ from . import analyses as A
 from .events import Capture, load_capture
 from ..figures import stats
 from .locate import TraceError, list_runs, locate_xplanes
+from .rules import judge as judge_window
 
 __all__ = ["analyze_trace", "locate_xplanes", "list_runs", "TraceError", "load_capture", "Capture"]
 
@@ -139,7 +140,7 @@ def analyze_trace(path: str | Path, run: str | None = None, *, top_n: int = 15, 
         compile_rows.append({"name": c["name"], "thread": c["thread"], "start_ms": A.ms(c["start"] - base),
                              "duration_ms": A.ms(c["end"] - c["start"]),
                              "step": rows[k]["step"] if 0 <= k < len(rows) and c["start"] < rows[k]["end"] else None})
-    found = A.findings(step_summary, collective, gaps, op_source)
+    found = judge_window(step_summary, collective, gaps, op_source)
     backend = None
     for line in cap.lines:
         if line.name.startswith("tf_pytorchxla") or any(n == "StepMarker" for n in line.names.values()):

@@ -1,5 +1,6 @@
 """One analysis per function, each returning plain dicts/lists (HTA-style): steps and their time breakdown,
-executor (device) busy time, duty cycle and idle gaps, top HLO ops, compiles, findings. See docs/analyze.md."""
+executor (device) busy time, duty cycle and idle gaps, top HLO ops, compiles. The window's findings are
+trace/rules.py's. See docs/analyze.md."""
 from __future__ import annotations
 
 import re
@@ -357,49 +358,3 @@ def top_ops(streams: dict, limit: int = 15) -> tuple[list[TopOp], dict, dict]:
                   "per_device": coll}
     categories = {c: round(v, 4) for c, v in sorted(cat_share.items(), key=lambda kv: -kv[1])}
     return rows[:limit], categories, collective
-
-
-# --------------------------------------------------------------------------------------------- findings
-
-def _finding(kind, severity, message, count, evidence):
-    return {"kind": kind, "severity": severity, "message": message, "count": int(count), "location": None,
-            "evidence": {"source": "trace", **evidence}}
-
-
-def findings(step_summary: dict, collective: dict, gaps: dict, op_source: str) -> list[dict]:
-    """Verdicts of a traced window: a cost in every traced step, so `warning` (never `error`, which the report
-    schema keeps for a run that was stopped); how strong it is shows in the share it states."""
-    out = []
-    share = step_summary.get("breakdown_share") or {}
-    per = step_summary.get("breakdown_ms_per_step") or {}
-    n = step_summary.get("steady_steps") or 0
-    if n:
-        data_s, idle_s, host_s, exe_s = (share.get(k, 0.0) for k in ("data", "idle", "host", "execution"))
-        if data_s >= 0.15:
-            out.append(_finding(
-                "input_bound", "warning",
-                f"the device waits on input: {data_s:.0%} of step time ({per['data']:.2f} ms/step) is data "
-                f"loading/transfer with no op running", n,
-                {"data_share": data_s, "data_ms_per_step": per["data"], "idle_share": idle_s, "steps": n}))
-        elif idle_s >= 0.3:
-            out.append(_finding(
-                "input_bound", "info",
-                f"{idle_s:.0%} of step time ({per['idle']:.2f} ms/step) is untraced with no op running, often data "
-                f"loading outside the step annotation; annotate the loader (xp.Trace / TraceAnnotation) to confirm",
-                n, {"idle_share": idle_s, "idle_ms_per_step": per["idle"], "steps": n}))
-        if host_s >= 0.25 and per.get("host", 0) > per.get("execution", 0):
-            out.append(_finding(
-                "host_bound", "warning",
-                f"host-bound: host tracing/graph building/dispatch ({per['host']:.2f} ms/step, {host_s:.0%}) takes "
-                f"longer than execution ({per['execution']:.2f} ms/step); the device idles while the host works",
-                n, {"host_ms_per_step": per["host"], "execution_ms_per_step": per["execution"], "host_share": host_s,
-                    "steps": n}))
-    cs = collective.get("mean", 0.0)
-    if cs >= 0.3:
-        out.append(_finding(
-            "collective_bound", "warning",
-            f"collectives take {cs:.0%} of op time per device (max {collective.get('max', 0):.0%}); on the CPU "
-            f"this includes waiting at the rendezvous for the slowest device", len(collective.get("per_device", [])),
-            {"collective_share_mean": cs, "collective_share_max": collective.get("max", 0.0),
-             "op_source": op_source}))
-    return out

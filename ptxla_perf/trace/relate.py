@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..records import StepRecord
-from . import analyses as A
 from . import summarize_steps
+from .rules import judge as judge_window
 
 DISTORTED = 1.5  # traced steps this many times slower than untraced ones: the window is not the run as it runs
 
@@ -49,7 +49,7 @@ def relate(trace: dict[str, Any], iterations: list[StepRecord], first_boundary: 
         info["summary_phase"] = keep
         ss = summarize_steps([r for r in rows if r.get("phase") == keep], trace["step_summary"]["detection"])
         trace["step_summary"] = ss
-        trace["findings"] = A.findings(ss, trace.get("collective_share") or {}, trace.get("gaps") or {},
+        trace["findings"] = judge_window(ss, trace.get("collective_share") or {}, trace.get("gaps") or {},
                                        trace["source"]["op_source"])
     traced = (trace["step_summary"].get("step_time_ms") or {}).get("p50")
     if traced and untraced_p50_s:

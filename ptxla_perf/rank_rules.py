@@ -1,0 +1,187 @@
+"""Rank rules (scope `ranks`): what no single process can see, judged over the per-process reports of one run -
+`straggler` (one rank consistently slower) and `rank_divergence` (one rank compiles or syncs where the others do
+not). merge.py runs them (`judge`) when it merges a run's reports. Thresholds are thresholds.py's."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from . import summary_keys as K
+from .figures import median
+from .fmt import ms
+from .records import Location
+from .values import Summary, row_series, rows_from_json
+from .thresholds import value as threshold
+from .verdicts import RANKS_SCOPE, Cost, Finding, Rule, cost_of, run as run_rules
+
+_DIVERGENT_KINDS = ("device_to_host_sync", "recompilation", "graph_break", "op_fallback", "eager_compile",
+                    "host_to_device_transfer")
+
+
+def rank_of(report: dict[str, Any]) -> int:
+    env = report.get("environment") or {}
+    run = report.get("run") or {}
+    for v in (run.get("rank"), env.get("process_index")):
+        if isinstance(v, int):
+            return v
+    return 0
+
+
+def steady_times(report: dict[str, Any], key: str = "step") -> list[float]:
+    """A per-step figure (values.row_series: "step" time net of compile, "host" time outside device reads, "data"
+    wait) over the rank's steady training iterations, in order, as its report's rows say (values.StepRow; reports
+    written before `steps[].steady` get the process's own rule)."""
+    warm = Summary.from_json(report.get("summary")).warmup_steps
+    rows = rows_from_json(report.get("steps", []), warm)
+    return row_series([r for r in rows if r.steady], key)
+
+
+def location_from_json(d: dict | None) -> Location | None:
+    return Location(d["file"], int(d["line"]), d.get("function", "?")) if d else None
+
+
+@dataclass
+class Ranks:
+    """What a rank rule reads: the per-process reports of one run."""
+
+    reports: list[dict[str, Any]]
+
+
+class _CrossRank(Rule):
+    scope = RANKS_SCOPE
+
+    def unmet(self, r: Ranks) -> str | None:
+        return None if len(r.reports) > 1 else "one process: no other rank to compare with"
+
+
+@dataclass
+class StragglerEvidence:
+    rank: int
+    phase: str  # step | data | host: the figure in which it is slower
+    gap_s: float  # its typical figure above the other ranks' (cost.ms_per_step)
+    gap_share: float | None  # the gap over the other ranks' typical figure
+    component: str | None  # the breakdown part that differs most
+    p50_s: dict[str, float]  # each rank's typical figure
+    steps_compared: int
+    steps_above_all_others: int
+
+
+class Straggler(_CrossRank):
+    """One rank consistently slower than the others. Phase "step": its iterations take longer (the others do not
+    wait for it, e.g. no collective in the step). When a collective makes every rank's iteration as long, the
+    rank the others wait for shows in what it does instead of waiting: phase "data", it waits longer for its
+    input (session.data_wait()); phase "host", it keeps the host busy while the others wait in device reads."""
+
+    kind = "straggler"
+
+    def run(self, r: Ranks) -> list[Finding]:
+        for phase in ("step", "data", "host"):
+            found = self._phase(r.reports, phase)
+            if found:
+                return [found]
+        return []
+
+    def _phase(self, reports: list[dict[str, Any]], phase: str) -> Finding | None:
+        times = {rank_of(r): steady_times(r, phase) for r in reports}
+        times = {k: v for k, v in times.items() if len(v) >= threshold("straggler_min_steps")}
+        if len(times) < 2:
+            return None
+        typical = {k: median(v) for k, v in times.items()}
+        slow = max(typical, key=typical.get)
+        ref = median([typical[k] for k in typical if k != slow])
+        gap = typical[slow] - ref
+        if gap < max(threshold("straggler_share") * ref, threshold("straggler_min_s")):
+            return None
+        n = min(len(v) for v in times.values())
+        above = sum(1 for i in range(n) if times[slow][i] > max(times[k][i] for k in times if k != slow))
+        share = above / n if n else 0.0
+        if share < threshold("straggler_consistency"):
+            return None
+        what = {"step": "step time", "data": "wait for input data per step",
+                "host": "host time per step (outside device waits)"}[phase]
+        slow_part = _slowest_component(reports, slow)
+        msg = (f"Rank {slow} is a straggler: its {what} is {ms(gap)} above the other ranks' "
+               f"(p50 {ms(typical[slow])} vs {ms(ref)}) in {share:.0%} of {n} steady steps"
+               + (f"; the part that differs most is its {slow_part[0].replace('_', ' ')} time "
+                  f"({ms(slow_part[1])} more per step)" if slow_part else "") + ". In a "
+               "synchronous job every rank waits for the slowest at each collective. Look at what is different on "
+               f"rank {slow}: its input pipeline, its share of the data, its host (load, other processes).")
+        return Finding("straggler", "warning", msg, above, None,
+                       StragglerEvidence(slow, phase, gap, gap / ref if ref else None,
+                                         slow_part[0] if slow_part else None,
+                                         {str(k): v for k, v in sorted(typical.items())}, n, above),
+                       ranks=[slow], cost=Cost(ms_per_step=round(gap * 1e3, 3),
+                                               share_of_wall=round(gap / typical[slow], 4) if typical[slow] else None))
+
+
+def _slowest_component(reports: list[dict[str, Any]], slow: int) -> tuple[str, float] | None:
+    """The breakdown component (summary.time_breakdown) by which the slow rank's steady step exceeds the other
+    ranks' typical one the most: its slow phase, named."""
+    split = {rank_of(r): ((r.get("summary") or {}).get(K.TIME_BREAKDOWN) or {}).get("components_s")
+             for r in reports}
+    if not split.get(slow) or not all(split.values()):
+        return None
+    gaps = {c: v - median(split[k][c] for k in split if k != slow) for c, v in split[slow].items()}
+    c = max(gaps, key=gaps.get)
+    return (c, gaps[c]) if gaps[c] > 0 else None
+
+
+class RankDivergence(_CrossRank):
+    """A line that compiles or syncs on some ranks and not the others (e.g. a rank-0-only logging read): every
+    other rank waits for it at the next collective. Also: ranks that compiled different numbers of graphs."""
+
+    kind = "rank_divergence"
+
+    def run(self, r: Ranks) -> list[Finding]:
+        reports = r.reports
+        ranks = sorted(rank_of(x) for x in reports)
+        out = []
+        by_line: dict[tuple, dict[int, dict]] = {}
+        for x in reports:
+            for f in x.get("findings", []):
+                loc = f.get("location")
+                if loc and f["kind"] in _DIVERGENT_KINDS:
+                    by_line.setdefault((f["kind"], loc["file"], loc["line"]), {})[rank_of(x)] = f
+        for (kind, file, line), hits in sorted(by_line.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+            if len(hits) == len(ranks):
+                continue
+            on = sorted(hits)
+            off = [k for k in ranks if k not in hits]
+            f = hits[on[0]]
+            what = "syncs the host" if kind == "device_to_host_sync" else (
+                "recompiles" if kind == "recompilation" else f"has a {kind}")
+            msg = (f"Only rank{'s' if len(on) > 1 else ''} {_ranks(on)} {what} at {os.path.basename(file)}:{line} "
+                   f"(rank{'s' if len(off) > 1 else ''} {_ranks(off)} do{'es' if len(off) == 1 else ''} not): the "
+                   "other ranks wait for it at the next collective. Do the same work on every rank, or move it out "
+                   "of the step (e.g. a rank-0-only log read every N steps after the step's sync).")
+            out.append(Finding("rank_divergence", "warning" if f["severity"] != "info" else "info", msg,
+                               sum(int(h.get("count") or 0) for h in hits.values()),
+                               location_from_json(f.get("location")),
+                               {"finding": kind, "on_ranks": on, "not_on_ranks": off}, f.get("per_step"),
+                               ranks=on, cost=cost_of(f)))
+        compiles = {rank_of(x): int((x.get("summary") or {}).get("compiles") or 0) for x in reports}
+        if len(set(compiles.values())) > 1 and not any(o.evidence["finding"] == "recompilation" for o in out):
+            typical = median(compiles.values())
+            odd = sorted(k for k, v in compiles.items() if v != typical)
+            if odd and len(odd) < len(ranks):
+                out.append(Finding(
+                    "rank_divergence", "info",
+                    f"Rank{'s' if len(odd) > 1 else ''} {_ranks(odd)} compiled "
+                    f"{', '.join(str(compiles[k]) for k in odd)} graph(s) where the other ranks compiled "
+                    f"{typical:g}: a rank that compiles while the others wait holds them at the next collective.",
+                    int(sum(abs(compiles[k] - typical) for k in odd)), None,
+                    {"finding": "compiles", "compiles": {str(k): v for k, v in compiles.items()}}, ranks=odd))
+        return out
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(str(r) for r in ranks)
+
+
+RULES: tuple[Rule, ...] = (Straggler(), RankDivergence())
+
+
+def judge(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ranks scope's findings of one run's reports, as the merged report holds them."""
+    return [f.to_json() for f in run_rules(RULES, Ranks(reports)).findings]

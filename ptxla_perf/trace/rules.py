@@ -1,0 +1,107 @@
+"""Trace rules (scope `trace`): verdicts of a captured window, from its step summary and per-device collective
+share. A cost in every traced step, so `warning` (never `error`, which the report keeps for a run that was
+stopped); how strong it is shows in the share it states. Thresholds are thresholds.py's (`trace_*`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..thresholds import value as threshold
+from ..verdicts import TRACE_SCOPE, Cost, Finding, Rule, run as run_rules
+
+
+@dataclass
+class Window:
+    """What a trace rule reads: the traced window's step summary, collective share, gaps and op source."""
+
+    step_summary: dict[str, Any]
+    collective: dict[str, Any] = field(default_factory=dict)
+    gaps: dict[str, Any] = field(default_factory=dict)
+    op_source: str | None = None
+
+    @property
+    def steps(self) -> int:
+        return self.step_summary.get("steady_steps") or 0
+
+    def share(self, part: str) -> float:
+        return (self.step_summary.get("breakdown_share") or {}).get(part, 0.0)
+
+    def ms(self, part: str) -> float:
+        return (self.step_summary.get("breakdown_ms_per_step") or {}).get(part, 0.0)
+
+
+def _finding(kind: str, severity: str, message: str, count: int, evidence: dict[str, Any], cost: Cost) -> Finding:
+    # `source: trace` stays in the evidence for readers of 0.4.0 reports (origin is the field since 0.5.0)
+    return Finding(kind, severity, message, int(count), None, {"source": "trace", **evidence}, cost=cost)
+
+
+class TraceInputBound(Rule):
+    """The device waits on input: data loading / transfer with no op running (a warning), or else untraced time
+    with no op running, often loading outside the step annotation (info)."""
+
+    kind, scope = "input_bound", TRACE_SCOPE
+
+    def run(self, w: Window) -> list[Finding]:
+        n = w.steps
+        if not n:
+            return []
+        data_s, idle_s = w.share("data"), w.share("idle")
+        if data_s >= threshold("trace_input_bound_share"):
+            return [_finding(
+                "input_bound", "warning",
+                f"the device waits on input: {data_s:.0%} of step time ({w.ms('data'):.2f} ms/step) is data "
+                f"loading/transfer with no op running", n,
+                {"data_share": data_s, "data_ms_per_step": w.ms("data"), "idle_share": idle_s, "steps": n},
+                Cost(ms_per_step=w.ms("data"), share_of_wall=data_s))]
+        if idle_s >= threshold("trace_idle_share"):
+            return [_finding(
+                "input_bound", "info",
+                f"{idle_s:.0%} of step time ({w.ms('idle'):.2f} ms/step) is untraced with no op running, often data "
+                f"loading outside the step annotation; annotate the loader (xp.Trace / TraceAnnotation) to confirm",
+                n, {"idle_share": idle_s, "idle_ms_per_step": w.ms("idle"), "steps": n},
+                Cost(ms_per_step=w.ms("idle"), share_of_wall=idle_s))]
+        return []
+
+
+class TraceHostBound(Rule):
+    """Host tracing, graph building and dispatch take a large share of the traced step, longer than execution."""
+
+    kind, scope = "host_bound", TRACE_SCOPE
+
+    def run(self, w: Window) -> list[Finding]:
+        host_s = w.share("host")
+        if not w.steps or host_s < threshold("trace_host_bound_share") or w.ms("host") <= w.ms("execution"):
+            return []
+        return [_finding(
+            "host_bound", "warning",
+            f"host-bound: host tracing/graph building/dispatch ({w.ms('host'):.2f} ms/step, {host_s:.0%}) takes "
+            f"longer than execution ({w.ms('execution'):.2f} ms/step); the device idles while the host works",
+            w.steps, {"host_ms_per_step": w.ms("host"), "execution_ms_per_step": w.ms("execution"),
+                      "host_share": host_s, "steps": w.steps},
+            Cost(ms_per_step=w.ms("host"), share_of_wall=host_s))]
+
+
+class CollectiveBound(Rule):
+    """Collectives take a large share of each device's op time."""
+
+    kind, scope = "collective_bound", TRACE_SCOPE
+
+    def run(self, w: Window) -> list[Finding]:
+        cs = w.collective.get("mean", 0.0)
+        if cs < threshold("trace_collective_share"):
+            return []
+        return [_finding(
+            "collective_bound", "warning",
+            f"collectives take {cs:.0%} of op time per device (max {w.collective.get('max', 0):.0%}); on the CPU "
+            f"this includes waiting at the rendezvous for the slowest device", len(w.collective.get("per_device", [])),
+            {"collective_share_mean": cs, "collective_share_max": w.collective.get("max", 0.0),
+             "op_source": w.op_source}, Cost())]
+
+
+RULES: tuple[Rule, ...] = (TraceInputBound(), TraceHostBound(), CollectiveBound())
+
+
+def judge(step_summary: dict, collective: dict, gaps: dict, op_source: str | None) -> list[dict[str, Any]]:
+    """The trace scope's findings of a window, as the trace section's JSON holds them."""
+    v = run_rules(RULES, Window(step_summary, collective or {}, gaps or {}, op_source))
+    return [f.to_json() for f in v.findings]

@@ -1,0 +1,198 @@
+"""Findings typed (issue 26): every finding says where it came from (`origin`) and what it costs (`cost`) as
+fields, in the JSON too; one registry of rules by scope, run the same way by a live session and by `report.build`;
+the HTML card labels each share by what it is a share of; reports of 0.4.0 (tests/fixtures/reports, written by
+0.4.0's code: make.py) still read in view, diff and merge."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import SCRIPTS, load_report, run_cli
+from ptxla_perf import html as H, rank_rules, registry, report as R, thresholds
+from ptxla_perf.end_rules import run_end
+from ptxla_perf.findings import ITERATION_RULES
+from ptxla_perf.records import Boundary, Event, Location, StepRecord, Transfers
+
+
+def _loc(d):
+    return Location(d["file"], int(d["line"]), d.get("function", "?")) if d else None
+
+
+def step_from_json(d):
+    """An iteration record rebuilt from a report's `steps[]` (for report.build over a live run's steps)."""
+    d = dict(d)
+    d["boundaries"] = [Boundary(int(b["index"]), float(b["wall_time_s"]), _loc(b.get("site")),
+                                int(b.get("compiles", 0)), float(b.get("compile_time_s", 0.0)),
+                                int(b.get("executions", 0)), int(b.get("early_executions", 0)),
+                                int(b.get("device_to_host", 0)), int(b.get("optimizer_steps", 0)),
+                                int(b.get("backward_calls", 0)), bool(b.get("launched", True)))
+                       for b in d.get("boundaries", [])]
+    d["site"] = _loc(d.get("site"))
+    d["device_to_host"] = Transfers(**d.pop("device_to_host_transfers", d.get("device_to_host", {})))
+    d["host_to_device"] = Transfers(**d.get("host_to_device", {}))
+    d["events"] = [Event(e["kind"], _loc(e.get("location")), e.get("detail", {})) for e in d.get("events", [])]
+    if "live_arrays" in d:
+        d["live"] = (d.pop("live_arrays"), d.pop("live_bytes", None))
+    known = StepRecord.__dataclass_fields__
+    return StepRecord(**{k: v for k, v in d.items() if k in known})
+from ptxla_perf.trace.rules import judge as judge_window
+from ptxla_perf.verdicts import ORIGINS, SEVERITIES, Cost, Finding, cost_of, origin_of, severity_counts
+
+FIX = Path(__file__).parent / "fixtures" / "reports"
+
+
+def _steps(n: int = 10, read: bool = True, slow: float = 0.0) -> list[StepRecord]:
+    """A loop that recompiles once mid-run and reads a value every step."""
+    return [StepRecord(i, 0.5 if i == 0 else 0.02 + slow, site=Location("/x/train.py", 12, "<module>"),
+                       compiles=1 if i in (0, 5) else 0, compile_time_s=0.3 if i in (0, 5) else 0.0, executions=1,
+                       device_to_host=Transfers(1 if read else 0), optimizer_steps=1) for i in range(n)]
+
+
+def _build(**run) -> dict:
+    rep = R.build(backend="torch_xla", run={"kind": "script", "status": "completed", "argv": ["t.py"], **run},
+                  env=R.environment({}), steps=_steps())
+    R.validate(rep)
+    return json.loads(json.dumps(rep, default=R._json_default))
+
+
+def _card(page: str, kind: str) -> str:
+    return re.search(rf'<article class="card[^"]*" id="finding-\d+" data-kind="{kind}">.*?</article>', page, re.S)[0]
+
+
+# --- the HTML card --------------------------------------------------------------------------------------------
+def test_card_says_host_bound_share_is_of_the_measured_time():
+    """host_bound's `share` is a share of the step's measured time (wall less `other`); its share of the wall time
+    is another number. The card said the first was "of wall time"."""
+    typed = Finding("host_bound", "warning", "The host keeps the step busy.", 8,
+                    evidence={"ms_per_step": 10.0, "share": 0.8, "share_of_wall": 0.5},
+                    cost=Cost(ms_per_step=10.0, share_of_wall=0.5, share_of_measured=0.8)).to_json()
+    old = json.loads((FIX / "v040_rank0.json").read_text())
+    old_style = next(f for f in old["findings"] if f["kind"] == "host_bound")  # 0.4.0: no `cost`
+    for f in (typed, old_style):
+        rep = _build()
+        rep["findings"] = [f]
+        card = _card(H.render(rep), "host_bound")
+        assert "<b>50%</b> of wall time" in card, card
+        assert "<b>80%</b> of measured time" in card, card
+        assert "<b>80%</b> of wall time" not in card
+
+
+# --- origin and cost in the JSON ------------------------------------------------------------------------------
+def test_every_finding_has_a_typed_origin_and_cost_in_the_json():
+    rep = _build()
+    by_kind = {f["kind"]: f for f in rep["findings"]}
+    assert {f["origin"] for f in rep["findings"]} == {"runtime"}
+    recompile = by_kind["recompilation"]
+    assert recompile["cost"]["compile_s"] == pytest.approx(0.3) and 0 < recompile["cost"]["share_of_wall"] < 1
+    assert by_kind["device_to_host_sync"]["cost"]["per_step"] == by_kind["device_to_host_sync"]["per_step"]
+    assert set(recompile["cost"]) <= {"ms_per_step", "share_of_wall", "share_of_measured", "per_step", "compile_s",
+                                      "extra_graphs_per_step", "bytes_per_step"}
+
+    traced = judge_window({"steady_steps": 4, "breakdown_share": {"data": 0.4},
+                           "breakdown_ms_per_step": {"data": 8.0}}, {}, {}, "host")
+    assert [(f["kind"], f["origin"], f["cost"]) for f in traced] == [
+        ("input_bound", "trace", {"ms_per_step": 8.0, "share_of_wall": 0.4})]
+    assert traced[0]["evidence"]["source"] == "trace"  # kept one version for 0.4.0 readers (docs/report.md)
+
+    ended = [f.to_json() for f in run_end("stopped", "step time above the limit", _steps())]
+    assert [(f["kind"], f["origin"], f["severity"]) for f in ended] == [("run_stopped", "run", "error")]
+
+    ranks = [_build(rank=k) for k in range(3)]
+    ranks[2]["summary"]["compiles"] += 3  # rank 2 compiled more graphs than the others
+    crossed = rank_rules.judge(ranks)
+    assert [(f["kind"], f["origin"], f["ranks"]) for f in crossed] == [("rank_divergence", "ranks", [2])]
+    for f in [*rep["findings"], *traced, *ended, *crossed]:
+        assert f["origin"] in ORIGINS and Cost.from_json(f["cost"]).to_json() == f["cost"]
+
+
+def test_a_stopped_run_built_offline_says_so_like_a_live_one():
+    rep = _build(status="stopped", stop_reason="the guard stopped it")
+    assert rep["findings"][0]["kind"] == "run_stopped" and rep["summary"]["findings_by_severity"]["error"] == 1
+
+
+# --- one registry ---------------------------------------------------------------------------------------------
+def test_the_registry_holds_every_scope_and_each_runs_from_it():
+    scopes = {r.scope for r in registry.RULES}
+    assert scopes == {"iteration", "trace", "ranks", "run_end"}
+    assert registry.scoped("iteration") == ITERATION_RULES
+    kinds = {r.kind for r in registry.RULES}
+    assert {"memory_growth", "missing_donation", "straggler", "rank_divergence", "run_stopped", "oom",
+            "memory_headroom", "collective_bound"} <= kinds
+    assert {r.kind for r in registry.backend_rules("torch_xla")} >= {"eager_ops", "spmd", "dynamo_graph_break"}
+    assert [r.kind for r in registry.backend_rules("jax")] == ["eager_compile"]
+    assert registry.backend_rules("no such backend") == ()
+    # offline tools find a backend's rules without loading its framework
+    code = ("import sys; from ptxla_perf import registry; registry.backend_rules('torch_xla'); "
+            "registry.backend_rules('jax'); print(sorted({'torch', 'torch_xla', 'jax'} & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:]
+
+
+def test_trace_thresholds_are_named_and_documented():
+    table = thresholds.markdown_table()
+    for name in ("trace_input_bound_share", "trace_idle_share", "trace_host_bound_share", "trace_collective_share",
+                 "host_bound_user_share"):
+        assert f"| `{name}` |" in table
+    just_under = thresholds.value("trace_input_bound_share") - 0.01
+    assert not judge_window({"steady_steps": 4, "breakdown_share": {"data": just_under},
+                             "breakdown_ms_per_step": {"data": 1.0}}, {}, {}, "host")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("typed")
+    path = tmp / "report.json"
+    proc = run_cli("profile", "--port", "none", "--report", str(path), str(SCRIPTS / "reads_and_fallback.py"),
+                   cwd=tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return load_report(path)
+
+
+def test_report_build_runs_the_rules_a_live_session_runs(live):
+    """The report's `rules` (judged and not judged) of a live torch_xla run, and of report.build over its records:
+    the same set (0.4.0's build ran only the backend-neutral rules)."""
+    rebuilt = R.build(backend=live["backend"], run=live["run"], env=live["environment"],
+                      steps=[step_from_json(s) for s in live["steps"]])
+
+    def kinds(rep):
+        return sorted([*rep["rules"]["judged"], *(x["kind"] for x in rep["rules"]["not_judged"])])
+    assert kinds(rebuilt) == kinds(live)
+    assert {"eager_ops", "memory_growth", "missing_donation"} <= set(kinds(live))
+    assert all(f["origin"] == "runtime" and isinstance(f["cost"], dict) for f in live["findings"])
+    read = next(f for f in live["findings"] if f["kind"] == "device_to_host_sync" and f["severity"] == "warning")
+    assert read["cost"].get("ms_per_step") == read["evidence"].get("wait_ms_per_step")
+
+
+# --- 0.4.0 reports ---------------------------------------------------------------------------------------------
+def test_a_040_report_reads_its_origin_and_cost_from_the_evidence():
+    old = json.loads((FIX / "v040_rank0.json").read_text())
+    assert old["tool_version"] == "0.4.0" and not any("origin" in f for f in old["findings"])
+    origins = {f["kind"] + ("/trace" if f["evidence"].get("source") == "trace" else ""): origin_of(f)
+               for f in old["findings"]}
+    assert origins["input_bound/trace"] == "trace" and origins["host_bound"] == "runtime"
+    host = cost_of(next(f for f in old["findings"] if f["kind"] == "host_bound"))
+    assert (host.share_of_wall, host.share_of_measured, host.ms_per_step) == (0.5, 0.8, 10.0)
+    assert severity_counts(old["findings"]) == old["summary"]["findings_by_severity"]
+    assert list(severity_counts([])) == list(SEVERITIES)
+
+
+def test_040_reports_view_diff_and_merge(tmp_path):
+    a, b = FIX / "v040_rank0.json", FIX / "v040_rank1.json"
+    page = tmp_path / "page.html"
+    proc = run_cli("view", str(a), "--out", str(page))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "<b>50%</b> of wall time" in _card(page.read_text(), "host_bound")
+    proc = run_cli("diff", str(a), str(b), "--format", "json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    merged_path = tmp_path / "merged.json"
+    proc = run_cli("merge", str(a), str(b), "--report", str(merged_path))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    merged = load_report(merged_path)
+    by = {(f["kind"], f["origin"]) for f in merged["findings"]}
+    assert ("input_bound", "trace") in by and ("host_bound", "runtime") in by
+    assert ("straggler", "ranks") in by  # rank 1's steps are 10 ms slower
