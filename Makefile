@@ -1,23 +1,24 @@
 # Two commands for a fresh machine (see README):  make demo   |   make test
 # Everything installs into .venv (created if missing). PJRT_DEVICE defaults to the CPU.
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.13 || command -v python3.10 || command -v python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.ptxla_perf-installed
 export PJRT_DEVICE ?= CPU
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
-.PHONY: setup demo test test-fast bench browser clean
+.PHONY: setup demo test test-fast test-compat bench browser clean
 
 setup: $(STAMP)
 
 # MMF 1.0.0rc10 pins torch 1.5 in its metadata: it and transformers 2.3 go in with --no-deps, with the packages
 # they really import pinned in requirements-mmf.txt (README: "Why MMF is installed this way").
-$(STAMP): pyproject.toml setup.py requirements-mmf.txt
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "ptxla_perf needs Python 3.11 (torch_xla 2.9 wheels): set PYTHON=/path/to/python3.11")'
+# constraints.txt: the exact versions measured here (Python 3.11), so `make test` runs against what was measured.
+$(STAMP): pyproject.toml setup.py requirements-mmf.txt constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 13) else "ptxla_perf needs Python 3.10-3.13 (set PYTHON=/path/to/python3.11; 3.11 is the version tested here)")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[jax,test]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[all]"
 	$(PY) -m pip install --quiet --no-deps -r requirements-mmf.txt
 	touch $@
 
