@@ -13,6 +13,13 @@ from conftest import cli_env
 from ptxla_perf.commands import doctor
 
 
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def _doctor(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ptxla_perf", "doctor", *args], env=cli_env(),
                           capture_output=True, text=True, timeout=600)
@@ -22,15 +29,16 @@ def test_doctor_json_names_versions_devices_and_peak():
     proc = _doctor("--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     info = json.loads(proc.stdout)
-    assert info["packages"]["jax"] == metadata.version("jax")
-    assert info["packages"]["torch_xla"] == metadata.version("torch_xla")
     assert info["python"]["version"].startswith(f"{sys.version_info[0]}.{sys.version_info[1]}.")
-    for fw in ("jax", "torch_xla"):  # the real runtimes on the CPU (PJRT_DEVICE=CPU)
+    here = [fw for fw in ("jax", "torch_xla") if _version(fw)]  # make test-compat's venvs have one of them
+    assert here
+    for fw in here:  # the real runtimes on the CPU (PJRT_DEVICE=CPU)
+        assert info["packages"][fw] == _version(fw)
         dev = info["devices"][fw]
         assert "error" not in dev, dev
         assert dev["platform"].lower() == "cpu" and dev["count"] >= 1
         assert dev["memory_capacity"]["bytes"] is None  # no runtime figure, no spec row for a CPU
-    assert info["features"]["profile jax scripts"] == "on"
+    assert all(info["features"][f"profile {fw} scripts"].startswith("on") for fw in here)
     assert isinstance(info["profiler_port"]["free"], bool) and info["profiler_port"]["port"] == 9012
 
 
