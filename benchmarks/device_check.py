@@ -196,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     head = (f"device_check ({'cpu smoke' if args.cpu_smoke else 'device'}; Python {sys.version.split()[0]}; "
             + ", ".join(f"{k} {v}" for k, v in versions.items() if v) + f"; {time.perf_counter() - t0:.0f} s)")
     text = head + "\n\n" + markdown(rows) + "\n"
+    for r in results:  # the oom finding whole (the table cuts it), with XLA's message it was made from
+        oom = next((f for f in (r.get("report") or {}).get("findings", []) if f.get("kind") == "oom"), None)
+        if oom:
+            text += f"\n{r['name']}: {oom['message']}\n"
     (out / "device_check.md").write_text(text)
     (out / "device_check.json").write_text(json.dumps({"versions": versions, "rows": rows}, indent=1))
     print(text)
