@@ -38,8 +38,7 @@ print(json.dumps({"platform": devs[0].platform, "device_kind": devs[0].device_ki
                   "bytes_limit": stats.get("bytes_limit")}))
 """,
     "torch_xla": """
-import json, os
-os.environ.setdefault("PJRT_DEVICE", "CPU")
+import json
 import torch_xla, torch_xla.runtime as xr, torch_xla.core.xla_model as xm
 dev = torch_xla.device()
 try:
