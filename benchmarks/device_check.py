@@ -199,7 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:  # the oom finding whole (the table cuts it), with XLA's message it was made from
         oom = next((f for f in (r.get("report") or {}).get("findings", []) if f.get("kind") == "oom"), None)
         if oom:
-            text += f"\n{r['name']}: {oom['message']}\n"
+            said = (r["report"].get("run") or {}).get("stop_reason") or ""
+            asked = (oom.get("evidence") or {}).get("requested_bytes")
+            text += (f"\n{r['name']}: {oom['message']}\n  XLA said: {said.splitlines()[0] if said else '?'}"
+                     + (f" (requested {asked / 2**30:,.1f} GiB)" if asked else "") + "\n")
     (out / "device_check.md").write_text(text)
     (out / "device_check.json").write_text(json.dumps({"versions": versions, "rows": rows}, indent=1))
     print(text)
