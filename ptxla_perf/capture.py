@@ -175,7 +175,10 @@ def capture(service_addr: str, logdir: str | os.PathLike = "profiles", duration_
     host, port = services[0]
     where = ", ".join(f"{h}:{p}" for h, p in services)
 
-    from xprof.convert import _pywrap_profiler_plugin as client  # the client TensorBoard's button uses
+    try:
+        from xprof.convert import _pywrap_profiler_plugin as client  # the client TensorBoard's button uses
+    except ModuleNotFoundError:  # an optional part (extra [capture])
+        raise CaptureError("capture needs xprof, not installed here: pip install 'ptxla_perf[capture]'") from None
 
     logdir = Path(logdir).resolve()
     logdir.mkdir(parents=True, exist_ok=True)

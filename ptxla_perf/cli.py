@@ -8,7 +8,7 @@ import sys
 
 from . import __version__
 
-COMMANDS = ["profile", "capture", "analyze", "diff", "view", "merge"]
+COMMANDS = ["profile", "capture", "analyze", "diff", "view", "merge", "doctor"]
 
 
 def describe(doc: str | None) -> str:

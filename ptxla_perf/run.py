@@ -16,6 +16,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from . import requires
 from .config import register
 
 DEFAULT_RECIPE = "mmf"
@@ -33,6 +34,9 @@ def load_recipe(recipe) -> Callable:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name is None or not module_name.startswith(exc.name):
+            if (need := requires.missing_package(exc)) is not None:  # an optional framework/package: one line
+                print(f"ptxla_perf: error: recipe {recipe.name!r} {need}", file=sys.stderr)
+                raise SystemExit(2) from None
             raise
         raise SystemExit(f"ptxla_perf: error: recipe {recipe.name!r}: no module {module_name!r} "
                          f"(recipe.entry={entry!r})") from None
@@ -67,6 +71,9 @@ def run_recipe(cfg: DictConfig) -> int:
     _quiet_library_info()
     out_dir = HydraConfig.get().runtime.output_dir
     _cpu_devices(recipe.get("cpu_devices"))
+    if (need := requires.missing_framework(recipe.get("backend", "torch_xla"))) is not None:
+        print(f"ptxla_perf: error: recipe {recipe.name!r} {need}", file=sys.stderr)
+        return 2
     run_fn = load_recipe(recipe)
     try:
         session = Session(

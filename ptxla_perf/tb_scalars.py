@@ -77,7 +77,10 @@ class ScalarLog:
             while (item := self._queue.get()) is not None:
                 todo, clock = item
                 if writer is None:
-                    from tensorboard.summary import Writer
+                    try:
+                        from tensorboard.summary import Writer
+                    except ModuleNotFoundError as exc:  # an optional part: say how to get it
+                        raise ModuleNotFoundError(f"{exc} (pip install 'ptxla_perf[tensorboard]')") from exc
                     writer = Writer(self.logdir)
                 for s in todo:
                     row = StepRow.from_json(s)

@@ -1,7 +1,10 @@
 """`pip install .` (non-editable) gives a working CLI and runner from any directory: configs/ and recipes/ ship
-inside the wheel as ptxla_perf.configs / ptxla_perf.recipes."""
+inside the wheel as ptxla_perf.configs / ptxla_perf.recipes. The metadata installs beside a user's framework: the
+frameworks and heavy parts are extras, Python 3.10-3.13."""
 from __future__ import annotations
 
+import email
+import importlib.util
 import json
 import os
 import shutil
@@ -53,10 +56,39 @@ def test_installed_cli_and_runner_work_from_another_directory(installed, tmp_pat
     proc = subprocess.run([sys.executable, "-m", "ptxla_perf", "--help"], cwd=tmp_path, env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 0 and "profile" in proc.stdout and "diff" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", "+recipe=mlp", "recipe.steps=3",
+    # a recipe of the framework installed here (make test-compat's jax venv has no torch)
+    recipe = ["+recipe=mlp"] if importlib.util.find_spec("torch_xla") else ["+recipe=matmul", "recipe.backend=jax"]
+    proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", *recipe, "recipe.steps=3",
                            "profiler.port=null", "hydra.run.dir=run"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["summary"]["steps"] == 3
-    assert report["run"]["config"]["recipe"]["name"] == "mlp"
+    assert report["run"]["config"]["recipe"]["name"] == recipe[0].split("=")[1]
+
+
+def _metadata(wheel) -> email.message.Message:
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        return email.message_from_bytes(z.read(name))
+
+
+def test_metadata_frameworks_are_extras_and_python_310_to_313(installed):
+    meta = _metadata(installed[0])
+    assert meta["Requires-Python"].replace(" ", "") in (">=3.10,<3.14", "<3.14,>=3.10")
+    requires = meta.get_all("Requires-Dist")
+    core = [r for r in requires if "extra ==" not in r]
+    heavy = ("torch", "torch_xla", "torch-xla", "jax", "jaxlib", "flax", "xprof", "tensorboard", "jsonschema")
+    assert core and not [r for r in core if r.split(";")[0].split(">")[0].split("<")[0].split("=")[0].strip()
+                         in heavy], core
+    extras = {e.replace("-", "_") for e in meta.get_all("Provides-Extra")}  # PEP 685 writes torch-xla
+    assert {"torch_xla", "jax", "capture", "tensorboard", "mmf", "test", "all"} <= extras
+
+    def of(extra):
+        return [r.split(";")[0].replace(" ", "") for r in requires
+                if r.replace("-", "_").endswith(f'extra == "{extra}"')]
+    assert "torch_xla<2.10,>=2.8" in of("torch_xla") and "torch<2.10,>=2.8" in of("torch_xla")
+    assert any(r.startswith("jax") and "<0.11" in r for r in of("jax"))
+    assert not [r for r in of("jax") if r.startswith("torch")]  # a JAX user gets no torch
+    assert any(r.startswith("xprof") for r in of("capture"))
+    assert any(r.startswith("tensorboard") for r in of("tensorboard"))
