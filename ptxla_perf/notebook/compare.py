@@ -1,5 +1,5 @@
-"""`compare(r1, r2, ...)`: runs side by side - the `diff` command's comparison (ptxla_perf.diff: the same rows,
-numbers, noise band and `fail_on` rules), the first run the baseline each other run is compared with - as
+"""Runs side by side (`ptxla_perf.compare`, report.py): the `diff` command's comparison (ptxla_perf.diff: the same
+rows, numbers, noise band and `fail_on` rules), the first run the baseline each other run is compared with - as
 DataFrames and an HTML table."""
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ from typing import Any
 
 from .. import diff as D
 from . import tables
-from .report import Report, load
 
 
 class Comparison:
     """Run 0 (the baseline) against each later run. `pairs[i]` is the diff command's `Comparison` of the baseline
     and run i+1; `violations[i]` the `fail_on` rules it broke (None: no rules given)."""
 
-    def __init__(self, reports: list[Report], labels: list[str], per_step: bool, rules: list[D.Rule] | None,
-                 strict: bool):
-        self.reports, self.labels, self.rules = reports, labels, rules
-        sources = [D.from_report(r.data, label) for r, label in zip(reports, labels)]
+    def __init__(self, reports: list[dict[str, Any]], labels: list[str], per_step: bool = False,
+                 rules: list[D.Rule] | None = None, strict: bool = False):
+        self.reports, self.labels, self.rules = reports, labels, rules  # the report dicts, one label each
+        sources = [D.from_report(r, label) for r, label in zip(reports, labels)]
         self.pairs = [D.compare(sources[0], other, per_step=per_step) for other in sources[1:]]
         self.violations = None if rules is None else [D.check(p, rules, strict=strict) for p in self.pairs]
 
@@ -63,7 +62,7 @@ class Comparison:
         order = {"error": 0, "warning": 1, "info": 2}
         rows: dict[tuple, dict[str, Any]] = {}
         for report, label in zip(self.reports, self.labels):
-            for f in report.data.get("findings") or []:
+            for f in report.get("findings") or []:
                 loc = f.get("location") or {}
                 key = (f.get("kind"), f"{loc['file']}:{loc.get('line')}" if loc.get("file") else None)
                 row = rows.setdefault(key, {"kind": key[0], "where": key[1], "severity": f.get("severity")})
@@ -81,7 +80,11 @@ class Comparison:
     def __repr__(self) -> str:
         return self.text()
 
-    def _repr_html_(self) -> str:
+    def _repr_html_(self) -> str | None:
+        try:
+            tables.pandas()
+        except ImportError:  # the text table shows instead
+            return None
         out = ["<div class=\"ptxla-perf-compare\">"]
         lines = [f"baseline: {escape(self.labels[0])}"]
         for p in self.pairs:
@@ -118,24 +121,3 @@ def _num(v: Any) -> float | None:
         return None if v is None or v != v else float(v)  # NaN (pandas' missing value) -> None
     except (TypeError, ValueError):
         return None
-
-
-def compare(*runs: "Report | dict | str", labels: list[str] | None = None, per_step: bool = False,
-            fail_on: str | list[str] | None = None, strict: bool = False) -> Comparison:
-    """Compare runs (Reports, report dicts, paths or URLs) with the first: the `diff` command's rows for each
-    pair. `fail_on` takes the diff command's `--fail-on` rules (e.g. "device_to_host_per_step>0"):
-    `Comparison.passed` and `.violations` say what broke; `strict` as `--strict`. Raises ValueError (a bad rule:
-    `diff.RuleError`) with one line."""
-    if len(runs) < 2:
-        raise ValueError("compare needs at least two runs (the first is the baseline)")
-    reports = [load(r) for r in runs]
-    names = list(labels) if labels is not None else [r.label for r in reports]
-    if len(names) != len(reports):
-        raise ValueError(f"{len(names)} labels for {len(reports)} runs")
-    seen: dict[str, int] = {}
-    unique = []
-    for name in names:  # two runs of the same name still get a column each
-        seen[name] = seen.get(name, 0) + 1
-        unique.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
-    rules = D.parse_rules(fail_on) if fail_on is not None else None
-    return Comparison(reports, unique, per_step, rules, strict)

@@ -1,5 +1,6 @@
 """`Report`: one report JSON as a notebook reads it - a typed summary, the sections as DataFrames (built on first
-use), the same page as report.html inline - and `load(path_or_url)` that makes one."""
+use), the same page as report.html inline -, `load(path_or_url)` that makes one, and `compare(r1, r2, ...)` that
+puts loaded runs side by side (compare.py)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,9 @@ from typing import Any
 
 from .. import SCHEMA_ID
 from .. import summary_keys as K
+from .. import diff as D
 from . import inline, tables
+from .compare import Comparison
 
 
 class ReportLoadError(ValueError):
@@ -134,9 +137,8 @@ class Report:
         return (f"<ptxla_perf Report {self.label}: {self.backend}, {s.steps} steps, status {self.status}, "
                 f"{len(self.data.get('findings') or [])} findings>")
 
-    def diff(self, other: "Report | dict | str", **kwargs: Any):
+    def diff(self, other: "Report | dict | str", **kwargs: Any) -> Comparison:
         """This run (A, the baseline) against `other` (B): `compare(self, other, **kwargs)`."""
-        from .compare import compare
         return compare(self, other, **kwargs)
 
     def save(self, path: str, html: bool = True) -> str:
@@ -196,3 +198,24 @@ def _read(name: str) -> str:
     except Exception as exc:  # noqa: BLE001 - any transport's failure is one line for the user
         raise ReportLoadError(f"cannot read {name}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                               ) from None
+
+
+def compare(*runs: "Report | dict | str", labels: list[str] | None = None, per_step: bool = False,
+            fail_on: str | list[str] | None = None, strict: bool = False) -> Comparison:
+    """Compare runs (Reports, report dicts, paths or URLs) with the first: the `diff` command's rows for each
+    pair. `fail_on` takes the diff command's `--fail-on` rules (e.g. "device_to_host_per_step>0"):
+    `Comparison.passed` and `.violations` say what broke; `strict` as `--strict`. Raises ValueError (a bad rule:
+    `diff.RuleError`) with one line."""
+    if len(runs) < 2:
+        raise ValueError("compare needs at least two runs (the first is the baseline)")
+    reports = [load(r) for r in runs]
+    names = list(labels) if labels is not None else [r.label for r in reports]
+    if len(names) != len(reports):
+        raise ValueError(f"{len(names)} labels for {len(reports)} runs")
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:  # two runs of the same name still get a column each
+        seen[name] = seen.get(name, 0) + 1
+        unique.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    rules = D.parse_rules(fail_on) if fail_on is not None else None
+    return Comparison([r.data for r in reports], unique, per_step, rules, strict)
