@@ -144,8 +144,25 @@ def _outputs(cell) -> tuple[str, str]:
     return text, rich
 
 
-def _run(kc, code: str, timeout: float = 120) -> tuple[dict, str]:
-    """Run `code` in the kernel; its reply's content and its stdout/stderr."""
+class _Kernel:
+    """nbclient's kernel client and manager (asyncio ones), called synchronously."""
+
+    def __init__(self, client):
+        from jupyter_core.utils import run_sync
+        self.execute = client.kc.execute
+        self.get_iopub_msg = run_sync(client.kc.get_iopub_msg)
+        self.get_shell_msg = run_sync(client.kc.get_shell_msg)
+        self.interrupt = run_sync(client.km.interrupt_kernel)
+
+
+def _run(kc: _Kernel, code: str, timeout: float = 120) -> tuple[dict, str]:
+    """Run `code` in the kernel; its reply's content and its stdout/stderr. A request the kernel aborts (ipykernel
+    aborts what reaches it right after a cell's error, here the interrupt) is sent again once."""
+    content, out = _run_once(kc, code, timeout)
+    return _run_once(kc, code, timeout) if content["status"] == "aborted" else (content, out)
+
+
+def _run_once(kc: _Kernel, code: str, timeout: float) -> tuple[dict, str]:
     msg_id = kc.execute(code)
     out = []
     while True:
@@ -158,13 +175,16 @@ def _run(kc, code: str, timeout: float = 120) -> tuple[dict, str]:
             out.append("ERROR " + msg["content"]["ename"])
         elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             break
-    return kc.get_shell_msg(timeout=timeout)["content"], "".join(out)
+    while True:
+        reply = kc.get_shell_msg(timeout=timeout)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply["content"], "".join(out)
 
 
 INTERRUPTED = """
 import signal
 sigint_before = signal.getsignal(signal.SIGINT)
-with ptxla_perf.profile(report_path={path!r}) as long_run:
+with ptxla_perf.profile("torch_xla", report_path={path!r}) as long_run:
     for step in range(1_000_000):
         x = torch.randn(8, 16).to(dev)
         loss = model(x).pow(2).mean()
@@ -177,7 +197,7 @@ with ptxla_perf.profile(report_path={path!r}) as long_run:
 """
 
 AGAIN = """
-with ptxla_perf.profile(display=False) as again:
+with ptxla_perf.profile("torch_xla", display=False) as again:
     for step in range(3):
         loss = model(torch.randn(8, 16).to(dev)).pow(2).mean()
         loss.backward()
@@ -200,20 +220,24 @@ def kernel_run(tmp_path_factory):
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
-        kc, km = client.kc, client.km
+        kc = _Kernel(client)
         report = tmp / "interrupted.json"
         msg_id = kc.execute(INTERRUPTED.format(path=str(report)))
         seen, deadline = "", time.time() + 120
         while "LOOPING" not in seen and time.time() < deadline:
             msg = kc.get_iopub_msg(timeout=120)
-            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
-                seen += msg["content"]["text"]
-        km.interrupt_kernel()
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] in ("stream", "error"):
+                seen += msg["content"].get("text") or f"ERROR {msg['content']['ename']}: {msg['content']['evalue']}"
+                assert "ERROR" not in seen, seen
+        kc.interrupt()
         while True:
             reply = kc.get_shell_msg(timeout=120)
             if reply["parent_header"].get("msg_id") == msg_id:
                 break
         extra["interrupt"] = (seen, reply["content"], report)
+        while not (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
+                   and msg["content"]["execution_state"] == "idle"):
+            msg = kc.get_iopub_msg(timeout=120)
         extra["after"] = _run(kc, "print(long_run.report.status, long_run.report.summary.steps > 3, "
                                   "long_run.report.source, signal.getsignal(signal.SIGINT) is sigint_before)")
         extra["again"] = _run(kc, AGAIN)
