@@ -89,8 +89,6 @@ class Profile:
         kwargs = dict(report_path=self.report_path, port=self.port, console=False, handle_signals=False,
                       progress_every_s=None, summary=False)
         kwargs.update(self.session_kwargs)
-        kwargs["run"] = {"kind": "api", "context": "notebook" if inline.in_kernel() else "python",
-                         **(self.session_kwargs.get("run") or {})}
         self.session = Session(backend, **kwargs)
         if self.progress:
             self._bar = _Progress()
