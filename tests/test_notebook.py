@@ -316,3 +316,61 @@ def test_interrupt_writes_the_report_and_the_kernel_stays_usable(kernel_run):
     assert content["status"] == "ok" and out.split() == ["interrupted", "True", str(report), "True"], out
     content, out = extra["again"]
     assert content["status"] == "ok" and out.split()[-2:] == ["completed", "3"], out
+
+
+def test_backend_is_found_from_the_callers_imports(monkeypatch):
+    import types
+
+    from ptxla_perf.notebook.profile import detect_backend
+    from ptxla_perf.outcome import SessionError
+    txla, jax = types.ModuleType("torch_xla"), types.ModuleType("jax.numpy")
+    assert detect_backend({"torch_xla": txla, "np": types.ModuleType("numpy")}) == "torch_xla"
+    assert detect_backend({"jnp": jax}) == "jax"
+    with pytest.raises(SessionError, match="name the backend"):
+        detect_backend({"torch_xla": txla, "jnp": jax})
+    for name in ("torch_xla", "jax", "flax"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.raises(SessionError, match="no backend found"):
+        detect_backend({})
+
+
+JAX_CELL_1 = """
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+@jax.jit
+def train_step(params, x):
+    loss, grads = jax.value_and_grad(lambda p: jnp.mean(jnp.tanh(x @ p) ** 2))(params)
+    return params - 0.01 * grads, loss
+
+
+params = jax.device_put(np.ones((16, 4), np.float32))
+x = jax.device_put(np.ones((8, 16), np.float32))
+params, loss = train_step(params, x)  # compiled here, before any profiling
+"""
+JAX_CELL_2 = """
+with ptxla_perf.profile("jax", display=False) as prof:
+    for step in range(5):
+        params, loss = train_step(params, x)
+        float(loss)
+"""
+
+
+def test_jax_step_jitted_before_the_block_is_seen_without_a_recompile(tmp_path):
+    """A notebook jits its step in one cell and profiles the loop in another: the step is seen, nothing is
+    compiled again, and the notebook's name is its own jitted function again after the block."""
+    pytest.importorskip("jax")
+    ns = {"ptxla_perf": ptxla_perf}
+    for i, src in enumerate((JAX_CELL_1, JAX_CELL_2)):
+        path = tmp_path / f"cell{i}.py"
+        path.write_text(src)
+        exec(compile(src, str(path), "exec"), ns)
+        if i == 0:
+            original = ns["train_step"]
+    r = ns["prof"].report
+    assert ns["train_step"] is original and type(original).__name__ == "PjitFunction"
+    assert r.summary.steps >= 4 and r.summary.compiles == 0
+    f = r.findings.set_index("kind").loc["device_to_host_sync"]
+    assert f["file"] == str(tmp_path / "cell1.py") and f["line"] == 5

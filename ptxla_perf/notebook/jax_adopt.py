@@ -12,7 +12,7 @@ _JIT_KWARGS = ("static_argnums", "static_argnames", "donate_argnums", "donate_ar
 
 def adopt(namespace: dict[str, Any], adapter) -> list[tuple[str, Any, Any]]:
     """Rebind the jitted functions of `namespace`; returns what `restore` puts back."""
-    wrapper = getattr(sys.modules.get(type(adapter).__module__), "_Jitted", None)  # the adapter's own wrapper
+    wrapper = _wrapper(adapter)
     if wrapper is None:
         return []
     swapped = []
@@ -22,12 +22,22 @@ def adopt(namespace: dict[str, Any], adapter) -> list[tuple[str, Any, Any]]:
         info = getattr(value, "_jit_info", None)
         kwargs = {k: getattr(info, k) for k in _JIT_KWARGS if getattr(info, k, None)}
         try:
-            wrapped = wrapper(value, adapter, getattr(value, "__wrapped__", None) or value, kwargs)
+            wrapped = wrapper(value, getattr(value, "__wrapped__", None) or value, kwargs)
         except Exception:  # noqa: BLE001 - a function we cannot wrap runs as it is (its steps go unseen)
             continue
         namespace[name] = wrapped
         swapped.append((name, value, wrapped))
     return swapped
+
+
+def _wrapper(adapter):
+    """The adapter's own wrapper of a jitted object: its `wrap_jitted(jitted, fun, kwargs)` where it has one, else
+    the `_Jitted` class beside it (the adapter as one module)."""
+    wrap = getattr(adapter, "wrap_jitted", None)
+    if wrap is not None:
+        return wrap
+    cls = getattr(sys.modules.get(type(adapter).__module__), "_Jitted", None)
+    return None if cls is None else (lambda jitted, fun, kwargs: cls(jitted, adapter, fun, kwargs))
 
 
 def restore(namespace: dict[str, Any], swapped: list[tuple[str, Any, Any]]) -> None:

@@ -12,21 +12,24 @@ from ..outcome import SessionError
 from . import inline
 from .report import Report
 
-_PREFIXES = {"torch_xla": "torch_xla", "jax": "jax", "flax": "jax"}
+_PREFIXES = {"torch_xla": "torch_xla", "jax": "jax", "jaxlib": "jax", "flax": "jax"}
 
 
 def detect_backend(namespace: dict[str, Any] | None) -> str:
     """The backend the code around us uses: the modules imported into the caller's namespace (a notebook's
     globals), else the one of torch_xla / jax that is imported at all. Both, or neither: name it."""
     found = set()
-    for value in (namespace or {}).values():
-        mod = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+    for value in list((namespace or {}).values()):
+        try:
+            mod = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+        except Exception:  # noqa: BLE001 - an object whose attributes raise says nothing about the backend
+            continue
         if isinstance(mod, str):
             top = mod.split(".", 1)[0]
             if top in _PREFIXES:
                 found.add(_PREFIXES[top])
     if not found:
-        found = {b for m, b in _PREFIXES.items() if m in sys.modules}
+        found = {b for m, b in _PREFIXES.items() if m in sys.modules and m != "jaxlib"}
     if len(found) == 1:
         return found.pop()
     if found:
