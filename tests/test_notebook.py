@@ -257,6 +257,7 @@ def _row(rich_html: str, first: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("notebook_kernel")  # one kernel run (kernel_run) for them all
 @pytest.mark.parametrize("backend,read", [("torch_xla", "losses.append(loss.item())"),
                                           ("jax", "history.append(float(loss))")])
 def test_notebook_finding_points_at_the_cells_line(kernel_run, backend, read):
@@ -276,6 +277,7 @@ def test_notebook_finding_points_at_the_cells_line(kernel_run, backend, read):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("notebook_kernel")  # one kernel run (kernel_run) for them all
 def test_notebook_shows_the_page_inline(kernel_run):
     nb, _ = kernel_run
     _, rich = _outputs(next(c for c in nb.cells if c.cell_type == "code" and c.source.strip() == "before.report"))
@@ -287,6 +289,7 @@ def test_notebook_shows_the_page_inline(kernel_run):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("notebook_kernel")  # one kernel run (kernel_run) for them all
 def test_notebook_comparison_before_and_after(kernel_run):
     nb, _ = kernel_run
     for needle, steps_before in (("cmp.figures.loc", 1.0), ("jax_cmp.figures.loc", None)):
@@ -304,6 +307,7 @@ def test_notebook_comparison_before_and_after(kernel_run):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("notebook_kernel")  # one kernel run (kernel_run) for them all
 def test_interrupt_writes_the_report_and_the_kernel_stays_usable(kernel_run):
     _, extra = kernel_run
     seen, reply, report = extra["interrupt"]
@@ -358,6 +362,7 @@ with ptxla_perf.profile("jax", display=False) as prof:
 """
 
 
+@pytest.mark.slow
 def test_jax_step_jitted_before_the_block_is_seen_without_a_recompile(tmp_path):
     """A notebook jits its step in one cell and profiles the loop in another: the step is seen, nothing is
     compiled again, and the notebook's name is its own jitted function again after the block."""

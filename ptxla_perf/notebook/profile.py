@@ -93,10 +93,10 @@ class Profile:
                       progress_every_s=None, summary=False)
         kwargs.update(self.session_kwargs)
         self.session = Session(backend, **kwargs)
-        if self.progress:
+        self.session.start()
+        if self.progress:  # after start: a session that could not start leaves no bar behind
             self._bar = _Progress()
             self.session.add_step_callback(self._bar.step, self._bar.close)
-        self.session.start()
         if backend == "jax":  # step functions jitted in an earlier cell (jax_adopt.py)
             from .jax_adopt import adopt
             self._adopted = adopt(self._namespace, self.session.adapter)
