@@ -213,9 +213,19 @@ def kernel_run(tmp_path_factory):
     """The example notebook executed in one kernel, then an interrupted profiled loop and more cells in it."""
     nbformat = pytest.importorskip("nbformat")
     from nbclient import NotebookClient
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
     tmp = tmp_path_factory.mktemp("nb")
+    # this Python's ipykernel, whatever kernels the machine has installed under the name python3
+    spec = tmp / "kernels" / "ptxla_perf_test"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "ptxla_perf test", "language": "python"}))
+    km = AsyncKernelManager(kernel_name="ptxla_perf_test",
+                            kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec.parent)]))
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp)}})
+    client = NotebookClient(nb, km=km, timeout=300, resources={"metadata": {"path": str(tmp)}})
     extra = {}
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):
