@@ -23,6 +23,13 @@ def pandas():
     return pd
 
 
+def _ints(frame, *cols):
+    """Line numbers and cell counts as integers with missing values (not floats: 15, not 15.0)."""
+    for c in cols:
+        frame[c] = frame[c].astype("Int64")
+    return frame
+
+
 def _where(loc: dict | None) -> str | None:
     if not isinstance(loc, dict) or not loc.get("file"):
         return None
@@ -48,7 +55,7 @@ def steps(report: dict[str, Any], cells: dict[str, int] | None = None):
     frame = pandas().DataFrame(rows, columns=[*_STEP_SCALARS, "device_to_host", "device_to_host_bytes",
                                               "host_to_device", "host_to_device_bytes", "fallback_ops", "file",
                                               "line", "function", "cell"])
-    return frame.set_index("index")
+    return _ints(frame, "line", "cell").set_index("index")
 
 
 def findings(report: dict[str, Any], cells: dict[str, int] | None = None):
@@ -62,8 +69,9 @@ def findings(report: dict[str, Any], cells: dict[str, int] | None = None):
                      "function": loc.get("function"), "where": _where(loc), "cell": (cells or {}).get(loc.get("file")),
                      "ms_per_step": ev.get("wait_ms_per_step", ev.get("ms_per_step")), "ranks": f.get("ranks"),
                      "message": f.get("message"), "evidence": ev})
-    return pandas().DataFrame(rows, columns=["kind", "severity", "count", "per_step", "file", "line", "function",
-                                             "where", "cell", "ms_per_step", "ranks", "message", "evidence"])
+    return _ints(pandas().DataFrame(rows, columns=["kind", "severity", "count", "per_step", "file", "line",
+                                                   "function", "where", "cell", "ms_per_step", "ranks", "message",
+                                                   "evidence"]), "line", "cell")
 
 
 def compiles(report: dict[str, Any], cells: dict[str, int] | None = None):
@@ -82,8 +90,9 @@ def compiles(report: dict[str, Any], cells: dict[str, int] | None = None):
                      "differences": detail.get("differences"), "file": loc.get("file"), "line": loc.get("line"),
                      "where": _where(loc), "cell": (cells or {}).get(loc.get("file")),
                      "graph_hashes": s.get("graph_hashes") or []})
-    return pandas().DataFrame(rows, columns=["step", "phase", "compiles", "compile_time_s", "cause", "differences",
-                                             "file", "line", "where", "cell", "graph_hashes"])
+    return _ints(pandas().DataFrame(rows, columns=["step", "phase", "compiles", "compile_time_s", "cause",
+                                                   "differences", "file", "line", "where", "cell", "graph_hashes"]),
+                 "line", "cell")
 
 
 def time_breakdown(report: dict[str, Any]):
