@@ -1,3 +1,12 @@
 """ptxla_perf: why is my XLA training step slow, and which line of my code is to blame."""
 __version__ = "0.4.0"
 SCHEMA_ID = "ptxla_perf.report/1"
+
+_NOTEBOOK = ("profile", "load", "compare", "Report")  # the notebook API (docs/notebook.md), imported on first use
+
+
+def __getattr__(name: str):
+    if name in _NOTEBOOK:
+        from . import notebook
+        return getattr(notebook, name)
+    raise AttributeError(f"module 'ptxla_perf' has no attribute {name!r}")
