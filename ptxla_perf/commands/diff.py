@@ -15,7 +15,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
         epilog="rules: NAME OP THRESHOLD, comma-separated. OP: > >= < <= == !=. THRESHOLD: N (B's value), "
                "+N/-N (B minus A), N%/+N%/-N% (change from A to B); units allowed (20ms, 1MB). "
                "NAME: a row name (compiles, device_to_host_per_step, step_time_p50, UncachedCompile, "
-               "ExecuteTime, ExecuteTime.p50, ...) or a glob (aten::*). See docs/diff.md.")
+               "ExecuteTime, ExecuteTime.p50, ...), a finding count of a report (warnings:device_to_host_sync) "
+               "or a glob (aten::*). See docs/diff.md.")
     p.add_argument("a", metavar="A", help="baseline: metrics-report text file or ptxla_perf report JSON")
     p.add_argument("b", metavar="B", help="candidate: metrics-report text file or ptxla_perf report JSON")
     p.add_argument("--format", choices=["table", "json", "markdown"], default="table",

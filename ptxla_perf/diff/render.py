@@ -30,7 +30,7 @@ def row_texts(row: Row) -> tuple[str, str, str]:
     scale, label = 1.0, ""
     for factor, name in _SCALES.get(row.unit or "", []):
         scale, label = factor, name
-        if top >= factor:
+        if top >= factor or top == 0 and name == row.unit:
             break
     scaled = [v / scale if v is not None and math.isfinite(v) else v for v in vals]
     whole = all(v is None or not math.isfinite(v) or float(v).is_integer() for v in scaled)
@@ -42,6 +42,8 @@ def row_texts(row: Row) -> tuple[str, str, str]:
             return "-"
         if not math.isfinite(v):
             return format_value(v, None)
+        if v == 0:  # an exact zero has no precision to show
+            return "0"
         t = f"{v:+.{d}f}" if signed and v != 0 else f"{v:.{d}f}"
         return "0" if float(t) == 0 and signed else t
     while digits > 0 and all(v is None or not math.isfinite(v) or text(v, digits).endswith("0")

@@ -1,0 +1,119 @@
+"""What a new user tripped on following the README (issue 30), each pinned by a test that failed before the fix."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from conftest import SCRIPTS, run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = Path(__file__).parent / "fixtures" / "metrics" / "report_fixed.json"
+
+
+def _readme_gate() -> list[str]:
+    """The README's CI gate command line, as written there (after `python -m ptxla_perf`)."""
+    text = (ROOT / "README.md").read_text()
+    line = next(l for l in text.splitlines() if "python -m ptxla_perf diff before.json after.json --fail-on" in l)
+    argv = shlex.split(line.split("#", 1)[0])
+    return argv[argv.index("ptxla_perf") + 1:]
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """Reports of a loop that reads its loss every step (the mistake) and of its fix (a read every 10 steps)."""
+    out = tmp_path_factory.mktemp("newuser")
+    for name, script in (("mistake", "newuser_read_every_step.py"), ("fix", "newuser_read_every_10.py")):
+        proc = run_cli("profile", "--report", str(out / f"{name}.json"), str(SCRIPTS / script), cwd=out)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def _gate(workdir: Path, before: str, after: str):
+    argv = [str(workdir / before) if a == "before.json" else str(workdir / after) if a == "after.json" else a
+            for a in _readme_gate()]
+    return run_cli(*argv, cwd=workdir)
+
+
+def test_readme_ci_gate_passes_on_the_documented_fix_and_fails_on_the_mistake(reports):
+    """The README's gate failed the fixed script: `device_to_host_per_step>0` is 0.1 for a read every 10 steps,
+    which `profile` itself calls fine. The gate reads the profiler's judgement (a warning) instead."""
+    fixed = _gate(reports, "mistake.json", "fix.json")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "passed" in fixed.stdout
+    broken = _gate(reports, "fix.json", "mistake.json")
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "FAIL warnings:device_to_host_sync>0" in broken.stdout, broken.stdout
+
+
+def test_text_diff_puts_changed_findings_first_and_hides_unchanged_rows(reports):
+    """The text diff printed 38 rows, the unchanged ones too, and did not mention a warning that became info;
+    `4 B -> 0 B, delta -3 B` rounded each cell on its own."""
+    proc = run_cli("diff", str(reports / "mistake.json"), str(reports / "fix.json"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[2] == "Findings that changed (A -> B):", proc.stdout
+    assert re.match(r"\s+warning -> info\s+device_to_host_sync \[newuser_read_every_10\.py:\d+\]", lines[3]), lines[3]
+    names = [l.split()[0] for l in lines if l and not l.startswith((" ", "-", "=", "A:", "B:", "(", "All", "note"))]
+    assert "steps" not in names and "flops_per_step" not in names, proc.stdout  # unchanged: not shown
+    assert "device_to_host_per_step" in names
+    assert any(l.startswith("(") and "unchanged row(s) not shown; --all" in l for l in lines), proc.stdout
+    row = next(l for l in lines if l.startswith("device_to_host_bytes_per_step"))
+    assert row.split()[1:7] == ["4.0", "B", "0.4", "B", "-3.6", "B"], row
+    every = run_cli("diff", "--all", str(reports / "mistake.json"), str(reports / "fix.json"))
+    assert any(l.startswith("steps ") and l.split()[-1] == "same" for l in every.stdout.splitlines()), every.stdout
+
+
+def _report(tmp_path, name: str, **summary) -> str:
+    report = json.loads(FIXTURE.read_text())
+    for key, value in summary.items():
+        report["summary"][key] = value
+    path = tmp_path / name
+    path.write_text(json.dumps(report))
+    return str(path)
+
+
+def _times(p50: float, p90: float) -> dict:
+    return {"p50": p50, "p90": p90, "mean": (p50 + p90) / 2, "min": p50 * 0.9, "max": p90 * 1.1, "n": 20}
+
+
+def test_step_time_rows_get_one_noise_verdict(tmp_path):
+    """step_time_p50 was `noise` beside step_time_p90 `changed` for the same two runs: p50 moved less than the
+    band, p90 more. One verdict now: the step time moved (p90 beyond the band), so both are `changed`."""
+    a = _report(tmp_path, "a.json", step_time_s=_times(0.005, 0.0095))   # band 4.5 ms
+    b = _report(tmp_path, "b.json", step_time_s=_times(0.0018, 0.0025))  # p50 -3.2 ms, p90 -7 ms
+    proc = run_cli("diff", a, b)
+    status = {l.split()[0]: l.split()[-1] for l in proc.stdout.splitlines() if l.startswith("step_time_")}
+    assert status["step_time_p50"] == status["step_time_p90"] == "changed", proc.stdout
+    c = _report(tmp_path, "c.json", step_time_s=_times(0.0052, 0.0097))  # both within the band
+    proc = run_cli("diff", a, c)
+    status = {l.split()[0]: l.split()[-1] for l in proc.stdout.splitlines() if l.startswith("step_time_")}
+    assert status["step_time_p50"] == status["step_time_p90"] == "noise", proc.stdout
+
+
+def test_distinct_graphs_beside_compiles_is_explained(tmp_path):
+    """`distinct_graphs` 2 beside `compiles` 1 was printed without a word."""
+    a = _report(tmp_path, "a.json", distinct_graphs=1, compiles=1)
+    b = _report(tmp_path, "b.json", distinct_graphs=2, compiles=1)
+    proc = run_cli("diff", a, b)
+    note = [l for l in proc.stdout.splitlines() if l.startswith("note: distinct_graphs")]
+    assert len(note) == 1 and "compiles" in note[0] and "before the first step" in note[0], proc.stdout
+    same = run_cli("diff", a, a)
+    assert "note: distinct_graphs" not in same.stdout
+
+
+def test_diff_of_a_file_that_is_neither_names_both_accepted_kinds(tmp_path):
+    """Only "no torch_xla metrics found" was said; a ptxla_perf report is accepted too."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("loss went down, nice\n")
+    other = tmp_path / "other.json"
+    other.write_text('{"loss": 0.1}')
+    for bad in (notes, other):
+        proc = run_cli("diff", str(bad), str(FIXTURE))
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert "torch_xla metrics report" in lines[0] and "ptxla_perf report JSON" in lines[0], lines[0]
