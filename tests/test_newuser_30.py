@@ -117,3 +117,38 @@ def test_diff_of_a_file_that_is_neither_names_both_accepted_kinds(tmp_path):
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
         assert "torch_xla metrics report" in lines[0] and "ptxla_perf report JSON" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("override,kept", [
+    ("recipe=mlp", "To append to your default list use +recipe=mlp"),
+    ("+recipe=mlpp", "available: dp_jax, matmul, mlp, mmf, rnn_jax, vit_mesh"),
+])
+def test_hydra_error_keeps_its_hint_and_the_choices(tmp_path, override, kept):
+    """`run recipe=mlp` printed "No match in the defaults list." without Hydra's next line (the fix), and
+    `+recipe=mlpp` lost the list of recipes. Still one line, exit 2, no traceback."""
+    import subprocess
+    import sys
+    from conftest import cli_env
+    proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", override], cwd=tmp_path, env=cli_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("ptxla_perf: error:") and kept in lines[0], lines[0]
+
+
+def test_capture_window_says_which_steps_were_traced_and_where(tmp_path):
+    """`profiler.capture.start_step=5` printed no line that steps 5-7 were traced, nor where the trace is."""
+    import subprocess
+    import sys
+    from conftest import cli_env
+    proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", "+recipe=mlp", "recipe.steps=10",
+                           "profiler.capture.start_step=5", "profiler.port=null", "profiler.scalars=false"],
+                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = re.findall(r"^ptxla_perf: traced steps 5-7 into (\S+) \(tensorboard --logdir (\S+): Profile\)$",
+                      proc.stderr, re.M)
+    assert len(said) == 1, proc.stderr[-3000:]
+    trace, logdir = said[0]
+    assert (tmp_path / trace).is_file() and trace.endswith(".xplane.pb") and (tmp_path / logdir).is_dir()
+    assert (tmp_path / trace).resolve().is_relative_to((tmp_path / logdir).resolve())
