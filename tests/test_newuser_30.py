@@ -137,18 +137,50 @@ def test_hydra_error_keeps_its_hint_and_the_choices(tmp_path, override, kept):
     assert lines[0].startswith("ptxla_perf: error:") and kept in lines[0], lines[0]
 
 
-def test_capture_window_says_which_steps_were_traced_and_where(tmp_path):
-    """`profiler.capture.start_step=5` printed no line that steps 5-7 were traced, nor where the trace is."""
+@pytest.fixture(scope="module")
+def mlp_capture(tmp_path_factory):
+    """The mlp recipe with a step-window capture of steps 5-7: (its folder, the run's stderr)."""
     import subprocess
     import sys
     from conftest import cli_env
+    out = tmp_path_factory.mktemp("capture")
     proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", "+recipe=mlp", "recipe.steps=10",
-                           "profiler.capture.start_step=5", "profiler.port=null", "profiler.scalars=false"],
-                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=600)
+                           "profiler.capture.start_step=5", "profiler.port=null", "profiler.scalars=false",
+                           "hydra.run.dir=run"], cwd=out, env=cli_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc.stderr
+
+
+def test_capture_window_says_which_steps_were_traced_and_where(mlp_capture):
+    """`profiler.capture.start_step=5` printed no line that steps 5-7 were traced, nor where the trace is."""
+    out, stderr = mlp_capture
     said = re.findall(r"^ptxla_perf: traced steps 5-7 into (\S+) \(tensorboard --logdir (\S+): Profile\)$",
-                      proc.stderr, re.M)
-    assert len(said) == 1, proc.stderr[-3000:]
+                      stderr, re.M)
+    assert len(said) == 1, stderr[-3000:]
     trace, logdir = said[0]
-    assert (tmp_path / trace).is_file() and trace.endswith(".xplane.pb") and (tmp_path / logdir).is_dir()
-    assert (tmp_path / trace).resolve().is_relative_to((tmp_path / logdir).resolve())
+    assert (out / trace).is_file() and trace.endswith(".xplane.pb") and (out / logdir).is_dir()
+    assert (out / trace).resolve().is_relative_to((out / logdir).resolve())
+
+
+def test_analyze_refuses_to_merge_another_runs_capture(reports, mlp_capture, tmp_path):
+    """`analyze --report` merged a capture of one script into the report of another (an earlier run), whose
+    findings it then contradicted. The capture's profiling times lie outside that run: one line, exit 2, the
+    report untouched; `--force` merges it; the run's own report takes it."""
+    import shutil
+    out, _ = mlp_capture
+    logdir = out / "run" / "tensorboard"
+    other = tmp_path / "other.json"
+    shutil.copy(reports / "mistake.json", other)
+    before = other.read_text()
+    proc = run_cli("analyze", str(logdir), "--report", str(other))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "not merged" in lines[0] and "outside the report's run" in lines[0] and "--force" in lines[0], lines[0]
+    assert "newuser_read_every_step.py" in lines[0]
+    assert other.read_text() == before
+    forced = run_cli("analyze", str(logdir), "--report", str(other), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert json.loads(other.read_text()).get("trace")
+    own = run_cli("analyze", str(logdir), "--report", str(out / "run" / "report.json"))
+    assert own.returncode == 0, own.stderr
