@@ -65,6 +65,9 @@ def run_recipe(cfg: DictConfig) -> int:
     from .session import RunStopped, Session, SessionError
     recipe = cfg.recipe
     _quiet_library_info()
+    if "PJRT_DEVICE" not in os.environ:  # our recipe, not the user's program: torch_xla's CPU default is documented
+        from .quiet import drop_pjrt_default
+        drop_pjrt_default()
     out_dir = HydraConfig.get().runtime.output_dir
     _cpu_devices(recipe.get("cpu_devices"))
     run_fn = load_recipe(recipe)

@@ -184,3 +184,47 @@ def test_analyze_refuses_to_merge_another_runs_capture(reports, mlp_capture, tmp
     assert json.loads(other.read_text()).get("trace")
     own = run_cli("analyze", str(logdir), "--report", str(out / "run" / "report.json"))
     assert own.returncode == 0, own.stderr
+
+
+def _run(args: list[str], cwd, drop_env: tuple[str, ...] = ()):
+    import os
+    import subprocess
+    import sys
+    from conftest import cli_env
+    env = cli_env()
+    for key in drop_env:
+        env.pop(key, None)
+    return subprocess.run([sys.executable, *args], cwd=cwd, env={k: v for k, v in env.items()},
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_recipe_without_pjrt_device_does_not_print_torch_xlas_cpu_default(tmp_path):
+    """Every recipe run printed "WARNING:root:Defaulting to PJRT_DEVICE=CPU": our recipe causes it (the CPU is
+    what the runner documents). A user's own program that causes it keeps it (`profile` never silences it)."""
+    proc = _run(["-m", "ptxla_perf.run", "+recipe=mlp", "recipe.steps=3", "profiler.port=null",
+                 "profiler.scalars=false"], tmp_path, drop_env=("PJRT_DEVICE",))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Defaulting to PJRT_DEVICE" not in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    user = _run(["-m", "ptxla_perf", "profile", "--report", "r.json", str(SCRIPTS / "newuser_read_every_10.py")],
+                tmp_path, drop_env=("PJRT_DEVICE",))
+    assert user.returncode == 0, user.stderr[-3000:]
+    assert "Defaulting to PJRT_DEVICE=CPU" in user.stderr  # the user's program's own line: kept
+
+
+def test_dp_jax_ranks_print_no_gloo_lines_but_keep_their_own_output(tmp_path):
+    """gloo's "[Gloo] Rank N is connected to 1 peer ranks" lines came out of our dp_jax recipe's ranks."""
+    proc = _run(["-m", "ptxla_perf.run", "+recipe=dp_jax", "recipe.processes=2", "recipe.steps=3",
+                 "recipe.read_loss_rank=0", "profiler.port=null", "profiler.scalars=false"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[Gloo]" not in proc.stdout + proc.stderr, proc.stdout
+    assert len(re.findall(r"^step \d loss ", proc.stdout, re.M)) == 3, proc.stdout  # the rank's own prints
+
+
+def test_sweep_table_and_job_summaries_share_one_stream(tmp_path):
+    """In a sweep the table went to stdout and each job's summary to stderr."""
+    proc = _run(["-m", "ptxla_perf.run", "-m", "+recipe=mlp", "recipe.steps=3", "recipe.batch_size=8,16",
+                 "profiler.port=null", "profiler.scalars=false", "hydra.sweep.dir=sweep"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("ptxla_perf [torch_xla] mlp:") == 2, proc.stderr[-3000:]
+    assert "ptxla_perf sweep: 2 run(s)" in proc.stderr
+    assert "ptxla_perf" not in proc.stdout, proc.stdout
