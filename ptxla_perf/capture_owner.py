@@ -3,14 +3,87 @@ another run (another script, an earlier run) would put findings there that contr
 `input_bound` for a loop that loads no data). What the two record to tell: the report's `profiler.captures` (the
 windows its session traced), its run's `started_at`/`ended_at`, run id and host; the capture's profiling start and
 stop times (the XSpace's `Task Environment` plane, epoch ns; the files' modification time where that is missing)
-and its hosts."""
+and its hosts; and, for a capture `ptxla_perf capture` took from a local job's profiler server, the run id of the
+session that served it (the session publishes it per port, `capture` records it beside the xplane)."""
 from __future__ import annotations
 
+import json
 import os
+import re
+import socket
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 SLACK_S = 2.0  # the report's times are whole seconds; a capture is written just after it stops
+RECORD = "ptxla_perf_run.json"  # beside a capture's xplanes: which run's server it came from
+_LOCAL = re.compile(r"(localhost|127\.0\.0\.1|\[?::1\]?)(_\d+)?")  # a host name that names no machine
+
+
+def _registry(port: int) -> str:
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"ptxla_perf-servers-{uid}", f"{int(port)}.json")
+
+
+def publish(port: int, run_id: str, run: dict) -> None:
+    """Say which run serves the profiler on this port (each session using the server, a sweep's later jobs too), so
+    that `capture --service localhost:PORT` can record whose capture it is. Best effort: never fails the run."""
+    if not run_id:
+        return
+    entry = {"run_id": run_id, "pid": os.getpid(), "script": run.get("script"), "recipe": run.get("recipe"),
+             "host": socket.gethostname()}
+    try:
+        path = _registry(port)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(entry, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (OSError, ValueError, TypeError):
+        return False
+    return True
+
+
+def record(run_folder, services: list[tuple[str, int]]) -> None:
+    """After a capture: write which runs served it (local services whose session published itself and still
+    runs) into the capture's run folder. Nothing is written when none is known."""
+    here = {"localhost", "127.0.0.1", "::1", socket.gethostname()}
+    found = []
+    for host, port in services:
+        if host not in here:
+            continue
+        try:
+            with open(_registry(port), encoding="utf-8") as f:
+                entry = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(entry, dict) and _alive(entry.get("pid")):
+            found.append({**entry, "service": f"{host}:{port}"})
+    if found:
+        try:
+            with open(os.path.join(str(run_folder), RECORD), "w", encoding="utf-8") as f:
+                json.dump({"runs": found}, f, indent=1)
+        except OSError:
+            pass
+
+
+def recorded(files: list[str]) -> list[dict]:
+    """The runs `record` wrote beside these capture files."""
+    for folder in dict.fromkeys(os.path.dirname(os.path.abspath(f)) for f in files):
+        try:
+            with open(os.path.join(folder, RECORD), encoding="utf-8") as f:
+                runs = json.load(f).get("runs")
+        except (OSError, ValueError, AttributeError):
+            continue
+        return [r for r in runs or [] if isinstance(r, dict)]
+    return []
 
 
 def capture_times(files: list[str]) -> tuple[float, float] | None:
@@ -76,7 +149,14 @@ def mismatch(report: dict, trace: dict) -> str | None:
     env = report.get("environment") if isinstance(report.get("environment"), dict) else {}
     hosts = {p.get("host") for p in report.get("processes") or [] if isinstance(p, dict)} | {env.get("hostname")}
     hosts.discard(None)
-    cap_hosts = set(source.get("hosts") or [])
+    served = recorded(files)
+    if served and run.get("run_id"):
+        if any(r.get("run_id") == run.get("run_id") for r in served):
+            return None
+        r = served[0]
+        return (f"the capture is of run {r.get('run_id')} of {r.get('script') or r.get('recipe') or '?'} (its "
+                f"profiler server {r.get('service')}), the report of {ident}")
+    cap_hosts = {h for h in source.get("hosts") or [] if not _LOCAL.fullmatch(h)}
     if hosts and cap_hosts and not hosts & cap_hosts:
         return (f"the capture is of host(s) {', '.join(sorted(cap_hosts))}, the report's run ({ident}) ran on "
                 f"{', '.join(sorted(hosts))}")

@@ -228,3 +228,37 @@ def test_sweep_table_and_job_summaries_share_one_stream(tmp_path):
     assert proc.stderr.count("ptxla_perf [torch_xla] mlp:") == 2, proc.stderr[-3000:]
     assert "ptxla_perf sweep: 2 run(s)" in proc.stderr
     assert "ptxla_perf" not in proc.stdout, proc.stdout
+
+
+def test_capture_from_a_running_job_records_its_run_and_analyze_checks_it(tmp_path):
+    """A capture taken with `capture --service` from a job ptxla_perf profiles records that job's run id; analyze
+    merges it into that run's report and refuses a report of another run, even one from the same time."""
+    import subprocess
+    import sys
+    from conftest import cli_env
+    from trace_helpers import free_port
+    port = free_port()
+    job = subprocess.Popen([sys.executable, "-m", "ptxla_perf", "profile", "--port", str(port), "--report",
+                            "job.json", str(SCRIPTS / "newuser_slow_loop.py"), "400"], cwd=tmp_path, env=cli_env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in job.stderr:  # the server is up at the first step boundary
+            if f"profiler server at localhost:{port}" in line:
+                break
+        cap = run_cli("capture", "--service", f"localhost:{port}", "--duration-ms", "1500", "--logdir", "tb",
+                      cwd=tmp_path)
+        assert cap.returncode == 0, cap.stderr
+        job.stderr.read()
+    finally:
+        job.wait(timeout=600)
+    assert job.returncode == 0
+    report = json.loads((tmp_path / "job.json").read_text())
+    runs = json.loads(next((tmp_path / "tb").rglob("ptxla_perf_run.json")).read_text())["runs"]
+    assert [r["run_id"] for r in runs] == [report["run"]["run_id"]] and runs[0]["service"] == f"localhost:{port}"
+    other = dict(report, run=dict(report["run"], run_id="0123456789ab"))  # the same times, another run
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    proc = run_cli("analyze", "tb", "--report", "other.json", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"the capture is of run {report['run']['run_id']}" in proc.stderr and "0123456789ab" in proc.stderr
+    own = run_cli("analyze", "tb", "--report", "job.json", cwd=tmp_path)
+    assert own.returncode == 0, own.stderr
