@@ -69,6 +69,9 @@ def run_recipe(cfg: DictConfig) -> int:
     from .session import RunStopped, Session, SessionError
     recipe = cfg.recipe
     _quiet_library_info()
+    if "PJRT_DEVICE" not in os.environ:  # our recipe, not the user's program: torch_xla's CPU default is documented
+        from .quiet import drop_pjrt_default
+        drop_pjrt_default()
     out_dir = HydraConfig.get().runtime.output_dir
     _cpu_devices(recipe.get("cpu_devices"))
     if (need := requires.missing_framework(recipe.get("backend", "torch_xla"))) is not None:
@@ -125,6 +128,25 @@ def _main(cfg: DictConfig) -> None:
         sys.exit(code)
 
 
+def _one_line(exc: BaseException) -> str:
+    """Hydra's message on one line, keeping what fixes it: its hint ("To append to your default list use
+    +recipe=mlp") and, for a config group option that does not exist, the options there are."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    msg = lines[0]
+    hints = [line for line in lines[1:] if line.startswith("To ")]
+    if hints:
+        msg = f"{msg.rstrip('.')}. {hints[0]}"
+    if "Available options in" in str(exc):
+        after = lines[next(i for i, line in enumerate(lines) if line.startswith("Available options in")) + 1:]
+        options = [o for o in after[: next((i for i, o in enumerate(after) if o.endswith(":")), len(after))]
+                   if not o.startswith("base_")]  # base_*: the structured schemas the recipes extend
+        if options:
+            msg += f" (available: {', '.join(options)})"
+    return msg
+
+
 def check_overrides(argv: list[str]) -> str | None:
     """Compose the config with these overrides before anything runs: a value of the wrong type or an unknown key
     -> one line naming the key. Sweeps (-m) and anything this check cannot judge are left to Hydra."""
@@ -139,7 +161,7 @@ def check_overrides(argv: list[str]) -> str | None:
     except (ConfigCompositionException, OmegaConfBaseException) as exc:
         cause = exc.__cause__ if isinstance(exc.__cause__, OmegaConfBaseException) else exc
         key = getattr(cause, "full_key", None)
-        msg = str(cause).splitlines()[0].strip()
+        msg = _one_line(cause)
         return f"{key}: {msg}" if key and key not in msg else msg
     except Exception:  # not a config error this check understands: Hydra reports it its own way
         return None

@@ -211,6 +211,8 @@ class Session:
             self.adapter.notes.append(f"profiler server on port {port} not started: {str(exc).splitlines()[0]}")
             return
         self.profiler = {"server_port": port, "address": f"{socket.gethostname()}:{port}"}
+        from .capture_owner import publish
+        publish(port, self.run_id, self.run_info)  # so `capture --service` can record whose capture it is
         self.say(f"ptxla_perf: profiler server at localhost:{port} - TensorBoard > Profile > "
                  f"Capture Profile, or: python -m ptxla_perf capture --service localhost:{port}")
 

@@ -8,6 +8,21 @@ from typing import Any, Callable
 from .figures import median, step_time_s
 
 
+def traced_line(first: int, n: int, path, logdir) -> str:
+    """The console's confirmation of a capture: which steps (the loop's 0-based numbers) and where the trace is."""
+    import os
+
+    def rel(p) -> str:
+        p = os.path.abspath(p)
+        try:
+            r = os.path.relpath(p)
+        except ValueError:  # another drive
+            return p
+        return p if r.startswith("..") else r
+    steps = f"step {first}" if n <= 1 else f"steps {first}-{first + n - 1}"
+    return f"ptxla_perf: traced {steps} into {rel(path)} (tensorboard --logdir {rel(logdir)}: Profile)"
+
+
 class CaptureWindow:
     def __init__(self, logdir: str, start_step: int, num_steps: int, backend: str, analyze: bool):
         from .capture import StepWindowCapture
@@ -32,6 +47,7 @@ class CaptureWindow:
         if path is None:
             say(f"ptxla_perf: no capture: {self.window.error or 'the run ended before the capture window'}")
             return None
+        say(traced_line(self.window.first_step, self.window.steps_captured, path, self.window.logdir))
         from .trace import analyze_trace
         try:
             trace = analyze_trace(path)

@@ -181,14 +181,15 @@ class SweepTable(_Callback):
             root = config.hydra.sweep.dir
             reports = find_reports(root, config.get("report", "report.json"))
             if reports:
+                # stderr, as each job's summary above it: one stream for all ptxla_perf prints in a sweep
                 print("\n".join(["", f"ptxla_perf sweep: {len(reports)} run(s) in {root}"] + table(reports)),
-                      flush=True)
+                      file=sys.stderr, flush=True)
         except Exception as exc:  # never fail a finished sweep over its summary
             print(f"ptxla_perf: sweep table failed: {exc}", file=sys.stderr)
             return
         try:
             if reports:
-                print(f"html: {write_html(reports, root)}", flush=True)
+                print(f"html: {write_html(reports, root)}", file=sys.stderr, flush=True)
         except Exception as exc:  # noqa: BLE001 - the page is a view of the table above
             print(f"ptxla_perf: note: no sweep page: {exc}", file=sys.stderr)
 

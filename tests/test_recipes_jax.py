@@ -89,7 +89,7 @@ def test_vit_mesh_sweep_ends_with_table_and_all_reduce_share_falls(tmp_path):
     assert all(r["extra"]["devices"] == 8 for r in reports.values())
     small, large = reports[16]["extra"]["all_reduce_share"], reports[512]["extra"]["all_reduce_share"]
     assert 0 < large < small <= 1, (small, large)
-    table = proc.stdout[proc.stdout.index("ptxla_perf sweep: 2 run(s)"):]
+    table = proc.stderr[proc.stderr.index("ptxla_perf sweep: 2 run(s)"):]
     assert "all-reduce share" in table and f"{small:.0%}" in table and f"{large:.0%}" in table
 
 

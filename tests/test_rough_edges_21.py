@@ -61,7 +61,7 @@ def test_sweep_labels_jobs_by_what_differs_in_job_order_without_empty_columns(tm
                            "hydra.sweep.dir=sweep"], cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    table = proc.stdout[proc.stdout.index("ptxla_perf sweep: 2 run(s)"):].splitlines()[1:5]
+    table = proc.stderr[proc.stderr.index("ptxla_perf sweep: 2 run(s)"):].splitlines()[1:5]
     head, rule, *rows = table
     widths = [len(cell) for cell in rule.split("  ")]
     cut = lambda line: [line[sum(widths[:i]) + 2 * i:sum(widths[:i + 1]) + 2 * i].strip() for i in range(len(widths))]

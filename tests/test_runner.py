@@ -62,7 +62,7 @@ def test_sweep_table_shows_each_jobs_peak_memory(mlp_sweep):
     assert all(isinstance(p, int) and p > 0 for p in peaks), peaks
     assert [row[col] for row in rows] == [fmt.nbytes(p) for p in peaks]
     assert peaks == [r["memory"]["peak_bytes"] for _, r in runs]  # the memory section's figure, carried once
-    table = proc.stdout[proc.stdout.index("ptxla_perf sweep: 2 run(s)"):]
+    table = proc.stderr[proc.stderr.index("ptxla_perf sweep: 2 run(s)"):]
     assert "peak mem" in table and all(fmt.nbytes(p) in table for p in peaks)
     assert 'data-metric="peak memory"' in (root / "sweep.html").read_text()
 

@@ -19,6 +19,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--report", default=None, metavar="OUT.json",
                    help="merge the trace section into this ptxla_perf report if it exists, else write a minimal "
                         "report there")
+    p.add_argument("--force", action="store_true",
+                   help="merge into --report even when the capture does not look like one of that report's run "
+                        "(another host, or taken outside its start and end)")
     p.add_argument("--format", choices=["table", "json", "markdown"], default="table",
                    help="console output (default: %(default)s)")
     p.add_argument("--top", type=int, default=15, metavar="N", help="top HLO ops to list (default: %(default)s)")
@@ -31,9 +34,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def merge_into_report(trace: dict, report_path: str | None) -> dict:
+def merge_into_report(trace: dict, report_path: str | None, force: bool = True) -> dict:
     """Existing report: replace its `trace` and append the trace findings (origin "trace", earlier trace
-    findings replaced). Otherwise a minimal valid report (run.kind = "trace", no steps)."""
+    findings replaced), after checking the capture is of that report's run (unless `force`). Otherwise a
+    minimal valid report (run.kind = "trace", no steps)."""
     from .. import report as R
 
     if report_path and os.path.exists(report_path):
@@ -41,6 +45,11 @@ def merge_into_report(trace: dict, report_path: str | None) -> dict:
             rep = R.load(report_path)
         except (ValueError, json.JSONDecodeError) as exc:
             raise UsageError(f"--report {report_path}: {exc}") from None
+        if not force:
+            from ..capture_owner import mismatch
+            why = mismatch(rep, trace)
+            if why:
+                raise UsageError(f"--report {report_path}: not merged: {why} (--force merges it anyway)")
     else:
         backend = trace["source"].get("backend") or "torch_xla"
         run = {"kind": "trace", "status": "completed", "argv": sys.argv[1:], "config": None,
@@ -65,7 +74,7 @@ def run(args) -> int:
     if args.report:
         from .. import report as R
 
-        rep = merge_into_report(trace, args.report)
+        rep = merge_into_report(trace, args.report, force=args.force)
         R.write(rep, args.report)
     if args.format == "json":
         json.dump(trace, sys.stdout, indent=1)

@@ -47,6 +47,10 @@ def run(args) -> int:
     except CaptureError as exc:
         print(f"ptxla_perf: capture failed: {exc}", file=sys.stderr)
         return 1
+    from ..capture import parse_service_addr
+    from ..capture_owner import record
+    record(res.path if res.path.is_dir() else res.path.parent,
+           [parse_service_addr(s.strip()) for s in args.service.split(",") if s.strip()])
     print(f"captured {res.duration_ms} ms from {args.service} in {res.seconds:.1f} s: {res.path} "
           f"({res.size_bytes / 1e6:.1f} MB)")
     print(f"view: tensorboard --logdir {res.logdir}   |   analyze: python -m ptxla_perf analyze {res.logdir} "

@@ -15,7 +15,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
         epilog="rules: NAME OP THRESHOLD, comma-separated. OP: > >= < <= == !=. THRESHOLD: N (B's value), "
                "+N/-N (B minus A), N%/+N%/-N% (change from A to B); units allowed (20ms, 1MB). "
                "NAME: a row name (compiles, device_to_host_per_step, step_time_p50, UncachedCompile, "
-               "ExecuteTime, ExecuteTime.p50, ...) or a glob (aten::*). See docs/diff.md.")
+               "ExecuteTime, ExecuteTime.p50, ...), a finding count of a report (warnings:device_to_host_sync) "
+               "or a glob (aten::*). See docs/diff.md.")
     p.add_argument("a", metavar="A", help="baseline: metrics-report text file or ptxla_perf report JSON")
     p.add_argument("b", metavar="B", help="candidate: metrics-report text file or ptxla_perf report JSON")
     p.add_argument("--format", choices=["table", "json", "markdown"], default="table",
@@ -32,6 +33,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "spread, p90 - p50, of A and B; docs/diff.md)")
     p.add_argument("--html", default=None, metavar="OUT.html",
                    help="also write before/after side by side as a self-contained HTML page (docs/html.md)")
+    p.add_argument("--all", action="store_true", dest="show_all",
+                   help="print every row, the unchanged ones too (default: findings that changed, then the rows "
+                        "whose value changed)")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto",
                    help="rich colours for --format table (default: when stdout is a terminal)")
     return p
@@ -62,10 +66,10 @@ def run(args) -> int:
         for v in violations or []:
             print(f"FAIL {v.message}", file=sys.stderr)
     elif args.format == "markdown":
-        out = d.render_markdown(comparison, violations, n_rules)
+        out = d.render_markdown(comparison, violations, n_rules, show_all=args.show_all)
     else:
         rich = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-        out = d.render_table(comparison, violations, n_rules, rich=rich)
+        out = d.render_table(comparison, violations, n_rules, rich=rich, show_all=args.show_all)
     try:
         sys.stdout.write(out)
         sys.stdout.flush()

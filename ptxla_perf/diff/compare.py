@@ -5,6 +5,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import findings as F
 from .sources import CANONICAL, NOT_A_FALLBACK, Source, load
 
 
@@ -36,6 +37,8 @@ class Comparison:
     vanished_counters: list[str] = field(default_factory=list)
     noise_band_s: float | None = None  # step-time rows: a change this small is noise (noise_band)
     within_noise: list = field(default_factory=list)  # rules that broke within the noise band (check, not strict)
+    finding_changes: list = field(default_factory=list)  # FindingChange: appeared, disappeared, changed severity
+    step_time_noise: bool = False  # p50 and p90 both moved no more than the band: every step-time row is noise
 
     def row(self, name: str) -> Row | None:
         for r in self.rows:
@@ -49,6 +52,7 @@ class Comparison:
                 "new_fallback_ops": self.new_fallback_ops, "vanished_fallback_ops": self.vanished_fallback_ops,
                 "new_counters": self.new_counters, "vanished_counters": self.vanished_counters,
                 "noise_band_s": _json_num(self.noise_band_s), "within_noise": [v.to_dict() for v in self.within_noise],
+                "finding_changes": [c.to_dict() for c in self.finding_changes],
                 "rows": [r.to_dict() for r in self.rows]}
 
 
@@ -125,8 +129,7 @@ def compare(a: Source, b: Source, per_step: bool = False) -> Comparison:
             va = va * scale_a if va is not None else None
             vb = vb * scale_b if vb is not None else None
         rows.append(_row(name, va, vb, unit, "headline", zero_default=False))
-        if name in NOISE_ROWS and rows[-1].status == "changed" and band and abs(rows[-1].delta) <= band:
-            rows[-1].status = "noise"
+    step_noise = _mark_step_time_noise(rows, band)
     # fallback ops, new ones first
     ops = set(a.fallback) | set(b.fallback)
     if a.kind != b.kind:  # whether a report JSON lists .item() reads among its fallback ops is up to its adapter
@@ -172,4 +175,21 @@ def compare(a: Source, b: Source, per_step: bool = False) -> Comparison:
                      "are compared")
     return Comparison(a=a, b=b, rows=rows, per_step=per_step, notes=notes, new_fallback_ops=new_ops,
                       vanished_fallback_ops=gone_ops, new_counters=new_counters, vanished_counters=gone_counters,
-                      noise_band_s=band)
+                      noise_band_s=band, step_time_noise=step_noise,
+                      finding_changes=F.changes(a.findings or [], b.findings or [])
+                      if a.findings is not None and b.findings is not None else [])
+
+
+def _mark_step_time_noise(rows: list[Row], band: float | None) -> bool:
+    """One verdict for the step-time rows: noise when both p50 and p90 moved no more than the band (then each
+    changed step-time row is `noise`), else every one of them that changed is `changed` - never a p50 called noise
+    beside a p90 called changed for the same two runs."""
+    by = {r.name: r for r in rows if r.name in NOISE_ROWS}
+    central = [by.get("step_time_p50"), by.get("step_time_p90")]
+    if not band or any(r is None or r.delta is None for r in central) or \
+            any(abs(r.delta) > band for r in central):
+        return False
+    for r in by.values():
+        if r.status == "changed":
+            r.status = "noise"
+    return True

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..metrics_text import parse_value
 from .compare import NOISE_ROWS, Comparison, _json_num
 from ..fmt import value as format_value
+from . import findings as F
 from .sources import ALIASES, Source
 
 
@@ -94,6 +95,8 @@ def parse_rules(spec: str | list[str] | None) -> list[Rule]:
 def _resolve(src: Source, other: Source, name: str) -> tuple[float | None, str | None] | None:
     """src's value for a rule name; names absent from src that mean zero there (counters torch_xla omits while
     zero, fallback ops, fields of a metric with no samples on this side) resolve to 0."""
+    if F.is_rule_name(name):
+        return _finding_count(src, other, name)
     found = src.lookup(name)
     if found is not None:
         return found
@@ -112,6 +115,18 @@ def _resolve(src: Source, other: Source, name: str) -> tuple[float | None, str |
     return None
 
 
+def _finding_count(src: Source, other: Source, name: str) -> tuple[float | None, None] | None:
+    """`warnings:KIND`-style counts: a report's findings of that kind and severity; 0 when its rules judged KIND
+    and found nothing. None for metrics text (it has no findings) and for a kind neither report knows (a typo)."""
+    if src.findings is None:
+        return None
+    kind = name.partition(":")[2]
+    known = src.judged | other.judged | {f.kind for f in src.findings + (other.findings or [])}
+    if kind and kind not in known:
+        return None
+    return F.count(src.findings, name), None
+
+
 def check(comparison: Comparison, rules: list[Rule] | str, strict: bool = False) -> list[Violation]:
     """Evaluate rules on a comparison; return the broken ones (empty list: all passed). Raises RuleError for a
     rule whose name neither input knows, or that needs a value an input cannot provide (e.g. step_time_p50 from
@@ -128,6 +143,8 @@ def check(comparison: Comparison, rules: list[Rule] | str, strict: bool = False)
                            | {n + "_per_step" for n in (*a.fallback, *b.fallback)
                               if rule.name.endswith("_per_step")
                               and fnmatch.fnmatchcase(n + "_per_step", rule.name)})
+            names += sorted(n for n in F.rule_names((a.findings or []) + (b.findings or []))
+                            if fnmatch.fnmatchcase(n, rule.name))
         else:
             names = [rule.name]
         for name in names:
@@ -137,6 +154,10 @@ def check(comparison: Comparison, rules: list[Rule] | str, strict: bool = False)
                 hint = ""
                 if name.startswith("step_time") and b.kind == "metrics_text":
                     hint = " (metrics text has no wall-clock step times; try execute_time_s_per_step)"
+                elif F.is_rule_name(name):
+                    hint = (" (finding counts need report JSON)" if b.findings is None or a.findings is None else
+                            f" (no finding kind {name.partition(':')[2]!r}; the reports judge: "
+                            f"{', '.join(sorted(a.judged | b.judged)) or 'nothing'})")
                 raise RuleError(f"rule {rule.text!r}: neither input has {name!r}{hint}")
             if vb is None or vb[0] is None:
                 if rule.is_glob:
@@ -171,7 +192,7 @@ def check(comparison: Comparison, rules: list[Rule] | str, strict: bool = False)
             if _OPS[rule.op](value, rule.threshold):
                 band = comparison.noise_band_s
                 noise = rule.mode != "absolute" and name in NOISE_ROWS and band is not None and \
-                    abs(bval - aval) <= band
+                    comparison.step_time_noise
                 if noise:
                     desc += (f", within the noise band +/-{format_value(band, 's')} (the larger per-step spread "
                              "p90 - p50 of A and B)")

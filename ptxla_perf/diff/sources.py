@@ -12,6 +12,7 @@ from .. import SCHEMA_ID
 from .. import summary_keys as K
 from ..metrics_text import MetricsParseError, Snapshot, parse
 from ..values import Summary, rows_from_json
+from . import findings as F
 
 NOT_A_FALLBACK = {"aten::_local_scalar_dense"}  # counts host reads of a scalar (.item()), not an un-lowered op
 
@@ -89,6 +90,8 @@ class Source:
     snapshot: Snapshot | None = None
     snapshot_step: int | None = None
     notes: list[str] = field(default_factory=list)
+    findings: list | None = None  # report JSON: its findings (diff/findings.py); None for metrics text
+    judged: set = field(default_factory=set)  # report JSON: the finding kinds its rules looked for
 
     def describe(self) -> str:
         kind = "metrics text" if self.kind == "metrics_text" else "report JSON"
@@ -208,8 +211,8 @@ def from_text(text: str, label: str = "", step: int | None = None) -> Source:
     """Metrics-report text -> Source for its last snapshot (or the `[MetricsData; step=N]` one)."""
     try:
         snapshots = parse(text)
-    except MetricsParseError as exc:
-        raise DiffInputError(f"{label or 'input'}: {exc}") from None
+    except MetricsParseError:
+        raise DiffInputError(neither(label)) from None
     notes = []
     if step is not None:
         chosen = [s for s in snapshots if s.step == step]
@@ -306,10 +309,17 @@ def from_report(report: dict, label: str = "") -> Source:
     src = Source(label=label, kind="report_json", steps=steps if steps else None, values=values,
                  raw={k: "counter" for k in fallback}, fallback=fallback)
     _add_per_step(src)
+    src.findings, src.judged = F.collect(report), F.judged(report)
     run = report.get("run") if isinstance(report.get("run"), dict) else {}
     if run.get("status") not in (None, "completed"):
         src.notes.append(f"{label}: run status is {run['status']!r}")
     return src
+
+
+def neither(label: str, what: str = "no torch_xla metric or counter in it") -> str:
+    """The one line for an input that is neither kind diff reads: it names both."""
+    return (f"{label or 'input'}: neither a torch_xla metrics report (metrics_report() text or an XLA_METRICS_FILE "
+            f"file) nor a ptxla_perf report JSON ({what}); diff accepts either")
 
 
 def load(path: str | Path, step: int | None = None) -> Source:
@@ -330,6 +340,8 @@ def load(path: str | Path, step: int | None = None) -> Source:
             report = json.loads(text)
         except json.JSONDecodeError as exc:
             raise DiffInputError(f"{label}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+        if not isinstance(report, dict) or "schema" not in report:
+            raise DiffInputError(neither(label, "JSON without a ptxla_perf 'schema'"))
         src = from_report(report, label)
         if step is not None:
             src.notes.append(f"{label}: --step applies to metrics files only; using the whole report")

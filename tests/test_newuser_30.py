@@ -1,0 +1,264 @@
+"""What a new user tripped on following the README (issue 30), each pinned by a test that failed before the fix."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from conftest import SCRIPTS, run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = Path(__file__).parent / "fixtures" / "metrics" / "report_fixed.json"
+
+
+def _readme_gate() -> list[str]:
+    """The README's CI gate command line, as written there (after `python -m ptxla_perf`)."""
+    text = (ROOT / "README.md").read_text()
+    line = next(l for l in text.splitlines() if "python -m ptxla_perf diff before.json after.json --fail-on" in l)
+    argv = shlex.split(line.split("#", 1)[0])
+    return argv[argv.index("ptxla_perf") + 1:]
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """Reports of a loop that reads its loss every step (the mistake) and of its fix (a read every 10 steps)."""
+    out = tmp_path_factory.mktemp("newuser")
+    for name, script in (("mistake", "newuser_read_every_step.py"), ("fix", "newuser_read_every_10.py")):
+        proc = run_cli("profile", "--report", str(out / f"{name}.json"), str(SCRIPTS / script), cwd=out)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def _gate(workdir: Path, before: str, after: str):
+    argv = [str(workdir / before) if a == "before.json" else str(workdir / after) if a == "after.json" else a
+            for a in _readme_gate()]
+    return run_cli(*argv, cwd=workdir)
+
+
+def test_readme_ci_gate_passes_on_the_documented_fix_and_fails_on_the_mistake(reports):
+    """The README's gate failed the fixed script: `device_to_host_per_step>0` is 0.1 for a read every 10 steps,
+    which `profile` itself calls fine. The gate reads the profiler's judgement (a warning) instead."""
+    fixed = _gate(reports, "mistake.json", "fix.json")
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "passed" in fixed.stdout
+    broken = _gate(reports, "fix.json", "mistake.json")
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "FAIL warnings:device_to_host_sync>0" in broken.stdout, broken.stdout
+
+
+def test_text_diff_puts_changed_findings_first_and_hides_unchanged_rows(reports):
+    """The text diff printed 38 rows, the unchanged ones too, and did not mention a warning that became info;
+    `4 B -> 0 B, delta -3 B` rounded each cell on its own."""
+    proc = run_cli("diff", str(reports / "mistake.json"), str(reports / "fix.json"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[2] == "Findings that changed (A -> B):", proc.stdout
+    assert re.match(r"\s+warning -> info\s+device_to_host_sync \[newuser_read_every_10\.py:\d+\]", lines[3]), lines[3]
+    names = [l.split()[0] for l in lines if l and not l.startswith((" ", "-", "=", "A:", "B:", "(", "All", "note"))]
+    assert "steps" not in names and "flops_per_step" not in names, proc.stdout  # unchanged: not shown
+    assert "device_to_host_per_step" in names
+    assert any(l.startswith("(") and "unchanged row(s) not shown; --all" in l for l in lines), proc.stdout
+    row = next(l for l in lines if l.startswith("device_to_host_bytes_per_step"))
+    assert row.split()[1:7] == ["4.0", "B", "0.4", "B", "-3.6", "B"], row
+    every = run_cli("diff", "--all", str(reports / "mistake.json"), str(reports / "fix.json"))
+    assert any(l.startswith("steps ") and l.split()[-1] == "same" for l in every.stdout.splitlines()), every.stdout
+
+
+def _report(tmp_path, name: str, **summary) -> str:
+    report = json.loads(FIXTURE.read_text())
+    for key, value in summary.items():
+        report["summary"][key] = value
+    path = tmp_path / name
+    path.write_text(json.dumps(report))
+    return str(path)
+
+
+def _times(p50: float, p90: float) -> dict:
+    return {"p50": p50, "p90": p90, "mean": (p50 + p90) / 2, "min": p50 * 0.9, "max": p90 * 1.1, "n": 20}
+
+
+def test_step_time_rows_get_one_noise_verdict(tmp_path):
+    """step_time_p50 was `noise` beside step_time_p90 `changed` for the same two runs: p50 moved less than the
+    band, p90 more. One verdict now: the step time moved (p90 beyond the band), so both are `changed`."""
+    a = _report(tmp_path, "a.json", step_time_s=_times(0.005, 0.0095))   # band 4.5 ms
+    b = _report(tmp_path, "b.json", step_time_s=_times(0.0018, 0.0025))  # p50 -3.2 ms, p90 -7 ms
+    proc = run_cli("diff", a, b)
+    status = {l.split()[0]: l.split()[-1] for l in proc.stdout.splitlines() if l.startswith("step_time_")}
+    assert status["step_time_p50"] == status["step_time_p90"] == "changed", proc.stdout
+    c = _report(tmp_path, "c.json", step_time_s=_times(0.0052, 0.0097))  # both within the band
+    proc = run_cli("diff", a, c)
+    status = {l.split()[0]: l.split()[-1] for l in proc.stdout.splitlines() if l.startswith("step_time_")}
+    assert status["step_time_p50"] == status["step_time_p90"] == "noise", proc.stdout
+
+
+def test_distinct_graphs_beside_compiles_is_explained(tmp_path):
+    """`distinct_graphs` 2 beside `compiles` 1 was printed without a word."""
+    a = _report(tmp_path, "a.json", distinct_graphs=1, compiles=1)
+    b = _report(tmp_path, "b.json", distinct_graphs=2, compiles=1)
+    proc = run_cli("diff", a, b)
+    note = [l for l in proc.stdout.splitlines() if l.startswith("note: distinct_graphs")]
+    assert len(note) == 1 and "compiles" in note[0] and "before the first step" in note[0], proc.stdout
+    same = run_cli("diff", a, a)
+    assert "note: distinct_graphs" not in same.stdout
+
+
+def test_diff_of_a_file_that_is_neither_names_both_accepted_kinds(tmp_path):
+    """Only "no torch_xla metrics found" was said; a ptxla_perf report is accepted too."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("loss went down, nice\n")
+    other = tmp_path / "other.json"
+    other.write_text('{"loss": 0.1}')
+    for bad in (notes, other):
+        proc = run_cli("diff", str(bad), str(FIXTURE))
+        assert proc.returncode == 2
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert "torch_xla metrics report" in lines[0] and "ptxla_perf report JSON" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("override,kept", [
+    ("recipe=mlp", "To append to your default list use +recipe=mlp"),
+    ("+recipe=mlpp", "available: dp_jax, matmul, mlp, mmf, rnn_jax, vit_mesh"),
+])
+def test_hydra_error_keeps_its_hint_and_the_choices(tmp_path, override, kept):
+    """`run recipe=mlp` printed "No match in the defaults list." without Hydra's next line (the fix), and
+    `+recipe=mlpp` lost the list of recipes. Still one line, exit 2, no traceback."""
+    import subprocess
+    import sys
+    from conftest import cli_env
+    proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", override], cwd=tmp_path, env=cli_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("ptxla_perf: error:") and kept in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def mlp_capture(tmp_path_factory):
+    """The mlp recipe with a step-window capture of steps 5-7: (its folder, the run's stderr)."""
+    import subprocess
+    import sys
+    from conftest import cli_env
+    out = tmp_path_factory.mktemp("capture")
+    proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", "+recipe=mlp", "recipe.steps=10",
+                           "profiler.capture.start_step=5", "profiler.port=null", "profiler.scalars=false",
+                           "hydra.run.dir=run"], cwd=out, env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc.stderr
+
+
+def test_capture_window_says_which_steps_were_traced_and_where(mlp_capture):
+    """`profiler.capture.start_step=5` printed no line that steps 5-7 were traced, nor where the trace is."""
+    out, stderr = mlp_capture
+    said = re.findall(r"^ptxla_perf: traced steps 5-7 into (\S+) \(tensorboard --logdir (\S+): Profile\)$",
+                      stderr, re.M)
+    assert len(said) == 1, stderr[-3000:]
+    trace, logdir = said[0]
+    assert (out / trace).is_file() and trace.endswith(".xplane.pb") and (out / logdir).is_dir()
+    assert (out / trace).resolve().is_relative_to((out / logdir).resolve())
+
+
+def test_analyze_refuses_to_merge_another_runs_capture(reports, mlp_capture, tmp_path):
+    """`analyze --report` merged a capture of one script into the report of another (an earlier run), whose
+    findings it then contradicted. The capture's profiling times lie outside that run: one line, exit 2, the
+    report untouched; `--force` merges it; the run's own report takes it."""
+    import shutil
+    out, _ = mlp_capture
+    logdir = out / "run" / "tensorboard"
+    other = tmp_path / "other.json"
+    shutil.copy(reports / "mistake.json", other)
+    before = other.read_text()
+    proc = run_cli("analyze", str(logdir), "--report", str(other))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "not merged" in lines[0] and "outside the report's run" in lines[0] and "--force" in lines[0], lines[0]
+    assert "newuser_read_every_step.py" in lines[0]
+    assert other.read_text() == before
+    forced = run_cli("analyze", str(logdir), "--report", str(other), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert json.loads(other.read_text()).get("trace")
+    own = run_cli("analyze", str(logdir), "--report", str(out / "run" / "report.json"))
+    assert own.returncode == 0, own.stderr
+
+
+def _run(args: list[str], cwd, drop_env: tuple[str, ...] = ()):
+    import os
+    import subprocess
+    import sys
+    from conftest import cli_env
+    env = cli_env()
+    for key in drop_env:
+        env.pop(key, None)
+    return subprocess.run([sys.executable, *args], cwd=cwd, env={k: v for k, v in env.items()},
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_recipe_without_pjrt_device_does_not_print_torch_xlas_cpu_default(tmp_path):
+    """Every recipe run printed "WARNING:root:Defaulting to PJRT_DEVICE=CPU": our recipe causes it (the CPU is
+    what the runner documents). A user's own program that causes it keeps it (`profile` never silences it)."""
+    proc = _run(["-m", "ptxla_perf.run", "+recipe=mlp", "recipe.steps=3", "profiler.port=null",
+                 "profiler.scalars=false"], tmp_path, drop_env=("PJRT_DEVICE",))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Defaulting to PJRT_DEVICE" not in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    user = _run(["-m", "ptxla_perf", "profile", "--report", "r.json", str(SCRIPTS / "newuser_read_every_10.py")],
+                tmp_path, drop_env=("PJRT_DEVICE",))
+    assert user.returncode == 0, user.stderr[-3000:]
+    assert "Defaulting to PJRT_DEVICE=CPU" in user.stderr  # the user's program's own line: kept
+
+
+def test_dp_jax_ranks_print_no_gloo_lines_but_keep_their_own_output(tmp_path):
+    """gloo's "[Gloo] Rank N is connected to 1 peer ranks" lines came out of our dp_jax recipe's ranks."""
+    proc = _run(["-m", "ptxla_perf.run", "+recipe=dp_jax", "recipe.processes=2", "recipe.steps=3",
+                 "recipe.read_loss_rank=0", "profiler.port=null", "profiler.scalars=false"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[Gloo]" not in proc.stdout + proc.stderr, proc.stdout
+    assert len(re.findall(r"^step \d loss ", proc.stdout, re.M)) == 3, proc.stdout  # the rank's own prints
+
+
+def test_sweep_table_and_job_summaries_share_one_stream(tmp_path):
+    """In a sweep the table went to stdout and each job's summary to stderr."""
+    proc = _run(["-m", "ptxla_perf.run", "-m", "+recipe=mlp", "recipe.steps=3", "recipe.batch_size=8,16",
+                 "profiler.port=null", "profiler.scalars=false", "hydra.sweep.dir=sweep"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("ptxla_perf [torch_xla] mlp:") == 2, proc.stderr[-3000:]
+    assert "ptxla_perf sweep: 2 run(s)" in proc.stderr
+    assert "ptxla_perf" not in proc.stdout, proc.stdout
+
+
+def test_capture_from_a_running_job_records_its_run_and_analyze_checks_it(tmp_path):
+    """A capture taken with `capture --service` from a job ptxla_perf profiles records that job's run id; analyze
+    merges it into that run's report and refuses a report of another run, even one from the same time."""
+    import subprocess
+    import sys
+    from conftest import cli_env
+    from trace_helpers import free_port
+    port = free_port()
+    job = subprocess.Popen([sys.executable, "-m", "ptxla_perf", "profile", "--port", str(port), "--report",
+                            "job.json", str(SCRIPTS / "newuser_slow_loop.py"), "400"], cwd=tmp_path, env=cli_env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in job.stderr:  # the server is up at the first step boundary
+            if f"profiler server at localhost:{port}" in line:
+                break
+        cap = run_cli("capture", "--service", f"localhost:{port}", "--duration-ms", "1500", "--logdir", "tb",
+                      cwd=tmp_path)
+        assert cap.returncode == 0, cap.stderr
+        job.stderr.read()
+    finally:
+        job.wait(timeout=600)
+    assert job.returncode == 0
+    report = json.loads((tmp_path / "job.json").read_text())
+    runs = json.loads(next((tmp_path / "tb").rglob("ptxla_perf_run.json")).read_text())["runs"]
+    assert [r["run_id"] for r in runs] == [report["run"]["run_id"]] and runs[0]["service"] == f"localhost:{port}"
+    other = dict(report, run=dict(report["run"], run_id="0123456789ab"))  # the same times, another run
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    proc = run_cli("analyze", "tb", "--report", "other.json", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert f"the capture is of run {report['run']['run_id']}" in proc.stderr and "0123456789ab" in proc.stderr
+    own = run_cli("analyze", "tb", "--report", "job.json", cwd=tmp_path)
+    assert own.returncode == 0, own.stderr
