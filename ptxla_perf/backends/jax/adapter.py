@@ -23,6 +23,7 @@ from .calls import Calls
 from .compiles import Compiles
 from .cost import Costs
 from .hooks import Hooks
+from .jitted import Jitted
 from .ledger import Ledger, Scope
 from .memory import Memory
 from .ready import DeviceWait, ReadyWatch
@@ -81,10 +82,15 @@ class JaxAdapter:
         self._costs = Costs(scope, self._compiles, self.caps, self._memory.remember)
         self._steps = Steps(ledger, scope, self.notes, self._on_record)
         self._transfers = Transfers(ledger, scope, self._ready)
-        calls = Calls(ledger, scope, self._steps, self._transfers, self._compiles, self._costs, self._memory,
+        self._calls = calls = Calls(ledger, scope, self._steps, self._transfers, self._compiles, self._costs, self._memory,
                       self._ready, self.caps)
         self._hooks = Hooks(self.caps, scope, calls, self._steps, self._transfers,
                             DeviceWait(ledger, scope, self._ready, array_leaves), self._compiles, self.notes)
+
+    def wrap_jitted(self, jitted, fun, kwargs: dict) -> Jitted:
+        """Our wrapper around a function the user jitted before the session started (a notebook's earlier cell:
+        notebook/jax_adopt.py), the same one `jax.jit` returns while hooked; the compiled function is reused."""
+        return Jitted(jitted, self._calls, fun, kwargs)
 
     @property
     def step_detection(self) -> str:
