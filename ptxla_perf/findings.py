@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from . import breakdown as B
 from . import compiles as C
 from . import control_flow
+from .config import MAX_WARMUP
 from . import iterations as I
 from .figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
 from . import fmt
@@ -850,7 +851,7 @@ RULES: tuple[Rule, ...] = (Recompilation(), WarmupCompiles(), NewGraph(), Device
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = None, max_warmup: int = 5,
+def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = None, max_warmup: int = MAX_WARMUP,
             expect_steps: bool = True, tail: StepRecord | None = None, rules: Sequence[Rule] = (),
             host_to_device_bytes: int | None = None, attribution: bool = True) -> Analysis:
     """The one analysis pass: iterations, compile classes, warm-up, figures, then every rule (`RULES` and the

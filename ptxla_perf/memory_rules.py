@@ -12,6 +12,8 @@ from . import fmt
 from . import memory as M
 from .findings import Context, Finding, Rule, where
 from .thresholds import value as threshold
+from .frames import is_user_file
+from .records import Location
 
 GENERIC = {
     "memory_growth": "Keep Python numbers, not device values, across steps (read them every N steps), or "
@@ -123,8 +125,6 @@ def headroom(sec: dict[str, Any] | None, advice: dict[str, str]) -> list[Finding
 
 def _line_of(rows: list[dict[str, Any]]):
     """The user's line of the largest buffer that has one (a temporary an op of the step made), else None."""
-    from .frames import is_user_file
-    from .records import Location
     loc = next((r["location"] for r in rows if r.get("location") and r.get("kind") != "parameter"
                 and is_user_file(r["location"]["file"])), None)
     return Location(loc["file"], int(loc["line"]), loc.get("function") or "?") if loc else None

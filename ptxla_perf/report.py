@@ -21,7 +21,12 @@ from . import SCHEMA_ID, __version__
 from . import summary_keys as K
 from .figures import severity_counts as _severity_counts
 from .findings import Analysis, Finding, analyze
+from .config import MAX_WARMUP
 from .records import StepRecord
+from .roofline import summary_fields
+from .memory import summary_fields as memory_fields
+from .sources import attach
+from . import html as H
 
 _TRACE = "trace"  # findings with evidence.source == "trace" come from a capture's analysis
 
@@ -52,10 +57,8 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
     summary = dict(summary)
     summary[K.FINDINGS_BY_SEVERITY] = severity_counts(findings)
     if roofline is not None:
-        from .roofline import summary_fields
         summary.update(summary_fields(roofline))
     if memory is not None:
-        from .memory import summary_fields as memory_fields
         summary.update(memory_fields(memory))
     report: dict[str, Any] = {
         "schema": SCHEMA_ID, "tool_version": __version__, "backend": backend, "run": run, "environment": env,
@@ -66,7 +69,6 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
                       ("memory", memory)):
         if part is not None:
             report[key] = part
-    from .sources import attach  # the culprit lines travel with the report (findings[].source)
     attach(report["findings"])
     return report
 
@@ -87,7 +89,7 @@ def from_analysis(analysis: Analysis, *, backend: str, run: dict[str, Any], env:
 
 
 def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list[StepRecord],
-          max_warmup: int = 5, **parts: Any) -> dict[str, Any]:
+          max_warmup: int = MAX_WARMUP, **parts: Any) -> dict[str, Any]:
     """Analyse boundary records here and assemble their report (tests, offline tools)."""
     analysis = analyze(steps, max_warmup=max_warmup, expect_steps=run.get("kind") != "trace")
     return from_analysis(analysis, backend=backend, run=run, env=env, **parts)
@@ -138,7 +140,6 @@ def _umask() -> int:
 
 def write_html(report: dict[str, Any], path: str) -> str | None:
     """report.html beside the report at `path`; None (and a one-line note) when it could not be written."""
-    from . import html as H
     try:
         return H.write(report, H.html_path(path))
     except Exception as exc:  # noqa: BLE001 - the JSON report is what counts; the page is a view of it

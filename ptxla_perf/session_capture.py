@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .figures import median
+from .capture import StepWindowCapture
 
 
 class CaptureWindow:
     def __init__(self, logdir: str, start_step: int, num_steps: int, backend: str, analyze: bool):
-        from .capture import StepWindowCapture
         self.window = StepWindowCapture(logdir, int(start_step), int(num_steps), backend, tail_steps=1)
         self.into_report = analyze  # its analysis is the report's trace section (else only the caller's)
         self.done = False
@@ -32,7 +32,7 @@ class CaptureWindow:
         if path is None:
             say(f"ptxla_perf: no capture: {self.window.error or 'the run ended before the capture window'}")
             return None
-        from .trace import analyze_trace
+        from .trace import analyze_trace  # heavy (numpy, protobuf): only a session with a capture window
         try:
             trace = analyze_trace(path)
         except Exception as exc:  # the report still goes out without its trace section
@@ -51,7 +51,7 @@ class CaptureWindow:
     def _relate(self, trace: dict[str, Any], a, notes: list[str]) -> None:
         """Number the window's steps as the report does, keep phases apart, and compare traced with untraced step
         time (trace/relate.py)."""
-        from .trace.relate import boundary_owners, relate
+        from .trace.relate import boundary_owners, relate  # the trace package: heavy, as above
         first = self.window.first_step
         owners = boundary_owners(a.iterations)
         traced = set(owners[first:first + len(trace.get("steps") or [])])

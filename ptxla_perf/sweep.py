@@ -16,6 +16,7 @@ from typing import Any
 
 from . import fmt
 from . import summary_keys as K
+from .html import sweep_page
 
 COLUMNS = [  # header, getter; "overrides" is each job's label (labels: what differs between the jobs)
     ("job", lambda r, p: p.parent.name),
@@ -114,7 +115,6 @@ def write_html(reports: list[Path], root: str | Path, out: str | Path | None = N
     runs = read(reports)
     if not runs:
         return None
-    from .html import sweep_page
     return sweep_page.write(runs, root, out, table_rows(runs), labels(runs))
 
 
