@@ -42,9 +42,9 @@ def steps(report: dict[str, Any], cells: dict[str, int] | None = None):
     for s in report.get("steps") or []:
         row = {k: s.get(k) for k in _STEP_SCALARS}
         if row["host_reads"] is None:
-            row["host_reads"] = K.step_reads(s)
+            row["host_reads"] = (s.get("device_to_host") or {}).get("count")  # before 0.3.0: gross = reads
         for side in ("device_to_host", "host_to_device"):
-            d = s.get(side) or {}
+            d = s.get(side) or (s.get("device_to_host_transfers") if side == "device_to_host" else None) or {}
             row[f"{side}"] = d.get("count")
             row[f"{side}_bytes"] = d.get("bytes")
         row["fallback_ops"] = sum((s.get("fallback_ops") or {}).values())

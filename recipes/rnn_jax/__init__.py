@@ -83,7 +83,7 @@ def throughput(session, batch_bytes: int) -> dict:
               "compiles": s.compiles} for s in analysis.train[:max(analysis.warmup, 1)]]
     out: dict = {"first_steps": first}
     if steady:
-        summary = analysis.figures.summary()  # the report's own figures (figures.py), not a second derivation
+        summary = analysis.figures.summary().to_json()  # the report's own figures (figures.py), not a second derivation
         st, tp = summary[K.STEP_TIME], summary[K.THROUGHPUT]
         out.update(steady_step_time_ms=round(st["p50"] * 1e3, 4),
                    us_per_sample=round(tp["us_per_sample"], 3) if "us_per_sample" in tp else None,
