@@ -6,14 +6,13 @@ Run with findings.RULES by the analysis (`findings.ITERATION_RULES`); figures fr
 thresholds.py, advice in the backend's words from the adapter (`advice["memory_growth"]`, ...)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import fmt
 from . import memory as M
 from .verdicts import Cost, Finding, Rule, where
 
-if TYPE_CHECKING:  # the context is findings.py's, which runs these rules
-    from .findings import Context
+# `Context` in the annotations is findings.py's (which runs these rules): not imported, findings imports us
 
 GENERIC = {
     "memory_growth": "Keep Python numbers, not device values, across steps (read them every N steps), or "
