@@ -61,7 +61,7 @@ def test_text_diff_puts_changed_findings_first_and_hides_unchanged_rows(reports)
     assert "steps" not in names and "flops_per_step" not in names, proc.stdout  # unchanged: not shown
     assert "device_to_host_per_step" in names
     assert any(l.startswith("(") and "unchanged row(s) not shown; --all" in l for l in lines), proc.stdout
-    row = next(l for l in lines if l.startswith("device_to_host_bytes_per_step"))
+    row = next(l for l in lines if l.startswith("device_to_host_transfer_bytes_per_step"))
     assert row.split()[1:7] == ["4.0", "B", "0.4", "B", "-3.6", "B"], row
     every = run_cli("diff", "--all", str(reports / "mistake.json"), str(reports / "fix.json"))
     assert any(l.startswith("steps ") and l.split()[-1] == "same" for l in every.stdout.splitlines()), every.stdout

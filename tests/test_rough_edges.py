@@ -10,7 +10,7 @@ import pytest
 
 from conftest import SCRIPTS, cli_env, run_cli
 from ptxla_perf import sweep
-from ptxla_perf.trace import analyses
+from ptxla_perf.trace import rules as trace_rules
 
 
 def test_trace_verdicts_are_warnings_never_errors():
@@ -18,7 +18,7 @@ def test_trace_verdicts_are_warnings_never_errors():
     summary = {"steady_steps": 3,
                "breakdown_share": {"data": 0.5, "idle": 0.0, "host": 0.7, "execution": 0.1},
                "breakdown_ms_per_step": {"data": 5.0, "idle": 0.0, "host": 7.0, "execution": 1.0}}
-    out = analyses.findings(summary, {"mean": 0.8, "max": 0.9, "per_device": [0.8]}, {}, "host")
+    out = trace_rules.judge(summary, {"mean": 0.8, "max": 0.9, "per_device": [0.8]}, {}, "host")
     assert {f["kind"] for f in out} == {"input_bound", "host_bound", "collective_bound"}
     assert {f["severity"] for f in out} == {"warning"}
 
