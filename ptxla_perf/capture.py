@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .which_backend import detect_backend
+
 PROFILE_SUBDIR = Path("plugins") / "profile"
 
 
@@ -173,7 +175,6 @@ def capture(service_addr: str, logdir: str | os.PathLike = "profiles", duration_
     for host, port in services:
         check_listening(host, port, connect_timeout_s)
     host, port = services[0]
-    where = ", ".join(f"{h}:{p}" for h, p in services)
 
     try:
         from xprof.convert import _pywrap_profiler_plugin as client  # the client TensorBoard's button uses
@@ -186,12 +187,27 @@ def capture(service_addr: str, logdir: str | os.PathLike = "profiles", duration_
     options = {"host_tracer_level": int(host_tracer_level), "device_tracer_level": int(device_tracer_level),
                "python_tracer_level": int(python_tracer_level), "delay_ms": int(delay_ms)}
     addr = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in services)
+    limit = attempts * (duration_ms / 1000.0 + delay_ms / 1000.0 + grace_s)
+    err, seconds, client_log = _trace(client, addr, logdir, int(duration_ms), int(attempts), options, limit, quiet,
+                                      f"{host}:{port}")
+    new_runs = [p for p in _runs(logdir) if p not in before]
+    if err is not None:
+        for run_dir in new_runs:
+            _remove_empty_run(run_dir)
+        raise _client_error(err, client_log, f"{host}:{port}", duration_ms)
+    return _written(logdir, new_runs, services, seconds, int(duration_ms))
+
+
+def _trace(client, addr: str, logdir: Path, duration_ms: int, attempts: int, options: dict, limit: float, quiet: bool,
+           where: str) -> tuple[BaseException | None, float, str]:
+    """Run the xprof client (in a thread, so that a server that never answers costs `limit` seconds, not more):
+    what it raised, how long it took, and its own output when `quiet` kept that off the terminal."""
     outcome: dict = {}
 
-    def _trace():
+    def _call():
         try:
-            client.trace(addr, str(logdir), None, True, int(duration_ms), int(attempts), options)
-        except Exception as exc:  # noqa: BLE001 - reported below
+            client.trace(addr, str(logdir), None, True, duration_ms, attempts, options)
+        except Exception as exc:  # noqa: BLE001 - reported by the caller
             outcome["error"] = exc
 
     log = tempfile.NamedTemporaryFile(prefix="ptxla_perf_capture_", suffix=".log", delete=False) if quiet else None
@@ -200,9 +216,8 @@ def capture(service_addr: str, logdir: str | os.PathLike = "profiles", duration_
     t0 = time.monotonic()
     try:
         with _client_output_to(log.name if log else None):
-            worker = threading.Thread(target=_trace, name="ptxla_perf-capture", daemon=True)
+            worker = threading.Thread(target=_call, name="ptxla_perf-capture", daemon=True)
             worker.start()
-            limit = attempts * (duration_ms / 1000.0 + delay_ms / 1000.0 + grace_s)
             worker.join(limit)
         seconds = time.monotonic() - t0
         client_log = Path(log.name).read_text(errors="replace") if log else ""
@@ -211,22 +226,28 @@ def capture(service_addr: str, logdir: str | os.PathLike = "profiles", duration_
             with contextlib.suppress(OSError):
                 os.unlink(log.name)
     if worker.is_alive():
-        raise CaptureError(f"the server at {host}:{port} accepted the connection but returned no profile within "
+        raise CaptureError(f"the server at {where} accepted the connection but returned no profile within "
                            f"{limit:.0f} s; is it a profiler server (torch_xla/jax start_server)?")
-    new_runs = [p for p in _runs(logdir) if p not in before]
-    err = outcome.get("error")
-    if err is not None:
-        msg = str(err)
-        for run_dir in new_runs:
-            _remove_empty_run(run_dir)
-        if "failed to connect" in client_log.lower() or "failed to connect" in msg.lower():
-            m = re.search(r"Failed (?:parsing|to connect)[^\n]*", client_log)
-            detail = f" ({m.group(0).strip()})" if m else ""
-            raise CaptureError(f"{host}:{port} is listening but is not a profiler server{detail}")
-        if "no trace event" in msg.lower():
-            raise CaptureError(f"the profiler server at {host}:{port} answered but recorded no trace events in "
-                               f"{duration_ms} ms: {_NO_EVENTS_ADVICE}")
-        raise CaptureError(f"capture from {host}:{port} failed: {msg.splitlines()[0] if msg else type(err).__name__}")
+    return outcome.get("error"), seconds, client_log
+
+
+def _client_error(err: BaseException, client_log: str, where: str, duration_ms: int) -> CaptureError:
+    """What the client's failure means, in one line."""
+    msg = str(err)
+    if "failed to connect" in client_log.lower() or "failed to connect" in msg.lower():
+        m = re.search(r"Failed (?:parsing|to connect)[^\n]*", client_log)
+        detail = f" ({m.group(0).strip()})" if m else ""
+        return CaptureError(f"{where} is listening but is not a profiler server{detail}")
+    if "no trace event" in msg.lower():
+        return CaptureError(f"the profiler server at {where} answered but recorded no trace events in "
+                            f"{duration_ms} ms: {_NO_EVENTS_ADVICE}")
+    return CaptureError(f"capture from {where} failed: {msg.splitlines()[0] if msg else type(err).__name__}")
+
+
+def _written(logdir: Path, new_runs: list[Path], services: list[tuple[str, int]], seconds: float,
+             duration_ms: int) -> CaptureResult:
+    """The profile the client wrote (one .xplane.pb, or one per host), checked to hold trace events."""
+    host, port = services[0]
     candidates = [x for run_dir in new_runs for x in _xplanes(run_dir)]
     if not candidates:  # the client may reuse a run folder named by the second; take the newest xplane
         root = logdir / PROFILE_SUBDIR
@@ -236,31 +257,29 @@ def capture(service_addr: str, logdir: str | os.PathLike = "profiles", duration_
                            f"{logdir / PROFILE_SUBDIR}")
     path = max(candidates, key=lambda p: p.stat().st_mtime)
     if len(services) > 1:  # one run folder, one .xplane.pb per host
+        where = ", ".join(f"{h}:{p}" for h, p in services)
         files = sorted(x for x in _xplanes(path.parent))
         empty = [x.name for x in files if count_trace_events(x) == 0]
         if len(files) < len(services) or len(empty) == len(files):
             raise CaptureError(f"the capture from {where} wrote {len(files) - len(empty)} of {len(services)} "
                                f"host profiles with trace events: {_NO_EVENTS_ADVICE}")
-        return CaptureResult(path=path.parent, run=path.parent.name, logdir=logdir, duration_ms=int(duration_ms),
+        return CaptureResult(path=path.parent, run=path.parent.name, logdir=logdir, duration_ms=duration_ms,
                              size_bytes=sum(x.stat().st_size for x in files), seconds=seconds, files=files)
     if count_trace_events(path) == 0:
         _remove_empty_run(path.parent)
         raise CaptureError(f"the profiler server at {host}:{port} answered but recorded no trace events in "
                            f"{duration_ms} ms: {_NO_EVENTS_ADVICE}")
-    return CaptureResult(path=path, run=path.parent.name, logdir=logdir, duration_ms=int(duration_ms),
+    return CaptureResult(path=path, run=path.parent.name, logdir=logdir, duration_ms=duration_ms,
                          size_bytes=path.stat().st_size, seconds=seconds, files=[path])
 
 
 # ---------------------------------------------------------------------------------------------- step window
 
 def _detect_backend() -> str:
-    import sys
-
-    if "torch_xla" in sys.modules:
-        return "torch_xla"
-    if "jax" in sys.modules:
-        return "jax"
-    raise ValueError("backend not given and neither torch_xla nor jax is imported")
+    backend = detect_backend()
+    if backend is None:
+        raise ValueError("backend not given and neither torch_xla nor jax is imported")
+    return backend
 
 
 class StepWindowCapture:

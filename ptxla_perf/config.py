@@ -23,6 +23,10 @@ def _f(default: Any, help: str, factory: bool = False):
     return field(default=default, metadata={"help": help})
 
 
+DEFAULT_PORT = 9012  # the profiler server's port, unless one is given (the runner, `profile`, the API)
+MAX_WARMUP = 5  # the most iterations counted as warm-up (compiles.classify)
+
+
 # --- top level --------------------------------------------------------------------------------------------------
 @dataclass
 class CaptureConfig:
@@ -34,7 +38,7 @@ class CaptureConfig:
 
 @dataclass
 class ProfilerConfig:
-    port: Optional[int] = _f(9012, "profiler server port (TensorBoard > Capture Profile); null disables it; the "
+    port: Optional[int] = _f(DEFAULT_PORT, "profiler server port (TensorBoard > Capture Profile); null disables it; the "
                                    "default gives way to the next free port when taken, a port you set does not")
     scalars: bool = _f(True, "per-step scalars as TensorBoard event files in <run dir>/tensorboard (docs/html.md)")
     capture: CaptureConfig = _f(CaptureConfig, "in-process capture of a step window", factory=True)
@@ -72,7 +76,7 @@ class Config:
     report: str = _f("report.json", "report file, in Hydra's run directory")
     profiler: ProfilerConfig = _f(ProfilerConfig, "profiler server and capture window", factory=True)
     attribution: AttributionConfig = _f(AttributionConfig, "line attribution (docs/attribution.md)", factory=True)
-    max_warmup: int = _f(5, "most iterations counted as warm-up")
+    max_warmup: int = _f(MAX_WARMUP, "most iterations counted as warm-up")
     roofline: RooflineConfig = _f(RooflineConfig, "MFU and predicted step time (docs/roofline.md)", factory=True)
     guard: Optional[GuardConfig] = _f(GuardConfig, "runaway-compilation guard (docs/guard.md); null turns it off",
                                       factory=True)

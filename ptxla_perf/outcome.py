@@ -7,6 +7,7 @@ everywhere (docs/report.md: `run.status`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 
 class RunStopped(KeyboardInterrupt):
@@ -53,3 +54,12 @@ def outcome(exc: BaseException | None) -> Outcome:
         return Outcome("completed" if code == 0 else "crashed", code,
                        None if code == 0 else f"SystemExit: {exc.code}")
     return Outcome("crashed", 1, f"{type(exc).__name__}: {exc}")
+
+
+def call(body: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    """`body()`'s result and what it raised, whatever it is (a script's own end: Ctrl-C, sys.exit, a crash): the
+    caller reports the run all the same, then decides what goes on (Session.run, spawn.ChildTarget)."""
+    try:
+        return body(), None
+    except BaseException as caught:  # noqa: BLE001 - handed back to the caller, never swallowed
+        return None, caught

@@ -4,6 +4,7 @@ The report and logs go to Hydra's run directory; `-m` sweeps give one report per
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
@@ -17,7 +18,10 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from . import requires
-from .config import register
+from .config import Config, register
+from .outcome import RunStopped, SessionError
+from .render import summary_lines
+from .session import open_session
 
 DEFAULT_RECIPE = "mmf"
 _HERE = Path(__file__).resolve().parent
@@ -66,7 +70,6 @@ def _quiet_library_info() -> None:
 
 
 def run_recipe(cfg: DictConfig) -> int:
-    from .session import RunStopped, Session, SessionError
     recipe = cfg.recipe
     _quiet_library_info()
     if "PJRT_DEVICE" not in os.environ:  # our recipe, not the user's program: torch_xla's CPU default is documented
@@ -78,28 +81,26 @@ def run_recipe(cfg: DictConfig) -> int:
         print(f"ptxla_perf: error: recipe {recipe.name!r} {need}", file=sys.stderr)
         return 2
     run_fn = load_recipe(recipe)
+    conf: Config = OmegaConf.to_object(cfg)  # the typed configs (config.py), as the session takes them
+    overrides = list(HydraConfig.get().overrides.task)
     try:
-        session = Session(
-            recipe.get("backend", "torch_xla"), report_path=os.path.join(out_dir, cfg.report),
-            port=cfg.profiler.port,
-            run={"kind": "recipe", "recipe": recipe.name, "config": OmegaConf.to_container(cfg, resolve=True),
-                 "overrides": list(HydraConfig.get().overrides.task), "output_dir": out_dir},
-            attribution=OmegaConf.to_container(cfg.attribution), max_warmup=cfg.max_warmup,
-            guard=None if cfg.get("guard") is None else OmegaConf.to_container(cfg.guard),
-            progress_every_s=cfg.progress_every_s,
-            tensorboard_dir=os.path.join(out_dir, "tensorboard") if cfg.profiler.get("scalars", True) else None,
-            roofline=OmegaConf.to_container(cfg.roofline) if cfg.get("roofline") is not None else None,
-            port_fallback=not any(o.lstrip("+").startswith("profiler.port=")
-                                  for o in HydraConfig.get().overrides.task))
-        session.start()
+        session = open_session(
+            recipe.get("backend", "torch_xla"), server_off="profiler.port=null",
+            report_path=os.path.join(out_dir, conf.report), port=conf.profiler.port,
+            run={"kind": "recipe", "recipe": recipe.name, "config": _as_dict(conf), "overrides": overrides,
+                 "output_dir": out_dir},
+            attribution=conf.attribution, max_warmup=conf.max_warmup, guard=conf.guard,
+            progress_every_s=conf.progress_every_s,
+            tensorboard_dir=os.path.join(out_dir, "tensorboard") if conf.profiler.scalars else None,
+            roofline=conf.roofline, port_fallback=not any(o.lstrip("+").startswith("profiler.port=")
+                                                          for o in overrides))
     except SessionError as exc:
-        msg = str(exc).replace("turn the server off", "turn the server off: profiler.port=null")
-        print(f"ptxla_perf: error: {msg}", file=sys.stderr)
+        print(f"ptxla_perf: error: {exc}", file=sys.stderr)
         return 2
-    capture = cfg.profiler.get("capture")
-    if capture and capture.get("start_step") is not None:  # the session owns the window and its analysis
+    capture = conf.profiler.capture
+    if capture.start_step is not None:  # the session owns the window and its analysis
         session.open_capture(os.path.join(out_dir, "tensorboard"), capture.start_step, capture.num_steps,
-                             analyze=capture.get("analyze", True))
+                             analyze=capture.analyze)
     end, exc = session.run(lambda: session.extra.update(run_fn(recipe, session) or {}))
     _log_summary(session)
     if exc is not None and not isinstance(exc, (RunStopped, KeyboardInterrupt, SystemExit)):
@@ -107,13 +108,17 @@ def run_recipe(cfg: DictConfig) -> int:
     return end.exit_code
 
 
+def _as_dict(conf: Config) -> dict:
+    """The whole configuration as the report records it (`run.config`): plain values."""
+    return dataclasses.asdict(conf)
+
+
 def _log_summary(session) -> None:
     """The summary the console shows, also in Hydra's `run.log` of the run directory (it was empty)."""
-    from .render import summary_lines
     try:
         report = session.finish()  # already finished: the same report (idempotent)
         files = [h for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)]
-        for line in summary_lines(report, session.output.path() if session.report_path else None):
+        for line in summary_lines(report, session.report_file()):
             record = logging.LogRecord("ptxla_perf", logging.INFO, __file__, 0, line, None, None)
             for h in files:  # the run.log file only: the console has printed the summary already
                 h.handle(record)

@@ -14,6 +14,7 @@ sessions of their own (spawn.py); the parent then writes the merged report (merg
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import os
 import signal
@@ -23,17 +24,20 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import spawn
-from .backends.base import Adapter
+from . import roofline, spawn
+from .backends.base import Adapter, Capabilities
+from .config import DEFAULT_PORT, MAX_WARMUP
 from .findings import Analysis, Finding, analyze
 from .guard import Guard
 from .memory_rules import RULES as MEMORY_RULES  # memory_growth, missing_donation (memory_rules.py)
-from .outcome import Outcome, RunStopped, SessionError, outcome
+from .outcome import Outcome, RunStopped, SessionError, call, outcome
 from .records import StepRecord
+from .report import environment
 from .sampler import DATA, StackSampler
-from .session_report import ReportOutput
+from .session_capture import CaptureWindow
+from .session_report import OutputConfig, ReportOutput, RunFacts, report_of, sections_of
 
-__all__ = ["Session", "RunStopped", "SessionError"]
+__all__ = ["Session", "RunStopped", "SessionError", "open_session"]
 
 
 # Profiler servers by port, kept for the life of the process: torch_xla's server stops when its object is
@@ -77,46 +81,59 @@ def _roofline_cfg(cfg: dict | None) -> dict[str, Any]:
     return cfg
 
 
+def _plain(cfg: Any) -> Any:
+    """A typed config (config.py) as the plain dict the adapter, the guard and a child's plan take."""
+    return dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type) else cfg
+
+
 def make_adapter(backend: str, attribution: dict | None) -> Adapter:
     if backend == "torch_xla":
-        from .backends.torch_xla import TorchXlaAdapter
+        from .backends.torch_xla import TorchXlaAdapter  # the framework: imported only for its backend
         return TorchXlaAdapter(attribution)
     if backend == "jax":
         try:
-            from .backends.jax import JaxAdapter
+            from .backends.jax import JaxAdapter  # the framework: imported only for its backend
         except ImportError as exc:
             raise SessionError(f"the JAX backend is not available: {exc}") from None
         return JaxAdapter(attribution)
     raise SessionError(f"unknown backend {backend!r} (torch_xla or jax)")
 
 
+def open_session(backend: str, *, server_off: str, **options: Any) -> "Session":
+    """Make and start a session (the runner's and `profile`'s one way in). A set-up problem is a SessionError
+    whose message says how to turn the profiler server off in the caller's own terms (`server_off`)."""
+    try:
+        return Session(backend, **options).start()
+    except SessionError as exc:
+        raise SessionError(str(exc).replace("turn the server off", f"turn the server off: {server_off}")) from None
+
+
 class Session:
     def __init__(self, backend: str = "torch_xla", *, report_path: str | None = "ptxla_perf_report.json",
-                 port: int | None = 9012, run: dict[str, Any] | None = None, attribution: dict | None = None,
-                 max_warmup: int = 5, guard: dict | None | str = "default", progress_every_s: float | None = 10.0,
+                 port: int | None = DEFAULT_PORT, run: dict[str, Any] | None = None, attribution: Any = None,
+                 max_warmup: int = MAX_WARMUP, guard: Any = "default", progress_every_s: float | None = 10.0,
                  flush_every_s: float | None = 30.0, console: bool = True, handle_signals: bool = True,
                  rank: int | None = None, rank_suffix: bool = False, summary: bool = True,
-                 tensorboard_dir: str | None = None, roofline: dict | None = None, port_fallback: bool = False,
+                 tensorboard_dir: str | None = None, roofline: Any = None, port_fallback: bool = False,
                  sample_hz: float = 100.0):
-        self.backend = backend
-        self.report_path = report_path
+        """`attribution`, `guard` and `roofline` are the typed configs of config.py (AttributionConfig,
+        GuardConfig, RooflineConfig) or dicts of their fields; guard None turns it off, "default" keeps it on."""
+        run_info = {"kind": "api", "argv": list(sys.argv), **(run or {})}
+        self.facts = RunFacts(backend, str(run_info.get("run_id") or ""),
+                              process_index() if rank is None else int(rank), "", run_info)
+        self.out = OutputConfig(report_path, rank_suffix, console, summary, tensorboard_dir)
         self.port = port
         self.port_fallback = port_fallback  # `port` is a default: a taken one gives way to the next free one
-        self.run_info = {"kind": "api", "argv": list(sys.argv), **(run or {})}
         self.max_warmup = max_warmup
         self.progress_every_s = progress_every_s
         self.flush_every_s = flush_every_s
-        self.rank = process_index() if rank is None else int(rank)
         self._rank_known = rank is not None  # else asked of the runtime at the first boundary
-        self.console_wanted = console  # asked for; `console` is whether this process prints (rank 0)
-        self.console = console and self.rank == 0
-        self.rank_suffix = rank_suffix  # a spawned child writes REPORT.rankN.json even as rank 0
-        self.print_summary = summary
         self.handle_signals = handle_signals
-        self.adapter = make_adapter(backend, attribution)
+        self.adapter = make_adapter(backend, _plain(attribution))
+        self.caps = Capabilities.of(self.adapter)  # its optional members, asked once
+        guard = _plain(guard)
         self.guard_cfg = guard  # as given: children spawned by the script get the same
-        self.roofline_cfg = _roofline_cfg(roofline)  # peak overrides (peaks.py); checked here, used at the end
-        # guard=None turns it off; "default" (or a dict of overrides) keeps it on (guard.py)
+        self.roofline_cfg = _roofline_cfg(_plain(roofline))  # peak overrides (peaks.py); checked here
         self.guard = Guard(None if guard is None else ({} if guard == "default" else dict(guard)),
                            self.adapter.runaway)
         self.steps: list[StepRecord] = []  # every step boundary, as the adapter saw it (iterations: analysis())
@@ -126,29 +143,62 @@ class Session:
         self._server = None  # kept alive for the whole run: torch_xla's server stops when collected
         self.server_port: int | None = None  # the profiler server to start at the first boundary
         self._up = False  # the first boundary has been seen: the runtime is initialised
-        self.child_reports: list[str] = []  # per-process reports of followed children: finish() merges them
-        self.run_id: str = str(self.run_info.get("run_id") or "")
-        self._on_stop: list[Callable[[int], None]] = []  # told of a signal (on_stop: spawn.py forwards it)
+        self.child_reports: list[str] = []  # reports of children started by other means: finish() merges them
+        self._on_stop: list[Callable[[int], None]] = []  # told of a signal (the follower forwards it)
         self._data_wait: float | None = None  # cumulative data_wait() time; None until it is used
         self._data_wait_mark = 0.0
         self.follower: spawn.Follower | None = None  # following the children the script spawns (spawn.py)
+        self.plan: spawn.ChildPlan | None = None  # what a child's session takes (start)
         self._callbacks: list[Callable[[StepRecord], None]] = []
         self._closers: list[Callable[[], None]] = []
         self._step_info: dict[str, Any] = {}
         self._stop: RunStopped | None = None
         self._old_handlers: dict[int, Any] = {}
-        self.started_at = None
         self._clock = self._last_progress = self._last_flush = 0.0
         self._finished: dict[str, Any] | None = None
         self.tail: StepRecord | None = None
         self.trace: dict[str, Any] | None = None  # a capture's analysis (ptxla_perf.trace), merged into the report
-        self._capture = None  # the step-window capture this session owns (open_capture), closed in finish
-        self.tensorboard_dir = tensorboard_dir  # per-step scalars go here (tb_scalars.py); None: not written
-        self.output = ReportOutput(self)  # report assembly, its page, TensorBoard scalars, the console summary
+        self._capture: CaptureWindow | None = None  # the step window this session owns, closed in finish
+        self.output = ReportOutput(self.out, self.say)  # the report, its page, TensorBoard scalars, the summary
         self.sample_hz = sample_hz  # the main thread's stack sampler (sampler.py); 0: off
         self.sampler: StackSampler | None = None
         self._sampled_data = 0.0
         self._data_carry = 0.0  # sampled data time not yet given to a step (a sample can span a boundary)
+        self._stages: list[Callable[[StepRecord], None]] = []  # the boundary path (_on_boundary), set by start
+
+    # --- the run's facts, read by the session's users ------------------------------------------------------
+    @property
+    def backend(self) -> str:
+        return self.facts.backend
+
+    @property
+    def rank(self) -> int:
+        return self.facts.rank
+
+    @property
+    def run_id(self) -> str:
+        return self.facts.run_id
+
+    @property
+    def run_info(self) -> dict[str, Any]:
+        return dict(self.facts.info)
+
+    @property
+    def started_at(self) -> str | None:
+        return self.facts.started_at or None
+
+    @property
+    def report_path(self) -> str | None:
+        return self.out.report_path
+
+    @property
+    def console(self) -> bool:
+        """Whether this process prints: asked for, and rank 0."""
+        return self.out.prints(self.facts.rank)
+
+    def report_file(self) -> str | None:
+        """Where this process's report goes (REPORT.rankN.json for a rank other than an unsuffixed 0)."""
+        return self.out.path(self.facts.rank)
 
     # --- public API -------------------------------------------------------------------------------
     def start(self) -> "Session":
@@ -159,19 +209,29 @@ class Session:
         if port is not None and (port, self.backend) not in _SERVERS:
             port = self._free_port(port)  # a plain socket bind: no runtime
         self.server_port = port
-        self.started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        info = dict(self.facts.info)
+        run_id = self.facts.run_id
+        if not run_id:  # a run id every process of the run shares
+            run_id, info["run_id_source"] = spawn.new_run_id()
+        self.facts = dataclasses.replace(self.facts, run_id=run_id, info=info, started_at=_dt.datetime.now(
+            _dt.timezone.utc).isoformat(timespec="seconds"))
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._old_handlers[sig] = signal.signal(sig, self._on_signal)
-        self.follower = spawn.follow(self)  # children the script spawns get sessions of their own
-        if self.tensorboard_dir:
-            self.profiler["scalars"] = self.output.open_scalars(self.tensorboard_dir, self.rank, self.started_at)
+        self.plan = spawn.plan_of(self.facts, self.out, port=port, attribution=self.adapter.cfg,
+                                  max_warmup=self.max_warmup, guard=self.guard_cfg)  # what a child's session takes
+        # children spawned through the backend's launcher get sessions of their own (none without a report)
+        self.follower = spawn.Follower(self.plan if self.report_path else None, self.adapter, type(self))
+        self.on_stop(self.follower.forward_stop)
+        scalars = self.output.open_scalars(self.rank, self.facts.started_at)
+        if scalars is not None:
+            self.profiler["scalars"] = scalars
         if self.sample_hz and self.sample_hz > 0:
-            codes = getattr(self.adapter, "sampler_codes", None)
+            codes = self.caps.sampler_codes
             self.sampler = StackSampler(codes() if codes else None, 1.0 / float(self.sample_hz)).start()
+        self._stages = self._boundary_stages()
         self.adapter.start(self._on_boundary)
         return self
-
     def _free_port(self, port: int) -> int:
         """The port asked for; a default port that is taken (a second job, a notebook) gives way to the next free
         one (`port_fallback`), said on the console. A port the user chose fails with a one-line error."""
@@ -198,8 +258,8 @@ class Session:
         if not self._rank_known:
             rank = self.adapter.process_index()
             if rank is not None and (rank or not self.rank):  # a runtime that says 0 where the launcher says
-                self.rank = rank  # otherwise (torchrun + xla on the CPU: one-process worlds) is not the run's
-            self.console = self.console_wanted and self.rank == 0
+                self.facts = dataclasses.replace(self.facts, rank=rank)  # otherwise (torchrun + xla on the CPU:
+                # one-process worlds) is not the run's
         port = self.server_port
         if port is None:
             return
@@ -253,7 +313,6 @@ class Session:
         `capture_analysis()` analyzes it, for the caller alone). One window per session."""
         if self._capture is not None:
             raise SessionError("a capture window is already open for this session")
-        from .session_capture import CaptureWindow
         self._capture = CaptureWindow(logdir, start_step, num_steps, self.backend, analyze)
         self.add_step_callback(self._capture.on_step)
 
@@ -309,11 +368,11 @@ class Session:
         self._old_handlers.clear()
         if self.follower is not None:
             self.follower.unfollow()
-        report = self.output.build(status, exit_code, stop_reason)
-        if not self.steps and self.follower is not None:  # a parent that only spawned: the merged report
-            report = self.follower.merged(report)
+        own = self.report(Outcome(status, exit_code, stop_reason))
+        # a parent that only spawned: its children's merged report (spawn.Follower.merged), else its own
+        report = self.follower.merged(own, self.child_reports) if self.follower and not self.steps else own
         self._finished = report
-        self.output.write(report, final=True)
+        self.output.write(report, self.rank, final=True)
         return report
 
     def run(self, body: Callable[[], Any], on_end: Callable[[Outcome, BaseException | None], None] | None = None
@@ -322,11 +381,13 @@ class Session:
         `profile`. What `body` raises is caught and returned with the run's outcome (outcome.py), so the caller
         decides what goes on (re-raise a crash, exit with the code); `on_end(outcome, exc)` runs before the
         report is written (the user's own traceback prints before the summary)."""
-        try:
-            body()
-            exc = None
-        except BaseException as caught:  # the script's own end, whatever it is: the report is written all the same
-            exc = caught
+        _, exc = call(body)  # the script's own end, whatever it is: the report is written all the same
+        return self.end(exc, on_end)
+
+    def end(self, exc: BaseException | None, on_end: Callable[[Outcome, BaseException | None], None] | None = None
+            ) -> tuple[Outcome, BaseException | None]:
+        """Finish the session with what the run raised (None: it completed); Session.run's path, and the context
+        manager's."""
         if isinstance(exc, RunStopped):
             exc = self.pending_stop() or exc  # a spawned child's stop coming back: the parent's own signal
         end = outcome(exc)
@@ -339,7 +400,23 @@ class Session:
         """Write the report of the steps so far without finishing (hooks stay): a stopped child that may never
         reach another boundary (spawn.py)."""
         if self.report_path:
-            self.output.write(self.output.build(status, exit_code, reason), final=False, scalars=False)
+            self.output.write(self.report(Outcome(status, exit_code, reason)), self.rank, final=False,
+                              scalars=False)
+
+    def report(self, end: Outcome) -> dict[str, Any]:
+        """The report of the boundaries so far (session_report.report_of), `end` being how the run ended so far
+        (`running` at a periodic flush)."""
+        final = end.status != "running"
+        if self.caps.settle is not None:  # measurements the adapter completes in batches (torch_xla's device times)
+            self.caps.settle(final=final)
+        env = environment(self.adapter.environment())
+        analysis = self.analysis(end.status)
+        sinks = roofline.sinks(self.extra_findings + analysis.findings + list((self.trace or {}).get("findings", [])))
+        sections = sections_of(analysis, self.adapter, self.caps, env, self.trace, sinks, self.roofline_cfg,
+                               final)
+        return report_of(analysis, self.facts, sections, end=end, adapter=self.adapter, env=env, steps=self.steps,
+                         tail=self.tail, extra_findings=self.extra_findings, profiler=self.profiler,
+                         extra=self.extra, trace=self.trace)
 
     def analysis(self, status: str | None = None) -> Analysis:
         """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says.
@@ -359,53 +436,85 @@ class Session:
         return self.start()
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        end = outcome(exc)
-        self.finish(end.status, end.exit_code, end.reason)
+        self.end(exc)
         return isinstance(exc, RunStopped) and exc.signum is None  # a guard stop is handled; the rest goes on
 
-    # --- internals --------------------------------------------------------------------------------
+    # --- the step boundary: a short list of stages, each (rec) -> None -----------------------------------
+    def _boundary_stages(self) -> list[Callable[[StepRecord], None]]:
+        """The boundary path, chosen once at start: a stage that is off (no sampler, no progress, no flush) is
+        not in the list."""
+        stages = [self._number]
+        if self.sampler is not None:
+            stages.append(self._sampled)
+        stages += [self._label, self._keep, self._check_guard, self._tick]
+        if self.progress_every_s:
+            stages.append(self._progress)
+        if self.flush_every_s and self.report_path:
+            stages.append(self._flush)
+        return stages
+
     def _on_boundary(self, rec: StepRecord) -> None:
         if not self._up:
             self._runtime_up()
-        rec.index = len(self.steps)
-        if self._data_wait is not None:
-            rec.data_wait_s, self._data_wait_mark = self._data_wait - self._data_wait_mark, self._data_wait
-        sampler = self.sampler
-        if sampler is not None:  # the lines sampled since the previous boundary, and the data time among them
-            if sampler.learning:
-                sampler.learn_loop(sys._getframe(1))
-            data = sampler.seconds[DATA]
-            # a sample charges the interval since the previous one, which can reach into the step before: what
-            # does not fit in this step (its wall time less what was measured exactly) goes to the next one
-            carry = self._data_carry + data - self._sampled_data
-            if carry == 0.0:  # no data time sampled (most boundaries): min(carry, room) is 0.0
-                rec.sampled_data_s = 0.0
-            else:
-                room = max(rec.wall_time_s - rec.compile_time_s - (rec.launch_time_s or 0.0)
-                           - (rec.device_wait_s or 0.0) - (rec.device_to_host_time_s or 0.0), 0.0)
-                rec.sampled_data_s = min(carry, room)
-            self._sampled_data, self._data_carry = data, carry - rec.sampled_data_s
-            rec.hot_lines = sampler.take()
-        for key, value in self._step_info.items():
-            setattr(rec, key, value)
-        self.steps.append(rec)
-        for fn in self._callbacks:
-            fn(rec)
-        self._check_guard(rec)
-        now = self._clock = self._clock + rec.wall_time_s  # no clock call of our own per step
-        if self.progress_every_s and now - self._last_progress >= self.progress_every_s:
-            self._last_progress = now
-            self.say(f"ptxla_perf: step {rec.index + 1}, last {rec.wall_time_s * 1e3:.1f} ms, "
-                     f"{sum(s.compiles for s in self.steps)} compiles so far")
-        if self.flush_every_s and self.report_path and now - self._last_flush >= self.flush_every_s:
-            self._last_flush = now
-            try:  # a hard kill (SIGKILL, OOM) still leaves the report of the steps so far
-                self.output.write(self.output.build("running", None, None), final=False)
-            except Exception:
-                pass
+        for stage in self._stages:
+            stage(rec)
         if self._stop is not None:
             stop, self._stop = self._stop, None
             raise stop
+
+    def _number(self, rec: StepRecord) -> None:
+        """The boundary's index, and the data_wait() time since the previous one."""
+        rec.index = len(self.steps)
+        if self._data_wait is not None:
+            rec.data_wait_s, self._data_wait_mark = self._data_wait - self._data_wait_mark, self._data_wait
+
+    def _sampled(self, rec: StepRecord) -> None:
+        """The lines sampled since the previous boundary, and the data time among them."""
+        sampler = self.sampler
+        if sampler.learning:
+            sampler.learn_loop(sys._getframe(3))  # the adapter's hook called _on_boundary, which called this
+        data = sampler.seconds[DATA]
+        # a sample charges the interval since the previous one, which can reach into the step before: what
+        # does not fit in this step (its wall time less what was measured exactly) goes to the next one
+        carry = self._data_carry + data - self._sampled_data
+        if carry == 0.0:  # no data time sampled (most boundaries): min(carry, room) is 0.0
+            rec.sampled_data_s = 0.0
+        else:
+            room = max(rec.wall_time_s - rec.compile_time_s - (rec.launch_time_s or 0.0)
+                       - (rec.device_wait_s or 0.0) - (rec.device_to_host_time_s or 0.0), 0.0)
+            rec.sampled_data_s = min(carry, room)
+        self._sampled_data, self._data_carry = data, carry - rec.sampled_data_s
+        rec.hot_lines = sampler.take()
+
+    def _label(self, rec: StepRecord) -> None:
+        """The recipe's sticky step facts (set_step_info)."""
+        info = self._step_info
+        if info:
+            rec.samples = info.get("samples", rec.samples)
+            rec.tokens = info.get("tokens", rec.tokens)
+            rec.phase = info.get("phase", rec.phase)
+
+    def _keep(self, rec: StepRecord) -> None:
+        self.steps.append(rec)
+        for fn in self._callbacks:
+            fn(rec)
+
+    def _tick(self, rec: StepRecord) -> None:
+        self._clock += rec.wall_time_s  # no clock call of our own per step
+
+    def _progress(self, rec: StepRecord) -> None:
+        if self._clock - self._last_progress >= self.progress_every_s:
+            self._last_progress = self._clock
+            self.say(f"ptxla_perf: step {rec.index + 1}, last {rec.wall_time_s * 1e3:.1f} ms, "
+                     f"{sum(s.compiles for s in self.steps)} compiles so far")
+
+    def _flush(self, rec: StepRecord) -> None:
+        if self._clock - self._last_flush >= self.flush_every_s:
+            self._last_flush = self._clock
+            try:  # a hard kill (SIGKILL, OOM) still leaves the report of the steps so far
+                self.output.write(self.report(Outcome("running", None, None)), self.rank, final=False)
+            except Exception:
+                pass
 
     def _check_guard(self, rec: StepRecord) -> None:
         decision = self.guard.check(rec)

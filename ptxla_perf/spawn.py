@@ -21,10 +21,13 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
+from . import merge, report as report_mod
+from .outcome import SessionError, call, outcome
 RUN_ID_VARS = ("PTXLA_PERF_RUN_ID", "TORCHELASTIC_RUN_ID")
 CHILD_PLAN_VAR = "PTXLA_PERF_CHILD_PLAN"  # a plan as JSON, for children started as plain subprocesses
 
@@ -60,22 +63,22 @@ def new_run_id() -> tuple[str, str]:
     return uuid.uuid4().hex[:12], "local"
 
 
-def plan_of(session) -> ChildPlan:
-    run = {k: v for k, v in session.run_info.items() if k in ("kind", "script", "recipe", "argv", "backend_choice")}
-    report = os.path.abspath(session.report_path or "ptxla_perf_report.json")
-    return ChildPlan(backend=session.backend, report_path=report, run_id=session.run_id, port=session.server_port,
-                     run=run, attribution=dict(session.adapter.cfg), max_warmup=session.max_warmup,
-                     guard=session.guard_cfg, console=session.console_wanted,
-                     stop_file=f"{os.path.splitext(report)[0]}.{session.run_id}.{os.getpid()}.stop")
+def plan_of(facts, output, *, port: int | None, attribution: dict[str, Any], max_warmup: int, guard: Any
+            ) -> ChildPlan:
+    """The plan of a session's children, from its facts (session_report.RunFacts) and output settings."""
+    run = {k: v for k, v in facts.info.items() if k in ("kind", "script", "recipe", "argv", "backend_choice")}
+    report = os.path.abspath(output.report_path or "ptxla_perf_report.json")
+    return ChildPlan(backend=facts.backend, report_path=report, run_id=facts.run_id, port=port, run=run,
+                     attribution=dict(attribution), max_warmup=max_warmup, guard=guard, console=output.console,
+                     stop_file=f"{os.path.splitext(report)[0]}.{facts.run_id}.{os.getpid()}.stop")
 
 
 # --- parent side ------------------------------------------------------------------------------------------
 class Follower:
-    """A parent session's following of its spawned children: the launcher patch, the stop forwarding, and the
-    children's reports merged at the end (the session talks to its children only through this)."""
+    """A parent session's following of its spawned children: the launcher patch, the stop forwarding
+    (`forward_stop`, which the session calls on a signal), and the children's reports merged at the end."""
 
-    def __init__(self, session, plan: ChildPlan | None):
-        self.session = session
+    def __init__(self, plan: ChildPlan | None, adapter, factory=None):
         self.plan = plan
         self.spawned = False  # the script spawned children through the backend's launcher
         self._undo = None
@@ -84,9 +87,12 @@ class Follower:
 
         def wrap(fn):
             self.spawned = True
-            return ChildTarget(fn, plan, type(session))
-        self._undo = session.adapter.follow_spawn(wrap)
-        session.on_stop(lambda signum: _forward_stop(signum, plan.stop_file))
+            return ChildTarget(fn, plan, factory)
+        self._undo = adapter.follow_spawn(wrap)
+
+    def forward_stop(self, signum: int) -> None:
+        if self.plan is not None:
+            _forward_stop(signum, self.plan.stop_file)
 
     def unfollow(self) -> None:
         undo, self._undo = self._undo, None
@@ -98,28 +104,28 @@ class Follower:
             except OSError:
                 pass
 
-    def child_reports(self) -> list[str]:
-        """The reports this session's children wrote: named explicitly, or found next to the report by run id."""
-        session = self.session
-        if session.child_reports:
-            return list(session.child_reports)
-        if not self.spawned or not session.report_path:
+    def child_paths(self, named: Sequence[str] = ()) -> list[str]:
+        """The reports the children wrote: `named` explicitly (a recipe that starts its own processes), or found
+        next to the report by run id."""
+        if named:
+            return list(named)
+        if not self.spawned or self.plan is None:
             return []
-        root, ext = os.path.splitext(os.path.abspath(session.report_path))
+        root, ext = os.path.splitext(self.plan.report_path)
         found = []
         for path in sorted(glob.glob(f"{glob.escape(root)}.rank*{ext or '.json'}")):
             try:
                 with open(path) as f:
-                    if json.load(f).get("run", {}).get("run_id") == session.run_id:
+                    if json.load(f).get("run", {}).get("run_id") == self.plan.run_id:
                         found.append(path)
             except (OSError, ValueError):
                 continue
         return found
 
-    def merged(self, own: dict[str, Any]) -> dict[str, Any]:
-        """The parent's report: its children's merged, with the parent's own run outcome."""
-        from . import merge, report as report_mod
-        paths = self.child_reports()
+    def merged(self, own: dict[str, Any], named: Sequence[str] = ()) -> dict[str, Any]:
+        """The parent's report: its children's merged, with the parent's own run outcome; `own` when there are
+        none."""
+        paths = self.child_paths(named)
         if not paths:
             return own
         try:
@@ -129,13 +135,6 @@ class Follower:
             own.setdefault("run", {}).setdefault("attribution", {}).setdefault("notes", []).append(
                 f"children's reports not merged: {exc}")
             return own
-
-
-def follow(session) -> Follower:
-    """Called by Session.start: a run id to share, and the backend's launcher patched to follow children."""
-    if not session.run_id:
-        session.run_id, session.run_info["run_id_source"] = new_run_id()
-    return Follower(session, None if session.report_path is None else plan_of(session))
 
 
 def _forward_stop(signum: int, stop_file: str | None = None) -> None:
@@ -180,7 +179,6 @@ def child_session(plan: ChildPlan, rank: int | None = None, local_rank: int | No
     `child_done`. `rank` None: asked of the runtime at the first step boundary. `factory`: the session class
     (session.Session; passed in, so that this module never imports the session that imports it)."""
     global _CHILD
-    from .outcome import SessionError
     with _LOCK:
         if _CHILD is None:
             local = local_rank if local_rank is not None else int(os.environ.get("PJRT_LOCAL_PROCESS_RANK") or
@@ -233,7 +231,6 @@ class _Watch(threading.Thread):
         self.path = path
 
     def run(self) -> None:
-        import time
         while not self.session.finished:
             if os.path.exists(self.path):
                 break
@@ -267,15 +264,12 @@ class ChildTarget:
         self.__wrapped__ = fn
 
     def __call__(self, index, *args, **kwargs):
-        from .outcome import outcome
         if threading.current_thread() is threading.main_thread():  # torch.multiprocessing runs fn right here
             child_main_thread()
         child_session(self.plan, rank=index, factory=self.factory)
-        try:
-            result = self.fn(index, *args, **kwargs)
-        except BaseException as exc:
-            end = outcome(exc)
-            child_done(end.status, end.exit_code, end.reason)
-            raise
-        child_done("completed", 0)
+        result, exc = call(lambda: self.fn(index, *args, **kwargs))  # the path of Session.run
+        end = outcome(exc)
+        child_done(end.status, end.exit_code, end.reason)
+        if exc is not None:
+            raise exc
         return result

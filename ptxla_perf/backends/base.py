@@ -6,6 +6,7 @@ backend's own words: how it finds steps, and the advice that goes into findings 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from ..records import StepRecord
@@ -53,3 +54,51 @@ class Adapter(Protocol):
     def hlo_modules(self) -> dict[str, str]:
         """Optimized HLO text by module name (`jit_train_step`), for joining a capture's op events with
         per-instruction costs (roofline.top_ops); empty where the executed module's HLO is not known."""
+
+
+# --- optional members: an adapter has them or not; the session asks once, when it starts (Capabilities.of) ---
+@runtime_checkable
+class SamplesCode(Protocol):
+    def sampler_codes(self) -> tuple[set, set]:
+        """The code objects the stack sampler counts as the framework's own (sampler.py): (data, framework)."""
+
+
+@runtime_checkable
+class Settles(Protocol):
+    def settle(self, final: bool = False) -> None:
+        """Complete the measurements taken in batches (torch_xla's device times) before a report reads them."""
+
+
+@runtime_checkable
+class MeasuresDeviceMemory(Protocol):
+    def device_memory(self) -> dict[str, Any] | None:
+        """The runtime's memory figures for the device (memory.py), or None."""
+
+
+@runtime_checkable
+class MeasuresGraphMemory(Protocol):
+    def graph_memory(self, final: bool = True) -> dict[str, Any]:
+        """Per-graph memory figures (`graphs`, `notes`); `final`: the run has ended (HLO may be compiled now)."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The optional members an adapter has, bound, or None: checked once when the session starts."""
+
+    sampler_codes: Callable[[], tuple[set, set]] | None = None
+    settle: Callable[..., None] | None = None
+    device_memory: Callable[[], dict[str, Any] | None] | None = None
+    graph_memory: Callable[..., dict[str, Any]] | None = None
+
+    @classmethod
+    def of(cls, adapter: Any) -> "Capabilities":
+        return cls(adapter.sampler_codes if isinstance(adapter, SamplesCode) else None,
+                   adapter.settle if isinstance(adapter, Settles) else None,
+                   adapter.device_memory if isinstance(adapter, MeasuresDeviceMemory) else None,
+                   adapter.graph_memory if isinstance(adapter, MeasuresGraphMemory) else None)
+
+    def memory(self, final: bool) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """(the device's runtime figures or None, the per-graph figures) for the memory section."""
+        runtime = self.device_memory() if self.device_memory else None
+        return runtime, (self.graph_memory(final) if self.graph_memory else
+                         {"graphs": [], "notes": ["this backend gives no memory analysis"]})

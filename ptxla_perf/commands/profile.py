@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import runpy
 import sys
 
 from ..cli import UsageError, describe
+from ..config import DEFAULT_PORT, MAX_WARMUP, RooflineConfig
 from ..frames import print_user_traceback
+from ..which_backend import detect_backend
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -18,12 +19,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--report", default="ptxla_perf_report.json", help="JSON report path (default: %(default)s)")
     p.add_argument("--backend", choices=["auto", "torch_xla", "jax"], default="auto")
     p.add_argument("--port", default=None,
-                   help="profiler server port, or 'none' (default: 9012, or the next free port when it is taken)")
+                   help=f"profiler server port, or 'none' (default: {DEFAULT_PORT}, or the next free port when it is taken)")
     p.add_argument("--attribution", choices=["auto", "always", "off"], default="auto",
                    help="line attribution: first steps and after anomalies (auto), every step, or never")
     p.add_argument("--guard", choices=["on", "off"], default="on",
                    help="stop runaway compilation before it exhausts memory (docs/guard.md; default: on)")
-    p.add_argument("--max-warmup", type=int, default=5, help="most steps counted as warm-up (default: 5)")
+    p.add_argument("--max-warmup", type=int, default=MAX_WARMUP,
+                   help="most steps counted as warm-up (default: %(default)s)")
     p.add_argument("--tensorboard", default=None, metavar="DIR",
                    help="write per-step scalars (step time, compiles, transfers) as TensorBoard event files into "
                         "DIR, e.g. the logdir your captures go to (default: none)")
@@ -38,21 +40,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     return p
-
-
-_JAX = re.compile(r"^\s*(import\s+jax|from\s+jax[\s.]|import\s+flax|from\s+flax)", re.M)
-_TORCH_XLA = re.compile(r"^\s*(import\s+torch_xla|from\s+torch_xla)", re.M)
-
-
-def detect_backend(source: str) -> str:
-    if _TORCH_XLA.search(source):
-        return "torch_xla"
-    if _JAX.search(source):
-        return "jax"
-    return "torch_xla"
-
-
-DEFAULT_PORT = 9012
 
 
 def parse_port(text: str | None) -> int | None:
@@ -74,20 +61,19 @@ def run(args) -> int:
     except OSError as exc:
         raise UsageError(f"cannot read {script}: {exc.strerror}") from None
     port = parse_port(args.port)
-    backend = detect_backend(source) if args.backend == "auto" else args.backend
-    from ..session import Session, SessionError
+    backend = (detect_backend(source) or "torch_xla") if args.backend == "auto" else args.backend
+    from ..session import SessionError, open_session  # the session imports the report's whole stack
     try:
-        session = Session(backend, report_path=args.report, port=port,
-                          run={"kind": "script", "script": os.path.abspath(script), "argv": [script] + args.args,
-                               "backend_choice": args.backend},
-                          attribution={"mode": args.attribution}, max_warmup=args.max_warmup,
-                          guard=None if args.guard == "off" else "default", tensorboard_dir=args.tensorboard,
-                          roofline={"peak_tflops": args.peak_tflops, "peak_gbps": args.peak_gbps,
-                                    "device_memory_gb": args.device_memory_gb},
-                          port_fallback=args.port is None)
-        session.start()
+        session = open_session(
+            backend, server_off="--port none", report_path=args.report, port=port,
+            run={"kind": "script", "script": os.path.abspath(script), "argv": [script] + args.args,
+                 "backend_choice": args.backend},
+            attribution={"mode": args.attribution}, max_warmup=args.max_warmup,
+            guard=None if args.guard == "off" else "default", tensorboard_dir=args.tensorboard,
+            roofline=RooflineConfig(args.peak_tflops, args.peak_gbps, args.device_memory_gb),
+            port_fallback=args.port is None)
     except SessionError as exc:
-        raise UsageError(str(exc).replace("turn the server off", "turn the server off: --port none")) from None
+        raise UsageError(str(exc)) from None
     sys.argv = [script] + list(args.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
 

@@ -29,12 +29,11 @@ def _free_port() -> int:
 def run(cfg, session) -> dict:
     """The parent: start the ranks, wait, hand their reports to the session (finish() merges them)."""
     from omegaconf import OmegaConf
-    from ptxla_perf import spawn
     n = int(cfg.processes)
     if n < 1:
         raise ValueError(f"recipe.processes must be at least 1, not {n}")
     port = int(cfg.get("coordinator_port") or _free_port())
-    plan = spawn.plan_of(session)
+    plan = session.plan
     conf = OmegaConf.to_container(cfg, resolve=True)
     ctx = multiprocessing.get_context("spawn")  # children re-import nothing of the parent's state
     procs = [ctx.Process(target=worker, args=(i, n, port, conf, plan.to_json()), name=f"dp_jax-rank{i}")
