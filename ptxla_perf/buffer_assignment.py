@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Iterator
+from . import fmt
 
 MAX_ROWS = 5
 MAX_BYTES = 32 << 20  # a buffer assignment above this is not read (pure-Python decoding)
@@ -529,7 +530,6 @@ def _rows(ba: dict[str, Any], modules: list[bytes], n: int, is_user) -> dict[str
 
 def describe(row: dict[str, Any]) -> str:
     """`f32[512,512] temp (dot) at train.py:12`: one buffer, short, for messages."""
-    from . import fmt
     where = row.get("location") or {}
     at = f" at {where['file'].rsplit('/', 1)[-1]}:{where['line']}" if where.get("file") else ""
     return f"{fmt.nbytes(row['bytes'])} {row.get('shape') or '?'} {row['kind']} ({row.get('op') or '?'}){at}"

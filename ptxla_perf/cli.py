@@ -8,7 +8,15 @@ import sys
 
 from . import __version__
 
-COMMANDS = ["profile", "capture", "analyze", "diff", "view", "merge", "doctor"]
+# command -> its one-line help. Only the command that runs is imported (build_parser): its module imports what it
+# needs at its top (the report stack, the session), and the top-level --help lists the others from here
+COMMANDS = {"profile": "profile an unmodified training script",
+            "capture": "capture a profile from a running job's profiler server",
+            "analyze": "analyze a profile capture (.xplane.pb / run folder / logdir)",
+            "diff": "compare two metrics reports / report JSONs; gate CI with --fail-on",
+            "view": "build the HTML page of a report (report.html)",
+            "merge": "merge the per-process reports of one run",
+            "doctor": "versions, measured features and the profiler port of this install (for bug reports)"}
 
 
 def describe(doc: str | None) -> str:
@@ -27,11 +35,16 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or with `only` of that one command (the others listed by name and help: ""
+    lists them all that way)."""
     parser = _Parser(prog="python -m ptxla_perf", description=describe(__doc__))
     parser.add_argument("--version", action="version", version=f"ptxla_perf {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
+        if only is not None and name != only:
+            sub.add_parser(name, help=COMMANDS[name])
+            continue
         try:
             module = importlib.import_module(f"ptxla_perf.commands.{name}")
         except ModuleNotFoundError as exc:
@@ -42,12 +55,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_in(argv: list[str]) -> str:
+    """The command named on the command line ("" when none is: top-level --help, --version)."""
+    first = next((a for a in argv if not a.startswith("-")), "")
+    return first if first in COMMANDS else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(_command_in(argv)).parse_args(argv)
         if not getattr(args, "_run", None):
-            build_parser().print_help()
+            build_parser("").print_help()
             return 2
         return int(args._run(args) or 0)
     except UsageError as exc:

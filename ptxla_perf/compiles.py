@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from .config import MAX_WARMUP
 from .records import Boundary, Event, Location, StepRecord
 
 NEW, WARMUP, RECOMPILE, EAGER = "new", "warmup", "recompile", "eager"
@@ -119,7 +120,7 @@ def units(iterations: list[StepRecord]) -> list[CompileUnit]:
     return out
 
 
-def classify(all_units: list[CompileUnit], phase_lengths: dict[str, int], max_warmup: int = 5
+def classify(all_units: list[CompileUnit], phase_lengths: dict[str, int], max_warmup: int = MAX_WARMUP
              ) -> dict[GraphKey, list[CompileUnit]]:
     """Set each unit's class; return the units by key, in order. `phase_lengths`: iterations per phase."""
     by_key: dict[GraphKey, list[CompileUnit]] = defaultdict(list)

@@ -38,8 +38,9 @@ class CaptureConfig:
 
 @dataclass
 class ProfilerConfig:
-    port: Optional[int] = _f(DEFAULT_PORT, "profiler server port (TensorBoard > Capture Profile); null disables it; the "
-                                   "default gives way to the next free port when taken, a port you set does not")
+    port: Optional[int] = _f(DEFAULT_PORT, "profiler server port (TensorBoard > Capture Profile); null disables "
+                                           "it; the default gives way to the next free port when taken, a port you "
+                                           "set does not")
     scalars: bool = _f(True, "per-step scalars as TensorBoard event files in <run dir>/tensorboard (docs/html.md)")
     capture: CaptureConfig = _f(CaptureConfig, "in-process capture of a step window", factory=True)
 

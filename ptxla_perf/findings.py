@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from . import breakdown as B
 from . import compiles as C
 from . import control_flow
+from .config import MAX_WARMUP
 from . import iterations as I
 from .figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
 from . import fmt
@@ -847,7 +848,7 @@ RULES: tuple[Rule, ...] = (Recompilation(), WarmupCompiles(), NewGraph(), Device
 ITERATION_RULES: tuple[Rule, ...] = (*RULES, *memory_rules.RULES)
 
 
-def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = None, max_warmup: int = 5,
+def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = None, max_warmup: int = MAX_WARMUP,
             expect_steps: bool = True, tail: StepRecord | None = None, rules: Sequence[Rule] = (),
             host_to_device_bytes: int | None = None, attribution: bool = True) -> Analysis:
     """The one analysis pass, for a live session and for `report.build` alike: iterations, compile classes,

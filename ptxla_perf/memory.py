@@ -29,6 +29,12 @@ from typing import Any, Iterable
 from . import fmt
 from . import summary_keys as K
 from .thresholds import value as threshold
+from . import buffer_assignment
+from .frames import function_at, is_user_file
+from .hlo_cost import cpu_client
+from .peaks import memory_from_table
+from .buffer_assignment import describe
+from .records import evidence_json
 
 XLA, UNAVAILABLE = "xla_memory_analysis", "unavailable"
 DISABLE_ENV = "PTXLA_PERF_NO_XLA_MEMORY"  # tests: behave as if jaxlib's entry points were missing
@@ -97,8 +103,6 @@ def largest_buffers(stats: Any, executable: Any) -> tuple[list[dict[str, Any]], 
                 modules.append(m.as_serialized_hlo_module_proto())
         except Exception as exc:  # noqa: BLE001 - the buffers without their ops
             note = f"optimized HLO unavailable ({type(exc).__name__}): buffers without their ops or lines"
-        from . import buffer_assignment
-        from .frames import function_at, is_user_file
         out = buffer_assignment.largest(bytes(data), modules, is_user=is_user_file)
         for row in out["rows"]:
             loc = row.get("location")
@@ -137,7 +141,6 @@ def from_hlo_proto(proto: bytes) -> GraphMemory:
         return unavailable(f"graph HLO of {fmt.nbytes(len(proto))} not compiled again for its memory figures")
     try:
         xla = importlib.import_module("jaxlib._jax")
-        from .hlo_cost import cpu_client
         client = cpu_client(xla)  # one standalone CPU client per process, shared with the cost analysis
         module = xla.mlir.hlo_to_stablehlo(proto)
         devices = xla.DeviceList(tuple(client.local_devices()[:1]))
@@ -157,7 +160,6 @@ def capacity(runtime: dict[str, Any] | None, devices: list[str | None], override
              ) -> dict[str, Any]:
     """The device's memory: the user's figure, else the runtime's `bytes_limit`, else the spec table, else
     unknown. `source` says which: user | runtime | table | unknown."""
-    from .peaks import memory_from_table
     if override_gb:
         return {"bytes": int(float(override_gb) * 2**30), "source": "user", "name": f"{float(override_gb):g} GiB",
                 "detail": "--device-memory-gb / roofline.device_memory_gb"}
@@ -321,7 +323,6 @@ def top_buffers(sec: dict[str, Any] | None, k: int = 3) -> list[dict[str, Any]]:
 
 def buffers_text(rows: list[dict[str, Any]]) -> str:
     """`1 MiB f32[512,512] temp (fusion) at train.py:12; ...`: the rows in a message."""
-    from .buffer_assignment import describe
     return "; ".join(describe(r) for r in rows)
 
 
@@ -349,7 +350,6 @@ def live_figures(train: list, warmup: int, iterations: list) -> dict[str, Any] |
         return None
     ev = next((e for s in iterations for e in s.events if e.kind == "memory_growth"), None)
     if ev is not None:
-        from .records import evidence_json
         g["holder"] = dict(evidence_json(ev.detail), location=ev.location)
         per_item = g["holder"].get("bytes_per_item")
         if g["bytes_per_step"] is None and per_item:

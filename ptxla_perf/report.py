@@ -21,9 +21,12 @@ from . import SCHEMA_ID, __version__
 from . import summary_keys as K
 from .end_rules import run_end
 from .findings import Analysis, Finding, analyze
+from .config import MAX_WARMUP
 from .memory import MemorySection
 from .records import StepRecord
 from .registry import backend_rules
+from .sources import attach
+from . import html as H
 from .roofline import RooflineSection
 from .values import Summary
 from .verdicts import TRACE, origin_of, severity_counts
@@ -69,7 +72,6 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
                       ("memory", memory)):
         if part is not None:
             report[key] = part.to_json() if isinstance(part, (RooflineSection, MemorySection)) else part
-    from .sources import attach  # the culprit lines travel with the report (findings[].source)
     attach(report["findings"])
     return report
 
@@ -86,7 +88,7 @@ def from_analysis(analysis: Analysis, *, backend: str, run: dict[str, Any], env:
 
 
 def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list[StepRecord],
-          max_warmup: int = 5, **parts: Any) -> dict[str, Any]:
+          max_warmup: int = MAX_WARMUP, **parts: Any) -> dict[str, Any]:
     """Analyse boundary records here and assemble their report (tests, offline tools): the same rules as a live
     session's (findings.analyze with the backend's own rules; the run-end rules from `run`'s status)."""
     status = run.get("status")
@@ -138,7 +140,6 @@ def _umask() -> int:
 
 def write_html(report: dict[str, Any], path: str) -> str | None:
     """report.html beside the report at `path`; None (and a one-line note) when it could not be written."""
-    from . import html as H
     try:
         return H.write(report, H.html_path(path))
     except Exception as exc:  # noqa: BLE001 - the JSON report is what counts; the page is a view of it

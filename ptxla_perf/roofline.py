@@ -25,6 +25,7 @@ from .fmt import duration as _ms
 from .fmt import ratio as fmt_ratio
 from .peaks import Peak
 from .thresholds import value as threshold
+from .hlo_cost import instruction_costs
 
 OVERHEAD_RATIO = threshold("roofline_overhead_ratio")  # observed above this multiple of the prediction
 UNDER_RATIO = threshold("roofline_under_ratio")  # below it, the step time cannot have covered the work
@@ -280,7 +281,6 @@ def top_ops(ops: list[dict], modules: dict[str, str], peak: Peak, limit: int = 1
     instruction in the optimized HLO of its module (hlo_cost.instruction_costs): FLOPs, bytes, time per
     execution, achieved rate, and whether it is compute- or memory-bound on this device. Ops whose module's HLO is
     not known are left out."""
-    from .hlo_cost import instruction_costs
     costs: dict[str, dict] = {}
     for name, text in modules.items():
         try:

@@ -81,6 +81,33 @@ def _roofline_cfg(cfg: dict | None) -> dict[str, Any]:
     return cfg
 
 
+def free_port(port: int, fallback: bool, notes: list[str]) -> int:
+    """The port asked for; a default port that is taken (a second job, a notebook) gives way to the next free one
+    (`fallback`), said in `notes`. A port the user chose fails with a one-line error."""
+    try:
+        check_port(port)
+        return port
+    except SessionError:
+        if not fallback:
+            raise
+    for other in range(port + 1, min(port + 50, 65535)):
+        try:
+            check_port(other)
+        except SessionError:
+            continue
+        notes.append(f"profiler port {port} was in use: the server is on port {other}")
+        return other
+    raise SessionError(f"profiler ports {port}-{port + 49} are all in use; pass a free port (or turn the "
+                       "server off)")
+
+
+def _h2d_bytes(adapter: Adapter) -> int | None:
+    try:
+        return adapter.host_to_device_bytes()
+    except Exception:  # noqa: BLE001 - a whole-run figure; the report goes out without it
+        return None
+
+
 def _plain(cfg: Any) -> Any:
     """A typed config (config.py) as the plain dict the adapter, the guard and a child's plan take."""
     return dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type) else cfg
@@ -180,14 +207,6 @@ class Session:
         return self.facts.run_id
 
     @property
-    def run_info(self) -> dict[str, Any]:
-        return dict(self.facts.info)
-
-    @property
-    def started_at(self) -> str | None:
-        return self.facts.started_at or None
-
-    @property
     def report_path(self) -> str | None:
         return self.out.report_path
 
@@ -207,7 +226,7 @@ class Session:
         except (TypeError, ValueError):
             raise SessionError(f"profiler port must be a number from 1 to 65535 or null, not {self.port!r}") from None
         if port is not None and (port, self.backend) not in _SERVERS:
-            port = self._free_port(port)  # a plain socket bind: no runtime
+            port = free_port(port, self.port_fallback, self.adapter.notes)  # a plain socket bind: no runtime
         self.server_port = port
         info = dict(self.facts.info)
         run_id = self.facts.run_id
@@ -232,24 +251,6 @@ class Session:
         self._stages = self._boundary_stages()
         self.adapter.start(self._on_boundary)
         return self
-    def _free_port(self, port: int) -> int:
-        """The port asked for; a default port that is taken (a second job, a notebook) gives way to the next free
-        one (`port_fallback`), said on the console. A port the user chose fails with a one-line error."""
-        try:
-            check_port(port)
-            return port
-        except SessionError:
-            if not self.port_fallback:
-                raise
-        for other in range(port + 1, min(port + 50, 65535)):
-            try:
-                check_port(other)
-            except SessionError:
-                continue
-            self.adapter.notes.append(f"profiler port {port} was in use: the server is on port {other}")
-            return other
-        raise SessionError(f"profiler ports {port}-{port + 49} are all in use; pass a free port (or turn the "
-                           "server off)")
 
     def _runtime_up(self) -> None:
         """First boundary: the user's code has initialised the runtime, so now ask it for the rank and start
@@ -272,7 +273,7 @@ class Session:
             return
         self.profiler = {"server_port": port, "address": f"{socket.gethostname()}:{port}"}
         from .capture_owner import publish
-        publish(port, self.run_id, self.run_info)  # so `capture --service` can record whose capture it is
+        publish(port, self.run_id, dict(self.facts.info))  # so `capture --service` can record whose capture it is
         self.say(f"ptxla_perf: profiler server at localhost:{port} - TensorBoard > Profile > "
                  f"Capture Profile, or: python -m ptxla_perf capture --service localhost:{port}")
 
@@ -422,15 +423,10 @@ class Session:
         """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says.
         A run that crashed before its first step gets no `no_steps` finding: the crash is the story."""
         return analyze(self.steps, advice=self.adapter.advice, max_warmup=self.max_warmup,
-                       expect_steps=self.run_info.get("kind") != "trace" and status != "crashed", tail=self.tail,
-                       rules=(*self.adapter.rules, *MEMORY_RULES), host_to_device_bytes=self._h2d_bytes(),
+                       expect_steps=self.facts.kind != "trace" and status != "crashed", tail=self.tail,
+                       rules=(*self.adapter.rules, *MEMORY_RULES),
+                       host_to_device_bytes=_h2d_bytes(self.adapter) if self.steps else None,
                        attribution=self.adapter.cfg.get("mode") != "off")
-
-    def _h2d_bytes(self) -> int | None:
-        try:
-            return self.adapter.host_to_device_bytes() if self.steps else None
-        except Exception:  # noqa: BLE001 - a whole-run figure; the report goes out without it
-            return None
 
     def __enter__(self) -> "Session":
         return self.start()
@@ -472,7 +468,7 @@ class Session:
         """The lines sampled since the previous boundary, and the data time among them."""
         sampler = self.sampler
         if sampler.learning:
-            sampler.learn_loop(sys._getframe(3))  # the adapter's hook called _on_boundary, which called this
+            sampler.learn_loop(sys._getframe(2))  # the frame that called _on_boundary (the adapter's hook)
         data = sampler.seconds[DATA]
         # a sample charges the interval since the previous one, which can reach into the step before: what
         # does not fit in this step (its wall time less what was measured exactly) goes to the next one

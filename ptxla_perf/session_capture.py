@@ -3,15 +3,15 @@ the end of the run (also on Ctrl-C or a crash), analysed once and related to the
 owns one of these at most (Session.open_capture); its analysis becomes the report's `trace` section."""
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
+from .capture import StepWindowCapture
 from .figures import median, step_time_s
 
 
 def traced_line(first: int, n: int, path, logdir) -> str:
     """The console's confirmation of a capture: which steps (the loop's 0-based numbers) and where the trace is."""
-    import os
-
     def rel(p) -> str:
         p = os.path.abspath(p)
         try:
@@ -25,7 +25,6 @@ def traced_line(first: int, n: int, path, logdir) -> str:
 
 class CaptureWindow:
     def __init__(self, logdir: str, start_step: int, num_steps: int, backend: str, analyze: bool):
-        from .capture import StepWindowCapture
         self.window = StepWindowCapture(logdir, int(start_step), int(num_steps), backend, tail_steps=1)
         self.into_report = analyze  # its analysis is the report's trace section (else only the caller's)
         self.done = False
@@ -48,7 +47,7 @@ class CaptureWindow:
             say(f"ptxla_perf: no capture: {self.window.error or 'the run ended before the capture window'}")
             return None
         say(traced_line(self.window.first_step, self.window.steps_captured, path, self.window.logdir))
-        from .trace import analyze_trace
+        from .trace import analyze_trace  # heavy (numpy, protobuf): only a session with a capture window
         try:
             trace = analyze_trace(path)
         except Exception as exc:  # the report still goes out without its trace section
@@ -67,7 +66,7 @@ class CaptureWindow:
     def _relate(self, trace: dict[str, Any], a, notes: list[str]) -> None:
         """Number the window's steps as the report does, keep phases apart, and compare traced with untraced step
         time (trace/relate.py)."""
-        from .trace.relate import boundary_owners, relate
+        from .trace.relate import boundary_owners, relate  # the trace package: heavy, as above
         first = self.window.first_step
         owners = boundary_owners(a.iterations)
         traced = set(owners[first:first + len(trace.get("steps") or [])])

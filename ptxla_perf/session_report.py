@@ -8,7 +8,7 @@ import datetime as _dt
 import os
 import sys
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from . import memory, peaks, render, report as report_mod, roofline
@@ -29,7 +29,6 @@ class RunFacts:
     rank: int
     started_at: str
     info: Mapping[str, Any]  # kind, argv, script/recipe, run_id_source... as the entry point gave them
-    pid: int = field(default_factory=os.getpid)
 
     def __post_init__(self):
         object.__setattr__(self, "info", types.MappingProxyType(dict(self.info)))
@@ -48,7 +47,7 @@ class RunFacts:
 
     def run_section(self, end: Outcome) -> dict[str, Any]:
         """The report's `run` section, before the adapter's part (step detection, attribution)."""
-        return dict(self.info, run_id=self.run_id, rank=self.rank, pid=self.pid, started_at=self.started_at or "",
+        return dict(self.info, run_id=self.run_id, rank=self.rank, pid=os.getpid(), started_at=self.started_at or "",
                     ended_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                     status=end.status, exit_code=end.exit_code, stop_reason=end.reason)
 

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from . import merge, report as report_mod
+from .config import MAX_WARMUP
 from .outcome import SessionError, call, outcome
 RUN_ID_VARS = ("PTXLA_PERF_RUN_ID", "TORCHELASTIC_RUN_ID")
 CHILD_PLAN_VAR = "PTXLA_PERF_CHILD_PLAN"  # a plan as JSON, for children started as plain subprocesses
@@ -42,7 +43,7 @@ class ChildPlan:
     port: int | None = None  # the child's server is on port + local rank
     run: dict[str, Any] = field(default_factory=dict)
     attribution: dict[str, Any] | None = None
-    max_warmup: int = 5
+    max_warmup: int = MAX_WARMUP
     guard: Any = "default"
     console: bool = True  # rank 0 prints (progress, server address); the parent prints the summary
     stop_file: str | None = None  # created by the parent when it is told to stop (see _Watch)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import fmt
+from .html import sweep_page
 from .values import Summary
 
 from .sweep_figures import FIGURES, Figure  # the table's figures (one module, read by the sweep page too)
@@ -112,7 +113,6 @@ def write_html(reports: list[Path], root: str | Path, out: str | Path | None = N
     runs = read(reports)
     if not runs:
         return None
-    from .html import sweep_page
     return sweep_page.write(runs, root, out, table_rows(runs), labels(runs))
 
 

@@ -7,11 +7,15 @@ import json
 import os
 import sys
 
-from ..cli import UsageError, describe
+from ..cli import COMMANDS, UsageError, describe
+from .. import report as R
+from ..trace import TraceError, analyze_trace
+from ..trace.render import print_table, to_markdown
+from ..html import html_path
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("analyze", help="analyze a profile capture (.xplane.pb / run folder / logdir)",
+    p = sub.add_parser("analyze", help=COMMANDS["analyze"],
                        description=describe(__doc__), epilog="See docs/analyze.md.")
     p.add_argument("path", metavar="PATH", help=".xplane.pb file, run folder, or logdir (plugins/profile/<run>/)")
     p.add_argument("--run", default=None, metavar="NAME", help="run folder name under LOGDIR/plugins/profile "
@@ -38,7 +42,6 @@ def merge_into_report(trace: dict, report_path: str | None, force: bool = True) 
     """Existing report: replace its `trace` and append the trace findings (origin "trace", earlier trace
     findings replaced), after checking the capture is of that report's run (unless `force`). Otherwise a
     minimal valid report (run.kind = "trace", no steps)."""
-    from .. import report as R
 
     if report_path and os.path.exists(report_path):
         try:
@@ -60,8 +63,6 @@ def merge_into_report(trace: dict, report_path: str | None, force: bool = True) 
 
 
 def run(args) -> int:
-    from ..trace import TraceError, analyze_trace
-    from ..trace.render import print_table, to_markdown
 
     if args.top < 1 or args.gaps < 0:
         raise UsageError("--top must be >= 1 and --gaps >= 0")
@@ -72,7 +73,6 @@ def run(args) -> int:
     except TraceError as exc:
         raise UsageError(str(exc)) from None
     if args.report:
-        from .. import report as R
 
         rep = merge_into_report(trace, args.report, force=args.force)
         R.write(rep, args.report)
@@ -85,7 +85,6 @@ def run(args) -> int:
         print_table(trace)
     if args.report:
         print(f"report: {os.path.abspath(args.report)}", file=sys.stderr)
-        from ..html import html_path
         page = html_path(os.path.abspath(args.report))  # written beside it (docs/html.md)
         if os.path.exists(page):
             print(f"html: {page}", file=sys.stderr)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import UsageError, describe
+from ..cli import COMMANDS, UsageError, describe
+from ..capture import CaptureError, capture
+from ..trace import analyze_trace
+from ..trace.render import print_table
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("capture", help="capture a profile from a running job's profiler server",
+    p = sub.add_parser("capture", help=COMMANDS["capture"],
                        description=describe(__doc__), epilog="See docs/capture.md.")
     p.add_argument("--service", required=True, metavar="HOST:PORT[,HOST:PORT...]",
                    help="the job's profiler server (torch_xla.debug.profiler.start_server / jax.profiler.start_server); "
@@ -31,7 +34,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from ..capture import CaptureError, capture
 
     if args.duration_ms <= 0:
         raise UsageError("--duration-ms must be > 0")
@@ -56,8 +58,6 @@ def run(args) -> int:
     print(f"view: tensorboard --logdir {res.logdir}   |   analyze: python -m ptxla_perf analyze {res.logdir} "
           f"--run {res.run}")
     if args.analyze:
-        from ..trace import analyze_trace
-        from ..trace.render import print_table
 
         print_table(analyze_trace(res.path))
     return 0

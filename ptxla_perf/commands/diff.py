@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import UsageError, describe
+from ..cli import COMMANDS, UsageError, describe
+from .. import diff as d
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser(
-        "diff", help="compare two metrics reports / report JSONs; gate CI with --fail-on",
+        "diff", help=COMMANDS["diff"],
         description=describe(__doc__),
         epilog="rules: NAME OP THRESHOLD, comma-separated. OP: > >= < <= == !=. THRESHOLD: N (B's value), "
                "+N/-N (B minus A), N%/+N%/-N% (change from A to B); units allowed (20ms, 1MB). "
@@ -42,7 +43,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from .. import diff as d
 
     try:
         rules = d.parse_rules(args.fail_on) if args.fail_on is not None else None
@@ -84,7 +84,7 @@ def _write_html(args, comparison, violations, n_rules) -> None:
     import json
     import os
 
-    from ..html import diff_page
+    from ..html import diff_page  # the page's stack, only with --html: a plain diff stays light
 
     def report_of(path: str, side) -> dict | None:
         if side.kind != "report_json":

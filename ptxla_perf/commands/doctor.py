@@ -15,7 +15,7 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from ..cli import describe
+from ..cli import COMMANDS, describe
 
 # the distributions a report's figures depend on (importlib.metadata: no import, so no runtime starts)
 PACKAGES = ["ptxla_perf", "torch", "torch_xla", "jax", "jaxlib", "flax", "xprof", "tensorboard",
@@ -52,7 +52,7 @@ print(json.dumps({"platform": xr.device_type(), "device_kind": xm.xla_device_kin
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("doctor", help="versions, device, peak, features and port of this install (bug reports)",
+    p = sub.add_parser("doctor", help=COMMANDS["doctor"],
                        description=describe(__doc__))
     p.add_argument("--json", action="store_true", help="print the findings as one JSON object")
     p.add_argument("--no-device", action="store_true",

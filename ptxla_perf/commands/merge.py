@@ -7,11 +7,13 @@ import argparse
 import json
 import sys
 
-from ..cli import UsageError, describe
+from ..cli import COMMANDS, UsageError, describe
+from ..merge import rank_of
+from .. import merge, render, report as report_mod
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("merge", help="merge the per-process reports of one run",
+    p = sub.add_parser("merge", help=COMMANDS["merge"],
                        description=describe(__doc__))
     p.add_argument("reports", nargs="+", metavar="REPORT", help="per-process reports (JSON)")
     p.add_argument("--report", default="ptxla_perf_merged.json", help="merged report path (default: %(default)s)")
@@ -23,7 +25,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def single_note(report: dict) -> str:
     """What a merge of one report is: that one process, not the whole run."""
-    from ..merge import rank_of
     count = (report.get("environment") or {}).get("process_count")
     of = f" of {count} processes" if isinstance(count, int) and count > 1 else ""
     return (f"one report merged (rank {rank_of(report)}{of}): the merged report is that one process, not the "
@@ -31,7 +32,6 @@ def single_note(report: dict) -> str:
 
 
 def run(args) -> int:
-    from .. import merge, render, report as report_mod
     reports = []
     for path in args.reports:
         try:

@@ -7,19 +7,21 @@ import os
 import runpy
 import sys
 
-from ..cli import UsageError, describe
+from ..cli import COMMANDS, UsageError, describe
 from ..config import DEFAULT_PORT, MAX_WARMUP, RooflineConfig
 from ..frames import print_user_traceback
 from ..which_backend import detect_backend
+from ..session import SessionError, open_session
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("profile", help="profile an unmodified training script",
+    p = sub.add_parser("profile", help=COMMANDS["profile"],
                        description=describe(__doc__))
     p.add_argument("--report", default="ptxla_perf_report.json", help="JSON report path (default: %(default)s)")
     p.add_argument("--backend", choices=["auto", "torch_xla", "jax"], default="auto")
     p.add_argument("--port", default=None,
-                   help=f"profiler server port, or 'none' (default: {DEFAULT_PORT}, or the next free port when it is taken)")
+                   help=f"profiler server port, or 'none' (default: {DEFAULT_PORT}, or the next free port when it is "
+                        "taken)")
     p.add_argument("--attribution", choices=["auto", "always", "off"], default="auto",
                    help="line attribution: first steps and after anomalies (auto), every step, or never")
     p.add_argument("--guard", choices=["on", "off"], default="on",
@@ -62,7 +64,6 @@ def run(args) -> int:
         raise UsageError(f"cannot read {script}: {exc.strerror}") from None
     port = parse_port(args.port)
     backend = (detect_backend(source) or "torch_xla") if args.backend == "auto" else args.backend
-    from ..session import SessionError, open_session  # the session imports the report's whole stack
     try:
         session = open_session(
             backend, server_off="--port none", report_path=args.report, port=port,

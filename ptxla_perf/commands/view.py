@@ -6,11 +6,14 @@ import argparse
 import json
 import sys
 
-from ..cli import UsageError, describe
+from ..cli import COMMANDS, UsageError, describe
+from .. import html as H
+from .. import report as R
+from ..sources import attach
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("view", help="build the HTML page of a report (report.html)",
+    p = sub.add_parser("view", help=COMMANDS["view"],
                        description=describe(__doc__), epilog="See docs/html.md.")
     p.add_argument("report", metavar="REPORT.json", help="a ptxla_perf report (schema ptxla_perf.report/1)")
     p.add_argument("--out", default=None, metavar="PATH",
@@ -20,8 +23,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
-    from .. import html as H
-    from .. import report as R
 
     try:
         rep = R.load(args.report)
@@ -34,7 +35,6 @@ def run(args) -> int:
     except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"{exc}; found schema {_found_schema(args.report)!r}") from None
     if isinstance(rep.get("findings"), list):  # a report from before findings[].source: read the lines if here
-        from ..sources import attach
         attach([f for f in rep["findings"] if isinstance(f, dict)])
     out = args.out or H.html_path(args.report)
     try:

@@ -8,6 +8,7 @@ from html import escape
 from typing import Any
 
 from . import charts, headline_section, page, timeline_section
+from ..diff import format_value
 
 _STATUS = {"new": "NEW", "vanished": "gone"}
 
@@ -16,7 +17,6 @@ def render(comparison: dict[str, Any], *, violations: list[dict[str, Any]] | Non
            reports: tuple[dict | None, dict | None] = (None, None)) -> str:
     """`comparison`: diff.Comparison.to_dict(); `violations`: Violation.to_dict() rows (None: no rules given);
     `reports`: the two report dicts when the sides are ptxla_perf reports (None for metrics text)."""
-    from ..diff import format_value
 
     a, b = comparison["a"], comparison["b"]
     sections = [f"<header><h1>ptxla_perf diff — {escape(_name(a['label']))} → {escape(_name(b['label']))}</h1>"

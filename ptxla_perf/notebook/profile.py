@@ -110,7 +110,7 @@ class Profile:
             self._adopted = []
         handled = session.__exit__(exc_type, exc, tb)  # builds (and, asked, writes) the report; a guard stop is
         data = session.finish()  # handled, anything else (an interrupt, a crash) goes on after the report
-        self.report = Report(data, session.output.path() if self.report_path else None)
+        self.report = Report(data, session.report_file() if self.report_path else None)
         if self.display:
             try:
                 inline.show(_SummaryView(self.report), self.report.summary_text())

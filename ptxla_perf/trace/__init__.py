@@ -16,6 +16,7 @@ from . import analyses as A
 from .events import Capture, load_capture
 from ..figures import stats
 from .locate import TraceError, list_runs, locate_xplanes
+from .hosts import per_host
 from .rules import judge as judge_window
 
 __all__ = ["analyze_trace", "locate_xplanes", "list_runs", "TraceError", "load_capture", "Capture"]
@@ -170,7 +171,6 @@ def analyze_trace(path: str | Path, run: str | None = None, *, top_n: int = 15, 
         "timing_s": {"load": round(t_load, 3), "total": round(time.perf_counter() - t0, 3)},
     }
     if len(files) > 1:  # several hosts: each one's steps side by side, aligned on step numbers (trace/hosts.py)
-        from .hosts import per_host
         out["per_host"] = per_host(files, lambda f: analyze_trace(f, top_n=top_n, gaps_n=gaps_n,
                                                                    min_gap_ms=min_gap_ms, use_xprof=False))
     return out
