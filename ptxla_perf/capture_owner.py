@@ -89,7 +89,7 @@ def recorded(files: list[str]) -> list[dict]:
 def capture_times(files: list[str]) -> tuple[float, float] | None:
     """(start, stop) of a capture in epoch seconds: the profiler's own record, else the files' modification times
     (a copied capture loses those: then there is nothing to tell, and None)."""
-    from .trace.events import _stat_value
+    from .trace.events import _stat_value  # the trace stack is heavy (protobuf, numpy): only to read a capture
     from .trace.xplane_pb import parse_xspace
 
     lo = hi = None

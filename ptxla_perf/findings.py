@@ -16,7 +16,6 @@ comes from the adapter (`advice[kind]`).
 """
 from __future__ import annotations
 
-import os
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence

@@ -22,6 +22,7 @@ from .config import Config, register
 from .outcome import RunStopped, SessionError
 from .render import summary_lines
 from .session import open_session
+from .quiet import drop_pjrt_default
 
 DEFAULT_RECIPE = "mmf"
 _HERE = Path(__file__).resolve().parent
@@ -73,7 +74,6 @@ def run_recipe(cfg: DictConfig) -> int:
     recipe = cfg.recipe
     _quiet_library_info()
     if "PJRT_DEVICE" not in os.environ:  # our recipe, not the user's program: torch_xla's CPU default is documented
-        from .quiet import drop_pjrt_default
         drop_pjrt_default()
     out_dir = HydraConfig.get().runtime.output_dir
     _cpu_devices(recipe.get("cpu_devices"))

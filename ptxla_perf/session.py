@@ -36,6 +36,7 @@ from .report import environment
 from .sampler import DATA, StackSampler
 from .session_capture import CaptureWindow
 from .session_report import OutputConfig, ReportOutput, RunFacts, report_of, sections_of
+from .capture_owner import publish
 
 __all__ = ["Session", "RunStopped", "SessionError", "open_session"]
 
@@ -272,7 +273,6 @@ class Session:
             self.adapter.notes.append(f"profiler server on port {port} not started: {str(exc).splitlines()[0]}")
             return
         self.profiler = {"server_port": port, "address": f"{socket.gethostname()}:{port}"}
-        from .capture_owner import publish
         publish(port, self.run_id, dict(self.facts.info))  # so `capture --service` can record whose capture it is
         self.say(f"ptxla_perf: profiler server at localhost:{port} - TensorBoard > Profile > "
                  f"Capture Profile, or: python -m ptxla_perf capture --service localhost:{port}")

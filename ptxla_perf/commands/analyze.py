@@ -12,6 +12,7 @@ from .. import report as R
 from ..trace import TraceError, analyze_trace
 from ..trace.render import print_table, to_markdown
 from ..html import html_path
+from ..capture_owner import mismatch
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -49,7 +50,6 @@ def merge_into_report(trace: dict, report_path: str | None, force: bool = True) 
         except (ValueError, json.JSONDecodeError) as exc:
             raise UsageError(f"--report {report_path}: {exc}") from None
         if not force:
-            from ..capture_owner import mismatch
             why = mismatch(rep, trace)
             if why:
                 raise UsageError(f"--report {report_path}: not merged: {why} (--force merges it anyway)")

@@ -9,6 +9,8 @@ from ..cli import COMMANDS, UsageError, describe
 from ..capture import CaptureError, capture
 from ..trace import analyze_trace
 from ..trace.render import print_table
+from ..capture import parse_service_addr
+from ..capture_owner import record
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -49,8 +51,6 @@ def run(args) -> int:
     except CaptureError as exc:
         print(f"ptxla_perf: capture failed: {exc}", file=sys.stderr)
         return 1
-    from ..capture import parse_service_addr
-    from ..capture_owner import record
     record(res.path if res.path.is_dir() else res.path.parent,
            [parse_service_addr(s.strip()) for s in args.service.split(",") if s.strip()])
     print(f"captured {res.duration_ms} ms from {args.service} in {res.seconds:.1f} s: {res.path} "

@@ -15,7 +15,9 @@ import sys
 from importlib import metadata
 from typing import Any
 
+from .. import peaks
 from ..cli import COMMANDS, describe
+from ..config import ProfilerConfig
 
 # the distributions a report's figures depend on (importlib.metadata: no import, so no runtime starts)
 PACKAGES = ["ptxla_perf", "torch", "torch_xla", "jax", "jaxlib", "flax", "xprof", "tensorboard",
@@ -111,7 +113,6 @@ def probe(frameworks: list[str], timeout_s: float = PROBE_TIMEOUT_S) -> dict[str
 def peak_and_capacity(device: dict[str, Any]) -> dict[str, Any]:
     """The peak a report would divide by and the memory capacity it would compare against (no calibration run:
     on a CPU the cached calibration, or a note that the first profiled run measures it)."""
-    from .. import peaks
     kind = device.get("device_kind") or device.get("platform") or ""
     peak = peaks.select([kind], calibrate_cpu=False)
     if peak.flops_per_s is None and peaks.is_cpu(kind):
@@ -161,7 +162,6 @@ def features(v: dict[str, str | None]) -> dict[str, str]:
 
 
 def collect(with_device: bool = True) -> dict[str, Any]:
-    from ..config import ProfilerConfig
     v = versions()
     out: dict[str, Any] = {
         "python": {"version": platform.python_version(), "executable": sys.executable,

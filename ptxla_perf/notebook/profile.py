@@ -11,6 +11,8 @@ from typing import Any
 from ..outcome import SessionError
 from . import inline
 from .report import Report
+from .jax_adopt import adopt
+from .jax_adopt import restore
 
 _PREFIXES = {"torch_xla": "torch_xla", "jax": "jax", "jaxlib": "jax", "flax": "jax"}
 
@@ -86,7 +88,7 @@ class Profile:
         self._adopted: list = []
 
     def __enter__(self) -> "Profile":
-        from ..session import Session
+        from ..session import Session  # load() and compare() need no session stack: only a profiled cell
         self._namespace = sys._getframe(1).f_globals
         backend = self.backend or detect_backend(self._namespace)
         kwargs = dict(report_path=self.report_path, port=self.port, console=False, handle_signals=False,
@@ -98,14 +100,12 @@ class Profile:
             self._bar = _Progress()
             self.session.add_step_callback(self._bar.step, self._bar.close)
         if backend == "jax":  # step functions jitted in an earlier cell (jax_adopt.py)
-            from .jax_adopt import adopt
             self._adopted = adopt(self._namespace, self.session.adapter)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         session = self.session
         if self._adopted:
-            from .jax_adopt import restore
             restore(self._namespace, self._adopted)
             self._adopted = []
         handled = session.__exit__(exc_type, exc, tb)  # builds (and, asked, writes) the report; a guard stop is

@@ -14,6 +14,9 @@ from .. import summary_keys as K
 from .. import diff as D
 from . import inline, tables
 from .compare import Comparison
+from .. import html
+from ..render import summary_lines
+from .. import report as report_mod
 
 
 class ReportLoadError(ValueError):
@@ -121,7 +124,6 @@ class Report:
     # --- views -------------------------------------------------------------------------------------------
     def html(self) -> str:
         """The page report.html holds (docs/html.md): self-contained, no network."""
-        from .. import html
         return html.render(self.data)
 
     def _repr_html_(self) -> str:
@@ -129,7 +131,6 @@ class Report:
 
     def summary_text(self) -> str:
         """The summary the console prints at the end of a run."""
-        from ..render import summary_lines
         return "\n".join(summary_lines(self.data, self.source))
 
     def __repr__(self) -> str:
@@ -143,7 +144,6 @@ class Report:
 
     def save(self, path: str, html: bool = True) -> str:
         """Write the report (and report.html beside it) as the CLI does; returns the absolute path."""
-        from .. import report as report_mod
         self.source = report_mod.write(self.data, path, html=html)
         return self.source
 
