@@ -22,6 +22,7 @@ from . import summary_keys as K
 from .end_rules import run_end
 from .findings import Analysis, Finding, analyze
 from .config import MAX_WARMUP
+from .faults import FAULTS, check
 from .memory import MemorySection
 from .records import StepRecord
 from .registry import backend_rules
@@ -141,8 +142,10 @@ def _umask() -> int:
 def write_html(report: dict[str, Any], path: str) -> str | None:
     """report.html beside the report at `path`; None (and a one-line note) when it could not be written."""
     try:
+        check("html")
         return H.write(report, H.html_path(path))
     except Exception as exc:  # noqa: BLE001 - the JSON report is what counts; the page is a view of it
+        FAULTS.record("html", exc)
         print(f"ptxla_perf: note: could not write {H.html_path(path)}: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         return None

@@ -34,6 +34,7 @@ import time
 from typing import Callable
 
 from .frames import TOOL, USER, _abs, _by_code, code_kind
+from .faults import FAULTS, check
 
 DATA, USER_KIND, FRAMEWORK, CALL, DATA_SITE = "data", "user", "framework", "call", "data_site"
 KINDS = (DATA, USER_KIND, FRAMEWORK, CALL)
@@ -114,9 +115,10 @@ class StackSampler:
             if frame is None:
                 continue
             try:
+                check("sampler")
                 self._sample(frame, dt)
-            except Exception:  # noqa: BLE001 - a diagnostic never takes the run down
-                pass
+            except Exception as exc:  # noqa: BLE001 - a diagnostic never takes the run down (faults.py)
+                FAULTS.record("sampler", exc)
             # never hold a frame of the training thread between samples: a frame object outliving its call keeps
             # the call's locals alive (tensors: torch_xla would sync them as extra graph outputs and recompile)
             frame = None

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from . import roofline, spawn
 from .backends.base import Adapter, Capabilities
 from .config import DEFAULT_PORT, MAX_WARMUP
+from .faults import FAULTS, guarded
 from .findings import Analysis, Finding, analyze
 from .guard import Guard
 from .memory_rules import RULES as MEMORY_RULES  # memory_growth, missing_donation (memory_rules.py)
@@ -35,7 +36,7 @@ from .records import StepRecord
 from .report import environment
 from .sampler import DATA, StackSampler
 from .session_capture import CaptureWindow
-from .session_report import OutputConfig, ReportOutput, RunFacts, report_of, sections_of
+from .session_report import OutputConfig, ReportOutput, RunFacts, minimal_report, report_of, sections_of
 from .capture_owner import publish
 
 __all__ = ["Session", "RunStopped", "SessionError", "open_session"]
@@ -193,6 +194,7 @@ class Session:
         self._sampled_data = 0.0
         self._data_carry = 0.0  # sampled data time not yet given to a step (a sample can span a boundary)
         self._stages: list[Callable[[StepRecord], None]] = []  # the boundary path (_on_boundary), set by start
+        self._faults_mark = FAULTS.mark()  # our own failures from here on are this session's (faults.py)
 
     # --- the run's facts, read by the session's users ------------------------------------------------------
     @property
@@ -250,7 +252,9 @@ class Session:
             codes = self.caps.sampler_codes
             self.sampler = StackSampler(codes() if codes else None, 1.0 / float(self.sample_hz)).start()
         self._stages = self._boundary_stages()
-        self.adapter.start(self._on_boundary)
+        self._faults_mark = FAULTS.mark()
+        FAULTS.say = self.say
+        guarded("adapter.start", self.adapter.start, self._on_boundary)  # failed: the program runs unmeasured
         return self
 
     def _runtime_up(self) -> None:
@@ -358,22 +362,23 @@ class Session:
                 self.say(f"ptxla_perf: could not close a step callback: {exc}")
         if self._capture is not None:
             if self._capture.into_report:
-                self.capture_analysis()
+                guarded("finish.capture", self.capture_analysis)
             else:
-                self._capture.close_unanalysed(self.profiler.setdefault("captures", []))
+                guarded("finish.capture", self._capture.close_unanalysed, self.profiler.setdefault("captures", []))
         if self.sampler is not None:
-            self.sampler.stop()
-        self.tail = self.adapter.stop()
+            guarded("finish.sampler", self.sampler.stop)
+        self.tail = guarded("adapter.stop", self.adapter.stop)
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)
         self._old_handlers.clear()
         if self.follower is not None:
-            self.follower.unfollow()
-        own = self.report(Outcome(status, exit_code, stop_reason))
-        # a parent that only spawned: its children's merged report (spawn.Follower.merged), else its own
-        report = self.follower.merged(own, self.child_reports) if self.follower and not self.steps else own
+            guarded("finish.unfollow", self.follower.unfollow)
+        end = Outcome(status, exit_code, stop_reason)
+        report = guarded("report", self._report_or_merged, end)
+        if report is None:  # assembling failed: the run's facts and our failures, still written
+            report = minimal_report(self.facts, end, FAULTS.since(self._faults_mark))
         self._finished = report
-        self.output.write(report, self.rank, final=True)
+        self.output.write(report, self.rank, final=True, faults=lambda: FAULTS.since(self._faults_mark))
         return report
 
     def run(self, body: Callable[[], Any], on_end: Callable[[Outcome, BaseException | None], None] | None = None
@@ -404,12 +409,17 @@ class Session:
             self.output.write(self.report(Outcome(status, exit_code, reason)), self.rank, final=False,
                               scalars=False)
 
+    def _report_or_merged(self, end: Outcome) -> dict[str, Any]:
+        """A parent that only spawned: its children's merged report (spawn.Follower.merged), else its own."""
+        own = self.report(end)
+        return self.follower.merged(own, self.child_reports) if self.follower and not self.steps else own
+
     def report(self, end: Outcome) -> dict[str, Any]:
         """The report of the boundaries so far (session_report.report_of), `end` being how the run ended so far
         (`running` at a periodic flush)."""
         final = end.status != "running"
         if self.caps.settle is not None:  # measurements the adapter completes in batches (torch_xla's device times)
-            self.caps.settle(final=final)
+            guarded("adapter.settle", self.caps.settle, final=final)
         env = environment(self.adapter.environment())
         analysis = self.analysis(end.status)
         sinks = roofline.sinks(self.extra_findings + analysis.findings + list((self.trace or {}).get("findings", [])))
@@ -417,7 +427,7 @@ class Session:
                                final)
         return report_of(analysis, self.facts, sections, end=end, adapter=self.adapter, env=env, steps=self.steps,
                          tail=self.tail, extra_findings=self.extra_findings, profiler=self.profiler,
-                         extra=self.extra, trace=self.trace)
+                         extra=self.extra, trace=self.trace, faults=FAULTS.since(self._faults_mark))
 
     def analysis(self, status: str | None = None) -> Analysis:
         """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says.
@@ -450,10 +460,13 @@ class Session:
         return stages
 
     def _on_boundary(self, rec: StepRecord) -> None:
+        """Each stage guarded (faults.py): one that fails is a profiler error, and the others still run; a stop
+        (guard, signal) is raised here, at the user's step boundary."""
         if not self._up:
-            self._runtime_up()
+            guarded("boundary.runtime_up", self._runtime_up)
+            self._up = True
         for stage in self._stages:
-            stage(rec)
+            guarded(f"boundary.{stage.__name__.lstrip('_')}", stage, rec)
         if self._stop is not None:
             stop, self._stop = self._stop, None
             raise stop

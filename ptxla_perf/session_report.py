@@ -13,9 +13,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 from . import memory, peaks, render, report as report_mod, roofline
 from .backends.base import Adapter, Capabilities
+from . import summary_keys as K
+from .faults import FAULTS, Fault, check, errors_json, guarded
 from .findings import Analysis, Finding, run_end
 from .outcome import Outcome
 from .records import StepRecord
+from .verdicts import RUN, severity_counts
 from .tb_scalars import ScalarLog
 
 
@@ -93,8 +96,10 @@ def sections_of(analysis: Analysis, adapter: Adapter, caps: Capabilities, env: M
 def report_of(analysis: Analysis, facts: RunFacts, sections: Sections, *, end: Outcome, adapter: Adapter,
               env: dict[str, Any], steps: Sequence[StepRecord], tail: StepRecord | None = None,
               extra_findings: Sequence[Finding] = (), profiler: dict[str, Any] | None = None,
-              extra: dict[str, Any] | None = None, trace: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The report of the boundaries `steps` (analysed as `analysis`), assembled once (report.from_analysis)."""
+              extra: dict[str, Any] | None = None, trace: dict[str, Any] | None = None,
+              faults: Sequence[Fault] = ()) -> dict[str, Any]:
+    """The report of the boundaries `steps` (analysed as `analysis`), assembled once (report.from_analysis);
+    `faults`: our own failures during the run (faults.py), as `profiler_errors` and a `profiler_error` finding."""
     run = facts.run_section(end)
     run.setdefault("step_detection", adapter.step_detection)
     run["attribution"] = dict(adapter.cfg, steps=[r.index for r in steps if r.attributed][:50],
@@ -106,9 +111,42 @@ def report_of(analysis: Analysis, facts: RunFacts, sections: Sections, *, end: O
                                           "step: never a per-step cost, its compiles only explained (info)"}
     mem = sections.memory.to_json() if sections.memory else None
     found = run_end(end.status, end.reason, list(steps), mem, dict(adapter.advice)) + list(extra_findings)
-    return report_mod.from_analysis(analysis, backend=facts.backend, run=run, env=env, extra_findings=found,
+    if faults:
+        found.append(profiler_error(faults))
+    rep = report_mod.from_analysis(analysis, backend=facts.backend, run=run, env=env, extra_findings=found,
                                     profiler=profiler, extra=extra or None, trace=trace,
                                     roofline=sections.roofline, memory=sections.memory)
+    if faults:
+        rep["profiler_errors"] = errors_json(list(faults))
+    return rep
+
+
+def profiler_error(faults: Sequence[Fault]) -> Finding:
+    """One `profiler_error` finding (info): where our own code failed, and that the program was not affected."""
+    points = ", ".join(f"{f.where} ({f.error}{f' x{f.count}' if f.count > 1 else ''})" for f in faults[:6])
+    more = f" and {len(faults) - 6} more" if len(faults) > 6 else ""
+    msg = (f"ptxla_perf's own code failed in {points}{more}. Your program ran as it does without us; what those "
+           "parts measure may be missing from this report (profiler_errors holds each traceback). Please report it "
+           "with the output of `python -m ptxla_perf doctor`.")
+    return Finding("profiler_error", "info", msg, sum(f.count for f in faults), None,
+                   {"points": [f.where for f in faults]}, origin=RUN)
+
+
+def with_faults(report: dict[str, Any], faults: Sequence[Fault]) -> None:
+    """A report given the failures that came after it was assembled (writing its views)."""
+    report["profiler_errors"] = errors_json(list(faults))
+    report["findings"] = [f for f in report.get("findings", []) if f.get("kind") != "profiler_error"] + [
+        profiler_error(faults).to_json()]
+    report["summary"][K.FINDINGS_BY_SEVERITY] = severity_counts(report["findings"])
+
+
+def minimal_report(facts: RunFacts, end: Outcome, faults: Sequence[Fault]) -> dict[str, Any]:
+    """The report when assembling the real one failed: the run's facts and our failures, nothing measured."""
+    rep = report_mod.assemble(backend=facts.backend, run=facts.run_section(end), env=report_mod.environment({}),
+                              steps=[], summary={},
+                              findings=[profiler_error(faults).to_json()] if faults else [])
+    rep["profiler_errors"] = errors_json(list(faults))
+    return rep
 
 
 class ReportOutput:
@@ -126,16 +164,24 @@ class ReportOutput:
         self._scalars = ScalarLog(os.path.join(tb, f"rank{rank}") if rank else tb, started_at)
         return self._scalars.to_json()
 
-    def write(self, report: dict[str, Any], rank: int, final: bool, scalars: bool = True) -> str | None:
-        """The report and its page; the scalars of the iterations so far; at the end, the console summary."""
+    def write(self, report: dict[str, Any], rank: int, final: bool, scalars: bool = True,
+              faults: Callable[[], list[Fault]] | None = None) -> str | None:
+        """The report and its page; the scalars of the iterations so far; at the end, the console summary.
+        `faults`: our failures so far; one in writing a view (scalars, page, summary) is added to the JSON."""
         if scalars:
             self._write_scalars(report, final)
         path = self.config.path(rank)
         if not path:
             return None
         path = report_mod.write(report, path)
+        lines = None
         if final and self.config.prints(rank) and self.config.summary:
-            print("\n".join(render.summary_lines(report, path)), file=sys.stderr, flush=True)
+            lines = guarded("summary", render.summary_lines, report, path)
+        if faults is not None and len(faults()) > len(report.get("profiler_errors") or []):
+            with_faults(report, faults())
+            report_mod.write(report, path, html=False)
+        if lines:
+            print("\n".join(lines), file=sys.stderr, flush=True)
         return path
 
     def _write_scalars(self, report: dict[str, Any], final: bool) -> None:
@@ -143,8 +189,10 @@ class ReportOutput:
         if self._scalars is None:
             return
         try:
+            check("tensorboard")
             self._scalars.write(report["steps"], final)
         except Exception as exc:  # noqa: BLE001 - scalars are a view; the run and its report go on
+            FAULTS.record("tensorboard", exc)
             self.say(f"ptxla_perf: note: no TensorBoard scalars in {self._scalars.logdir}: {exc}")
             self._scalars = None
 
@@ -154,11 +202,13 @@ def _memory(analysis: Analysis, caps: Capabilities, env: Mapping[str, Any], roof
     """The memory section (memory.py): the adapter's per-graph figures (torch_xla compiles its graphs' HLO for
     them only when the run ends: `final`), the device's capacity, live memory per step. Never fails the report."""
     try:
+        check("section.memory")
         runtime, info = caps.memory(final)
         live = memory.live_figures(analysis.train, analysis.warmup, analysis.iterations)
         return memory.section(info, runtime, [env.get("device_model"), env.get("device_kind")],
                               roofline_cfg.get("device_memory_gb"), live)
     except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
+        FAULTS.record("section.memory", exc)
         return memory.section({"graphs": [], "notes": [f"memory analysis failed: {exc}"]}, None, [], None, None)
 
 
@@ -168,6 +218,7 @@ def _roofline(analysis: Analysis, adapter: Adapter, env: Mapping[str, Any], trac
     """The roofline section (roofline.py). A report flushed mid-run never calibrates the CPU peak (it uses the
     cached one, if any). Never fails the report."""
     try:
+        check("section.roofline")
         peak = peaks.select([env.get("device_model"), env.get("device_kind")], dict(roofline_cfg),
                             calibrate_cpu=measure_cpu, cpu_devices=int(env.get("local_devices") or 1))
         p50 = analysis.figures.step_time
@@ -180,6 +231,7 @@ def _roofline(analysis: Analysis, adapter: Adapter, env: Mapping[str, Any], trac
                 sec.notes.append("no per-op costs: the capture's ops are not in a module whose optimized "
                                     "HLO is known (torch_xla gives only the HLO it builds, before fusion)")
     except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
+        FAULTS.record("section.roofline", exc)
         sec = roofline.section([], {"source": "unavailable", "notes": [f"roofline failed: {exc}"]},
                                peaks.Peak(None, None, "unknown", "unknown", "roofline failed"))
     return sec

@@ -13,6 +13,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any, Iterable, Sequence
 
+from .faults import FAULTS, check
 from .records import Location, evidence_json
 
 # where a finding came from
@@ -157,13 +158,19 @@ def run(rules: Sequence[Rule], ctx: Any) -> Verdicts:
     with the origin of their scope, worst first (most frequent first within a severity)."""
     out = Verdicts()
     for rule in rules:
-        reason = rule.unmet(ctx)
+        try:  # a rule of ours that fails is a profiler error (faults.py), never the report's end
+            check(f"rule.{rule.kind}")
+            reason = rule.unmet(ctx)
+            found = [] if reason else list(rule.run(ctx))
+        except Exception as exc:
+            FAULTS.record(f"rule.{rule.kind}", exc)
+            reason = "ptxla_perf failed judging it (see profiler_errors)"
         if reason:
             out.not_judged.append({"kind": rule.kind, "reason": reason})
             continue
         if rule.kind not in out.judged:
             out.judged.append(rule.kind)
-        for f in rule.run(ctx):
+        for f in found:
             f.origin = ORIGIN_OF_SCOPE.get(rule.scope, RUNTIME)
             if not set(f.cost.to_json()) - {"per_step"}:  # a rule that sets no cost (a backend's): its evidence's
                 f.cost = cost_of({"evidence": f.evidence_json(), "per_step": f.per_step})

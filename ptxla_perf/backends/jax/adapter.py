@@ -18,6 +18,7 @@ import jax
 import jax.profiler
 
 from ...records import StepRecord
+from ...faults import guarded
 from . import _private as P
 from .calls import Calls
 from .compiles import Compiles
@@ -115,12 +116,15 @@ class JaxAdapter:
 
     def _on_record(self, rec: StepRecord, n: int, frame) -> None:
         """Boundary `n`'s record (steps.py): live arrays sampled, device time, then the session."""
+        guarded("jax.boundary", self._measure, rec, n, frame)
+        self._on_boundary(rec)
+
+    def _measure(self, rec: StepRecord, n: int, frame) -> None:
         self._memory.sample_live(rec, n, frame)
         self._transfers.steps = n + 1
         self._ready.step_end(rec, ok=rec.phase == "train" and not rec.compiles)
         if self.caps.device_wait:
             self._ready.arm(n + 1)
-        self._on_boundary(rec)
 
     # --- the rest of the contract ------------------------------------------------------------------
     def host_to_device_bytes(self) -> int | None:

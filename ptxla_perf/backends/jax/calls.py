@@ -20,6 +20,7 @@ from .memory import Memory
 from .ready import ReadyWatch
 from .steps import Steps
 from .transfers import Transfers, array_leaves
+from ...faults import FAULTS, check, guarded
 
 _GUARD_TRIP = ("Disallowed host-to-device transfer", "Disallowed device-to-device transfer")
 
@@ -44,9 +45,13 @@ class Calls:
         if scope.depth:  # called while tracing another jitted function: not a launch
             return fn.jit(*args, **kwargs)
         frame = sys._getframe(2)  # the caller of the wrapper (jitted.Jitted.__call__)
-        self._steps.before_call(fn, frame, args, kwargs)
-        if fn.outs is not None:
-            self._memory.check_donation(fn, args, kwargs, frame)
+        try:  # our code (faults.py): a failure is recorded, the user's call goes on; a stop (BaseException) goes on
+            check("jax.call")
+            self._steps.before_call(fn, frame, args, kwargs)
+            if fn.outs is not None:
+                self._memory.check_donation(fn, args, kwargs, frame)
+        except Exception as exc:
+            FAULTS.record("jax.call", exc)
         led.execs += 1
         compiles, compile_time = led.compiles, led.compile_time
         c0 = led.cpu()
@@ -60,6 +65,13 @@ class Calls:
             scope.tracing = None
             led.launch += max(time.perf_counter() - t0 - (led.compile_time - compile_time), 0.0)
             led.call_cpu += led.cpu() - c0
+        guarded("jax.call_end", self._after, fn, args, kwargs, frame, out, t0, compiles, compile_time)
+        return out
+
+    def _after(self, fn: JitInfo, args: tuple, kwargs: dict, frame, out, t0: float, compiles: int,
+               compile_time: float) -> None:
+        """After the user's call returned: its device time, its compile's explanation and cost, the step."""
+        led = self._ledger
         if self._ready.calls is not None and not self._steps.in_other:
             self._ready.call(t0, array_leaves(out))  # a sampled step (ready.py): its device time
         if led.compiles != compiles:
@@ -68,7 +80,6 @@ class Calls:
             self._memory.watch_outputs(fn, out)
         led.add_cost(fn.cost if len(fn.costs) < 2 else self._costs.call_cost(fn, args, kwargs))
         self._steps.after_call(fn)
-        return out
 
     def _run(self, fn: JitInfo, args: tuple, kwargs: dict, frame):
         tls = P.GUARD_TLS() if self._guard and fn.mode == "guard" else None

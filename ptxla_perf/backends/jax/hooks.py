@@ -28,6 +28,7 @@ from .ledger import SKIP, Scope
 from .ready import DeviceWait
 from .steps import Steps
 from .transfers import SCALARS, Transfers
+from ...faults import guarded, shielded
 
 _MISSING = object()
 
@@ -37,7 +38,7 @@ def timed(real: Callable[[Any], Any], part: Any) -> Callable[[Any], Any]:
     seconds)` whatever happens, `part.done(token, x, out, end)` when it returned. The shape of both timed waits:
     a read (`_value`) and `block_until_ready`."""
     def wrapper(x):
-        token = part.begin(x, sys._getframe(1))
+        token = guarded("jax.wait", part.begin, x, sys._getframe(1), default=SKIP)
         if token is SKIP:
             return real(x)
         t0 = time.perf_counter()
@@ -45,8 +46,8 @@ def timed(real: Callable[[Any], Any], part: Any) -> Callable[[Any], Any]:
             out = real(x)
         finally:
             t1 = time.perf_counter()
-            part.finish(token, t1 - t0)
-        part.done(token, x, out, t1)
+            guarded("jax.wait", part.finish, token, t1 - t0)
+        guarded("jax.wait", part.done, token, x, out, t1)
         return out
     wrapper.__name__ = getattr(real, "__name__", "wrapper")
     wrapper.__doc__ = getattr(real, "__doc__", None)
@@ -61,8 +62,8 @@ class _Forward:
         self.target: Callable | None = target
 
     def __call__(self, *args, **kwargs):
-        if self.target is not None:
-            self.target(*args, **kwargs)
+        if self.target is not None:  # called by JAX itself (compiles): our failure must never reach it
+            guarded("jax.monitoring", self.target, *args, **kwargs)
 
 
 class Hooks:
@@ -113,14 +114,16 @@ class Hooks:
         def jit(fun=None, /, **kwargs):
             if fun is None:
                 return lambda f: jit(f, **kwargs)
-            return Jitted(real_jit(fun, **kwargs), calls, fun, kwargs)
+            jitted = real_jit(fun, **kwargs)
+            return guarded("jax.jit", Jitted, jitted, calls, fun, kwargs, default=jitted)
 
         def pmap(fun=None, *args, **kwargs):
             if fun is None:
                 return lambda f: pmap(f, *args, **kwargs)
             static = kwargs.get("static_broadcasted_argnums")
-            return Jitted(real_pmap(fun, *args, **kwargs), calls, fun,
-                          {"static_argnums": static} if static is not None else {})
+            mapped = real_pmap(fun, *args, **kwargs)
+            return guarded("jax.jit", Jitted, mapped, calls, fun,
+                           {"static_argnums": static} if static is not None else {}, default=mapped)
         self._patch(jax, "jit", _like(jit, real_jit))
         self._patch(jax, "pmap", _like(pmap, real_pmap))
         if self._caps.shard_map:
@@ -129,7 +132,8 @@ class Hooks:
             def shard_map(f=None, /, **kwargs):
                 if f is None:
                     return lambda g: shard_map(g, **kwargs)
-                return Jitted(real_smap(f, **kwargs), calls, f, {})
+                mapped = real_smap(f, **kwargs)
+                return guarded("jax.jit", Jitted, mapped, calls, f, {}, default=mapped)
             self._patch(jax, "shard_map", _like(shard_map, real_smap))
 
     def _install_backward_pass(self) -> None:
@@ -137,7 +141,7 @@ class Hooks:
         real, steps = getattr(P.AD, P.GRAD_PASS), self._steps
 
         def backward_pass(*args, **kwargs):
-            steps.backward_pass()
+            guarded("jax.backward_pass", steps.backward_pass)
             return real(*args, **kwargs)
         self._patch(P.AD, P.GRAD_PASS, backward_pass)
 
@@ -149,7 +153,7 @@ class Hooks:
             def upload(obj, *args, _real=real, _name=f"jnp.{name}", **kwargs):
                 out = _real(obj, *args, **kwargs)
                 if type(obj) is not P.ArrayImpl and not isinstance(obj, SCALARS):
-                    transfers.upload(obj, out, _name, sys._getframe(1))
+                    guarded("jax.upload", transfers.upload, obj, out, _name, sys._getframe(1))
                 return out
             self._patch(jnp, name, _like(upload, real, name))
         if not self._caps.reads:
@@ -159,12 +163,16 @@ class Hooks:
 
         def _np_asarray(a, *args, **kwargs):  # the name is what _blame reports ("np.asarray")
             if type(a) is P.ArrayImpl and not scope.in_np:
-                return transfers.np_read(real_asarray, a, args, kwargs, sys._getframe(1))
+                frame = sys._getframe(1)
+                return shielded("jax.np_read", lambda call: transfers.np_read(call, a, args, kwargs, frame),
+                                real_asarray, a, *args, **kwargs)
             return real_asarray(a, *args, **kwargs)
 
         def _np_array(a, *args, **kwargs):
             if type(a) is P.ArrayImpl and not scope.in_np:
-                return transfers.np_read(real_array, a, args, kwargs, sys._getframe(1))
+                frame = sys._getframe(1)
+                return shielded("jax.np_read", lambda call: transfers.np_read(call, a, args, kwargs, frame),
+                                real_array, a, *args, **kwargs)
             return real_array(a, *args, **kwargs)
         self._patch(np, "asarray", _np_asarray)
         self._patch(np, "array", _np_array)
@@ -174,12 +182,12 @@ class Hooks:
         base_enter, base_exit = P.annotation_base()
 
         def __enter__(self_ann):
-            steps.annotation_enter()
+            guarded("jax.annotation", steps.annotation_enter)
             return base_enter(self_ann)
 
         def __exit__(self_ann, *exc):
             result = base_exit(self_ann, *exc)
-            steps.annotation_exit(sys._getframe(1), exc[0] is None)
+            guarded("jax.annotation", steps.annotation_exit, sys._getframe(1), exc[0] is None)
             return result
         self._patch(stp, "__enter__", __enter__)
         self._patch(stp, "__exit__", __exit__)
@@ -188,7 +196,7 @@ class Hooks:
         ls, caps, comp = P.listeners(), self._caps, self._compiles
         for register, unregister, target in ((ls.register_duration, ls.unregister_duration, comp.on_duration),
                                              (ls.register_event, ls.unregister_event, comp.on_event)):
-            listener = target if caps.listener_removal else _Forward(target)
+            listener = _Forward(target)  # removable or left inert; never lets our failure into JAX
             register(listener)
             self._listeners.append((unregister if caps.listener_removal else None, listener))
 

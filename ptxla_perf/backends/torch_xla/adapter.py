@@ -22,6 +22,7 @@ import torch_xla.debug.profiler as xp
 
 from ...attribution_plan import GRAPHS
 from ...config import AttributionConfig
+from ...faults import guarded
 from ...records import StepRecord
 from ...step_signals import runaway_compiles
 from . import _private as P
@@ -125,7 +126,7 @@ class TorchXlaAdapter:
         real, marker = X._run_cached_graph, self.marker
 
         def run_cached_graph(*args, **kwargs):
-            marker.count_graph()
+            guarded("torch_xla.dynamo_graph", marker.count_graph)
             return real(*args, **kwargs)
         X._run_cached_graph = run_cached_graph
         return lambda: setattr(X, "_run_cached_graph", real)

@@ -14,6 +14,7 @@ from torch.overrides import TorchFunctionMode
 from ...attribution_plan import CALLS, GRAPHS, AttributionPlan
 from ...compiles import site_key as compile_key
 from ...figures import FallbackCopies
+from ...faults import FAULTS, check
 from ...frames import user_frame
 from ...records import Event, Location, StepRecord
 from ...step_signals import early_not_read, host_reads
@@ -95,30 +96,42 @@ class CallMode(TorchFunctionMode):
         kwargs = kwargs or {}
         if torch.compiler.is_compiling():  # dynamo traces modes on the stack: give it nothing to trace (no breaks)
             return func(*args, **kwargs)
-        before = call_signal()
+        try:
+            check("torch_xla.attribution")
+            before = call_signal()
+        except Exception as exc:  # our failure (faults.py): the call goes on unobserved
+            FAULTS.record("torch_xla.attribution", exc)
+            return func(*args, **kwargs)
         result = func(*args, **kwargs)
+        try:
+            self._observe(func, args, result, before, sys._getframe(1))
+        except Exception as exc:
+            FAULTS.record("torch_xla.attribution", exc)
+        return result
+
+    def _observe(self, func, args, result, before: tuple, frame) -> None:
+        """What one torch call did: a transfer, an indexed read, an upload, shapes a Python torch function made."""
         name = getattr(func, "__name__", str(func))
         if call_signal() != before:  # cheap counters moved: only now read the (costlier) transfer metric
             self._check(name, args, before)
         if name == "__getitem__" and args and isinstance(args[0], torch.Tensor) and args[0].device.type == "xla":
             ints = python_ints(args[1] if len(args) > 1 else None)
             if ints:
-                loc, _ = user_frame(sys._getframe(1))
+                loc, _ = user_frame(frame)
                 if loc:
                     self.evidence.indexed(loc, ints)
         elif name in ("to", "tensor", "as_tensor") and isinstance(result, torch.Tensor) \
                 and result.device.type == "xla" and not any(
                     isinstance(a, torch.Tensor) and a.device.type == "xla" for a in args):
-            loc, _ = user_frame(sys._getframe(1))
+            loc, _ = user_frame(frame)
             if loc:
                 self.evidence.uploaded(loc, self.step(), result)
         elif name in self.evidence.shape_calls_wanted and isinstance(result, torch.Tensor):
             # a torch function written in Python (F.interpolate) whose ops made a graph's shapes change: HLO metadata
             # names its own frame only; here, the user's line that called it, and the shapes it returned
-            loc, _ = user_frame(sys._getframe(1))
+            loc, _ = user_frame(frame)
             if loc:
                 self.evidence.shape_call(name, loc, result)
-        return result
 
     def _check(self, name: str, args, before: tuple) -> None:
         u0, c0, _ = before

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import torch
 
+from ...faults import FAULTS, check
 from ...frames import user_frame
 from ...records import Event, Location, StepRecord, Transfers
 from ._private import X
@@ -80,6 +81,7 @@ class Marker:
         self.real: Callable | None = None
         self.snap: Callable[[], Snapshot] | None = None  # the last boundary's snapshot (Recorder.snap)
         self._in_marker = False
+        self._real_state, self._real_out = 0, None  # the real sync: 0 not called, 1 raised, 2 returned
         self.not_early = 0  # graph launches since the last boundary that ran no pending lazy graph early
         self.eager_outside: tuple[int, float] | None = None  # eager mode: (ops, seconds) before the compiled step
         self.left_at = 0.0  # when the last boundary's own work ended
@@ -87,7 +89,7 @@ class Marker:
     def install(self, snap: Callable[[], Snapshot]) -> None:
         self.snap = snap
         self.real = X._xla_step_marker
-        not_traced(Marker.wrapper)
+        not_traced(Marker.wrapper, Marker._sync, Marker._call_real)
         X._xla_step_marker = self.wrapper
 
     def uninstall(self) -> None:
@@ -100,24 +102,44 @@ class Marker:
         self.not_early += 1
 
     def wrapper(self, *args, **kwargs):
+        """The user's sync. Our code around it may fail (faults.py): the real sync still runs exactly once and its
+        result is returned; the sync's own exception goes on unchanged."""
         if self._in_marker:  # re-entrant (a callback that syncs): not another step
             return self.real(*args, **kwargs)
+        self._real_state = 0
+        try:
+            check("torch_xla.sync")
+            return self._sync(sys._getframe(1), args, kwargs)
+        except Exception as exc:
+            if self._real_state == 1:
+                raise  # the sync itself raised: the user's error, as in the plain run
+            FAULTS.record("torch_xla.sync", exc)
+            return self._real_out if self._real_state == 2 else self.real(*args, **kwargs)
+        finally:
+            self._real_out = None
+
+    def _call_real(self, args: tuple, kwargs: dict):
+        self._real_state = 1
+        out = self.real(*args, **kwargs)
+        self._real_state, self._real_out = 2, out
+        return out
+
+    def _sync(self, frame, args: tuple, kwargs: dict):
         t0 = time.perf_counter()  # own time: from here, less the real marker call
-        frame = sys._getframe(1)
         caller, eager = sync_caller(frame)
         self.callers.add(caller)
         if eager:
             self.callers.add("eager")  # eager mode was on for a stretch (a recipe may turn it off at the end)
         if caller == "dynamo":  # the openxla bridge syncs while it compiles a graph: not the user's step boundary
             launches0 = launches()
-            result = self.real(*args, **kwargs)
+            result = self._call_real(args, kwargs)
             self.not_early += since(launches(), launches0)
             return result
         if caller == "torch_xla.compile" and eager:
             # torch_xla.compile's first sync, in eager mode: there is no pending graph to clear, and what launched
             # since the last boundary were eager ops, one by one by design. The region's last sync is the boundary.
             t = time.perf_counter()
-            result = self.real(*args, **kwargs)
+            result = self._call_real(args, kwargs)
             snap = self.snap()
             eager_ops = since(launches(), snap.launches)
             self.not_early = max(self.not_early, eager_ops)
@@ -133,7 +155,7 @@ class Marker:
             launches0 = uncached0 + counter("CachedCompile")
             c1 = self.training.cpu()
             t1 = time.perf_counter()
-            result = self.real(*args, **kwargs)
+            result = self._call_real(args, kwargs)
             t2 = time.perf_counter()
             c2 = self.training.cpu()
             not_early, self.not_early = self.not_early, 0

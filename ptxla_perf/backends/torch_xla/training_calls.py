@@ -10,6 +10,7 @@ from typing import Any, Callable
 import torch
 import torch.autograd
 
+from ...faults import guarded, shielded
 from ...frames import user_frame
 from ...records import Location
 from ...sampler import main_thread_cpu
@@ -187,7 +188,8 @@ class TrainingCalls:
             self._in_next = False
             if not self.data_seen:
                 self.data_seen, self.data_call = True, what
-                self.data_site = user_frame(sys._getframe(2))[0]
+                caller = sys._getframe(2)
+                self.data_site = guarded("torch_xla.data_site", lambda: user_frame(caller)[0])
 
     def timed_wait(self, real, *args, **kwargs):
         """Time an explicit wait for the device on the main thread (the breakdown's `device` part, not `other`).
@@ -197,7 +199,12 @@ class TrainingCalls:
         return self._timed(self.device, real, args, kwargs)
 
     def _timed(self, into: Waited, real: Callable, args: tuple, kwargs: dict[str, Any]):
-        """Call `real`, adding its wall time and the main thread's CPU time in it to `into`."""
+        """Call `real`, adding its wall time and the main thread's CPU time in it to `into`; if our timing fails
+        (faults.py), `real` is still called exactly once."""
+        return shielded("torch_xla.timed_call", lambda call: self._time_call(into, call, args, kwargs), real, *args,
+                        **kwargs)
+
+    def _time_call(self, into: Waited, real: Callable, args: tuple, kwargs: dict[str, Any]):
         c0 = self.cpu()
         t0 = time.perf_counter()
         try:
