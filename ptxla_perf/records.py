@@ -145,9 +145,6 @@ EVIDENCE: dict[str, type] = {"device_to_host_sync": ReadEvidence, "graph_break":
                              "compile": CompileEvidence, "dynamo_compile": CompileEvidence,
                              "missing_donation": DonationEvidence, "memory_growth": HolderEvidence,
                              "spmd": SpmdEvidence, "dynamo_graph_break": GraphBreakEvidence}
-# kinds whose typed class is new in 0.5.0: their fields are mirrored in `extra` too, for the backends' rules that
-# still read them there (`detail.extra.get(...)`); drop once those read the fields
-_MIRRORED = (SpmdEvidence, GraphBreakEvidence, HolderEvidence, DonationEvidence)
 Evidence = CallEvidence | CompileEvidence | SpmdEvidence
 
 
@@ -161,7 +158,7 @@ def evidence(kind: str, detail: "dict[str, Any] | Evidence | None" = None) -> Ev
     d = {k: v for k, v in d.items() if not k.startswith("_")}  # an adapter's private bookkeeping is no evidence
     known = {f.name for f in fields(cls)} - {"extra"}
     ev = cls(**{k: v for k, v in d.items() if k in known})
-    ev.extra.update({k: v for k, v in d.items() if k not in known or cls in _MIRRORED})
+    ev.extra.update({k: v for k, v in d.items() if k not in known})
     return ev
 
 

@@ -25,6 +25,7 @@ from ...figures import median, step_time_s
 from ...findings import Context, Finding, Rule, recurs
 from ...findings import where as _at
 from ...fmt import ms as _ms
+from ...records import evidence_json
 from ...thresholds import value as threshold
 
 EAGER_ADVICE = ("Move the tensor work into the torch_xla.compile'd step function (traced and fused with the step) "
@@ -245,7 +246,7 @@ class DynamoGraphBreak(Rule):
     def run(self, ctx: Context) -> list[Finding]:
         groups: dict[tuple, list] = {}
         for j, e in _dynamo_events(ctx, "dynamo_graph_break"):
-            key = ((e.location.file, e.location.line) if e.location else ("?", 0), e.detail.extra.get("reason"))
+            key = ((e.location.file, e.location.line) if e.location else ("?", 0), e.detail.reason)
             groups.setdefault(key, []).append((j, e))
         out = []
         for (_, reason), evs in groups.items():
@@ -279,7 +280,7 @@ class Spmd(Rule):
         for s in ctx.with_tail:
             for e in s.events:
                 if e.kind == "spmd":
-                    x = e.detail.extra
+                    x = evidence_json(e.detail)  # the typed fields (and any extras) as the report shows them
                     key = repr((x.get("devices"), x.get("inputs"), x.get("sharded_inputs"), x.get("collectives")))
                     same.setdefault(key, []).append((s.index, x))
         out = []
