@@ -57,6 +57,26 @@ def ranges(indices, most: int = 6) -> str:
     return ", ".join(text[:most]) + (", ..." if len(text) > most else "")
 
 
+def steps(indices, most: int = 6) -> str:
+    """Step numbers as every view writes them: the loop's own, 0-based (the report's `steps[].index`), so one
+    read is "step 5" on the console, the HTML card and a merged summary alike, never "step 6" in one of them."""
+    idx = sorted(set(indices))
+    return f"step {idx[0]}" if len(idx) == 1 else f"steps {ranges(idx, most)}"
+
+
+def period(indices, total: int | None = None) -> str:
+    """How often steps come, from the steps themselves: [0, 200, 400] -> "every 200" (evenly spaced: exact,
+    never "about every 201" from a count divided into a total); uneven gaps -> "about every N" (the median gap;
+    one step alone: the total over the count)."""
+    idx = sorted(set(indices))
+    gaps = [b - a for a, b in zip(idx, idx[1:])]
+    if gaps and len(set(gaps)) == 1:
+        return f"every {gaps[0]}"
+    if gaps:
+        return f"about every {sorted(gaps)[len(gaps) // 2]}"
+    return f"about every {round(total / len(idx))}" if total and idx else "once"
+
+
 def ratio(x: float | None) -> str:
     """A ratio that stays readable: "1.18x", "37x", "> 1000x" (never "2402845.40x"), "< 0.01x" (never "0.00x":
     a wall step the host dispatched ahead of the device in)."""

@@ -395,7 +395,7 @@ class Session:
         now = self._clock = self._clock + rec.wall_time_s  # no clock call of our own per step
         if self.progress_every_s and now - self._last_progress >= self.progress_every_s:
             self._last_progress = now
-            self.say(f"ptxla_perf: step {rec.index + 1}, last {rec.wall_time_s * 1e3:.1f} ms, "
+            self.say(f"ptxla_perf: step {rec.index}, last {rec.wall_time_s * 1e3:.1f} ms, "
                      f"{sum(s.compiles for s in self.steps)} compiles so far")
         if self.flush_every_s and self.report_path and now - self._last_flush >= self.flush_every_s:
             self._last_flush = now

@@ -262,3 +262,56 @@ def test_capture_from_a_running_job_records_its_run_and_analyze_checks_it(tmp_pa
     assert f"the capture is of run {report['run']['run_id']}" in proc.stderr and "0123456789ab" in proc.stderr
     own = run_cli("analyze", "tb", "--report", "job.json", cwd=tmp_path)
     assert own.returncode == 0, own.stderr
+
+
+# --- point 2: one step numbering (the loop's, 0-based, as `steps[].index`) in every view -------------------------
+
+@pytest.fixture(scope="module")
+def jax_report(tmp_path_factory):
+    """The read-every-step loop under JAX (30 steps, `float(loss)` each): its report."""
+    out = tmp_path_factory.mktemp("newuser_jax")
+    proc = run_cli("profile", "--report", str(out / "jax.json"), str(SCRIPTS / "newuser_jax_read_every_step.py"),
+                   cwd=out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads((out / "jax.json").read_text())
+
+
+def _read_finding(report: dict) -> dict:
+    return next(f for f in report["findings"] if f["kind"] == "device_to_host_sync")
+
+
+def test_every_step_read_is_steps_0_29_under_both_backends(reports, jax_report):
+    """The same every-step read was "steps 1-29" under torch_xla and "steps 0-28" under JAX (the read after JAX's
+    last call was trailing work) for a loop that reads on all 30 of its steps."""
+    for report in (json.loads((reports / "mistake.json").read_text()), jax_report):
+        f = _read_finding(report)
+        assert "(steps 0-29)" in f["message"], f["message"]
+        assert f["steps"] == list(range(30)), f["steps"]
+        assert f["steps"] == [s["index"] for s in report["steps"] if s["host_reads"]]
+
+
+def test_reads_every_10_steps_read_as_the_loops_steps(reports):
+    """Reads at the loop's steps 0, 10, 20 read "every 10: steps 0, 10, 20", the card's header the same steps."""
+    f = _read_finding(json.loads((reports / "fix.json").read_text()))
+    assert "(every 10: steps 0, 10, 20)" in f["message"], f["message"]
+    assert f["steps"] == [0, 10, 20]
+
+
+def test_one_formatter_for_step_sets_and_periods():
+    """"every 200 steps" printed as "about every 201" (603 steps over 3 reads): the period comes from the steps."""
+    from ptxla_perf import fmt
+    assert fmt.period([0, 200, 400], 603) == "every 200"
+    assert fmt.period([0, 190, 400], 603) == "about every 210"
+    assert fmt.steps([5]) == "step 5" and fmt.steps(range(30)) == "steps 0-29"
+    assert fmt.steps([0, 10, 20]) == "steps 0, 10, 20"
+
+
+def test_html_card_header_names_the_steps_its_text_names(reports, tmp_path):
+    """An MMF card's header said "steps 3-4" (the attribution steps) while its text said "(steps 0-19)"."""
+    from ptxla_perf import html
+    report = json.loads((reports / "mistake.json").read_text())
+    page = html.render(report)
+    card = page[page.index('data-kind="device_to_host_sync"'):]
+    card = card[:card.index("</article>")]
+    header = re.search(r'<div class="cost">(.*?)</div>', card).group(1)
+    assert "steps 0-29" in header and "(steps 0-29)" in card, card
