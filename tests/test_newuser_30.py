@@ -315,3 +315,38 @@ def test_html_card_header_names_the_steps_its_text_names(reports, tmp_path):
     card = card[:card.index("</article>")]
     header = re.search(r'<div class="cost">(.*?)</div>', card).group(1)
     assert "steps 0-29" in header and "(steps 0-29)" in card, card
+
+
+# --- point 5b: which host_bound to believe ------------------------------------------------------------------------
+
+def test_a_distorted_windows_host_bound_defers_to_the_runtimes(mlp_capture, tmp_path):
+    """A `WARN host_bound` from a traced window that says it ran 3.0x slower outranked the runtime's `info
+    host_bound` measured on every step. The window's finding is `info` now and says which one to believe."""
+    import copy
+    from ptxla_perf import report as R
+    from ptxla_perf.trace.relate import relate
+    from ptxla_perf.verdicts import origin_of
+    out, _ = mlp_capture
+    window = json.loads((out / "run" / "report.json").read_text())["trace"]
+    assert any(f["kind"] == "host_bound" for f in window["findings"]), window["findings"]  # the recipe's window
+    proc = run_cli("profile", "--report", "hh.json", str(SCRIPTS / "host_heavy.py"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runtime = json.loads((tmp_path / "hh.json").read_text())
+    own = next(f for f in runtime["findings"] if f["kind"] == "host_bound")
+    traced_p50_s = window["step_summary"]["step_time_ms"]["p50"] / 1e3
+    for slowdown, deferred in ((3.0, True), (1.0, False)):  # a 3.0x slower window, and one as fast as the run
+        trace = relate(copy.deepcopy(window), [], None, traced_p50_s / slowdown)
+        for f in trace["findings"]:
+            f["severity"] = "warning"  # the trace rules' verdict on a window (the runtime's may be info)
+        merged = R.with_trace(runtime, trace)
+        mine = next(f for f in merged["findings"] if f["kind"] == "host_bound" and origin_of(f) == "trace")
+        theirs = next(f for f in merged["findings"] if f["kind"] == "host_bound" and origin_of(f) != "trace")
+        assert theirs == own
+        if deferred:
+            assert mine["severity"] == "info" or own["severity"] == "warning", mine
+            assert "Believe the runtime's `host_bound` finding" in mine["message"], mine["message"]
+            assert "ran 3.0x slower" in mine["message"] and mine["evidence"]["deferred_to"] == "runtime"
+            said = [f["message"] for f in merged["trace"]["findings"] if f["kind"] == "host_bound"]
+            assert said == [mine["message"]]  # the trace section says it too
+        else:
+            assert mine["severity"] == "warning" and "Believe" not in mine["message"]
