@@ -350,3 +350,21 @@ def test_a_distorted_windows_host_bound_defers_to_the_runtimes(mlp_capture, tmp_
             assert said == [mine["message"]]  # the trace section says it too
         else:
             assert mine["severity"] == "warning" and "Believe" not in mine["message"]
+
+
+def test_html_diff_page_puts_changed_findings_first_and_folds_unchanged_rows(reports):
+    """The HTML diff page led with every row of the comparison table and showed findings last, side by side, with
+    no word that a warning became info: it reads in the console diff's order now."""
+    proc = run_cli("diff", str(reports / "mistake.json"), str(reports / "fix.json"), "--html", "d.html",
+                   cwd=reports)
+    assert proc.returncode == 0, proc.stderr
+    page = (reports / "d.html").read_text()
+    first = page.index("<h2>Findings that changed (A → B)</h2>")
+    assert first < page.index("<h2>Rows that changed") < page.index("unchanged row(s)</summary>")
+    assert first < page.index('<div class="sides">') and first == page.index("<h2>")
+    change = re.search(r'<tr data-change="severity" data-finding="device_to_host_sync"><td>(.*?)</td>', page)
+    assert change and change.group(1) == "warning → info", page[first:first + 2000]
+    changed = page[page.index("<h2>Rows that changed"):page.index("unchanged row(s)</summary>")]
+    folded = page[page.index("unchanged row(s)</summary>"):]
+    assert 'data-row="device_to_host_per_step"' in changed and 'data-row="steps"' not in changed
+    assert 'data-row="steps"' in folded
