@@ -9,12 +9,14 @@ MISSING = "-"
 
 
 def ms(seconds: float | None, digits: int = 1, unit: bool = True) -> str:
-    """Seconds as milliseconds: 0.0012 -> "1.2 ms"; sub-0.1 ms values keep two significant digits (unit=False:
-    "1.2", for a column whose header says ms)."""
+    """Seconds as milliseconds: 0.0012 -> "1.2 ms"; sub-millisecond values keep two significant digits ("0.14 ms",
+    "0.041 ms": one precision on every backend, never "0.1 ms" beside "0.041 ms") (unit=False: "1.2", for a column
+    whose header says ms)."""
     if seconds is None:
         return MISSING
     v = seconds * 1e3
-    text = f"{v:.2g}" if 0 < abs(v) < 0.1 else f"{v:.{digits}f}"
+    places = digits if v == 0 or abs(v) >= 1 else max(digits, 1 - math.floor(math.log10(abs(v))))
+    text = f"{v:.{places}f}"
     return text + (" ms" if unit else "")
 
 
@@ -97,6 +99,19 @@ def num(value: float | None, digits: int = 2, keep_int: bool = True) -> str:
     if keep_int and (isinstance(value, int) or float(value).is_integer()):
         return str(int(value))
     return f"{value:.{digits}f}"
+
+
+def flops_rate(tflops: float | None) -> str:
+    """A compute rate given in TFLOP/s, in the SI prefix that reads: 0.0111 -> "11.1 GFLOP/s" (never "0.000 TFLOP/s"
+    beside an MFU of 2 %)."""
+    if tflops is None:
+        return MISSING
+    v = tflops * 1e12
+    for prefix in ("", "k", "M", "G", "T"):
+        if abs(v) < 1000 or prefix == "T":
+            return f"{v:.3g} {prefix}FLOP/s" if abs(v) < 1000 else f"{v:.0f} {prefix}FLOP/s"
+        v /= 1000
+    return MISSING
 
 
 def nbytes(n: float | None) -> str:

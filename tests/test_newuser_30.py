@@ -228,6 +228,7 @@ def test_sweep_table_and_job_summaries_share_one_stream(tmp_path):
     assert proc.stderr.count("ptxla_perf [torch_xla] mlp:") == 2, proc.stderr[-3000:]
     assert "ptxla_perf sweep: 2 run(s)" in proc.stderr
     assert "ptxla_perf" not in proc.stdout, proc.stdout
+    assert re.search(r"^html: sweep/sweep\.html$", proc.stderr, re.M), proc.stderr[-2000:]  # relative, as runs
 
 
 def test_capture_from_a_running_job_records_its_run_and_analyze_checks_it(tmp_path):
@@ -368,3 +369,64 @@ def test_html_diff_page_puts_changed_findings_first_and_folds_unchanged_rows(rep
     folded = page[page.index("unchanged row(s)</summary>"):]
     assert 'data-row="device_to_host_per_step"' in changed and 'data-row="steps"' not in changed
     assert 'data-row="steps"' in folded
+
+
+# --- point 8: formatting ------------------------------------------------------------------------------------------
+
+def test_memory_line_keeps_a_unit_on_every_figure(reports):
+    """"peak 0.14 GiB · args 0.0543 · temps 0.0163": the figures after the first had no unit."""
+    from ptxla_perf import memory
+    sec = dict(json.loads((reports / "mistake.json").read_text())["memory"], peak_bytes=int(0.14 * 2**30),
+               argument_bytes=int(0.0543 * 2**30), temp_bytes=int(0.0163 * 2**30), capacity={"bytes": 16 * 2**30,
+                                                                                          "name": "TPU v5e"})
+    line = memory.summary_line(sec, largest=False)[0]
+    assert "peak 0.14 GiB of 16 GiB (TPU v5e) · args 55.60 MiB · temps 16.69 MiB" in line, line
+
+
+def test_sweep_table_scales_the_flop_rate(reports, tmp_path):
+    """The sweep table showed "TFLOP/s 0.000" beside "MFU 2.0%": the rate is in the prefix that reads now."""
+    from ptxla_perf.sweep import table
+    run = tmp_path / "0" / "report.json"
+    run.parent.mkdir()
+    report = json.loads((reports / "mistake.json").read_text())
+    report["summary"].update(achieved_tflops_per_s=0.00278, mfu=0.02)
+    run.write_text(json.dumps(report))
+    head, _, row = table([run])
+    assert "FLOP/s" in head and "TFLOP/s" not in head
+    assert "2.78 GFLOP/s" in row and "2.0%" in row and "0.003" not in row, row
+
+
+def test_step_times_read_at_one_precision():
+    """"0.1 ms" (torch_xla) beside "0.041 ms" (JAX): sub-millisecond times keep two significant digits."""
+    from ptxla_perf import fmt
+    assert [fmt.ms(s) for s in (0.00014, 0.000041, 0.0012, 0.0123)] == ["0.14 ms", "0.041 ms", "1.2 ms", "12.3 ms"]
+
+
+def test_summary_bracket_writes_the_path_its_message_writes(reports, tmp_path):
+    """A merged summary put the absolute path in the `[file:line]` bracket and a relative one in the text (the
+    message was written in the rank's working directory)."""
+    import os
+    from ptxla_perf.render import summary_lines
+    report = json.loads((reports / "mistake.json").read_text())
+    f = _read_finding(report)
+    assert os.path.isabs(f["location"]["file"])
+    rel = "tests/scripts/newuser_read_every_step.py"
+    f["message"] = f["message"].replace(f["location"]["file"], rel)
+    here = os.getcwd()
+    os.chdir(tmp_path)  # the summary printed elsewhere than the message was written
+    try:
+        line = next(l for l in summary_lines(report) if "device_to_host_sync" in l)
+    finally:
+        os.chdir(here)
+    assert f"[{rel}:{f['location']['line']}]" in line and f"at {rel}:" in line, line
+
+
+def test_a_crashed_run_prints_the_page_it_wrote(tmp_path):
+    """A crashed run printed `report:` but not the `html:` line of the page it wrote beside it."""
+    script = tmp_path / "crash.py"
+    script.write_text("import torch_xla\nraise RuntimeError('boom before the first step')\n")
+    proc = run_cli("profile", "--report", "crash.json", str(script), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]  # the program's own exit code
+    assert "status crashed before its first step" in proc.stderr, proc.stderr[-2000:]
+    assert re.search(r"^  report: crash\.json$", proc.stderr, re.M), proc.stderr[-2000:]
+    assert re.search(r"^  html:   crash\.html$", proc.stderr, re.M) and (tmp_path / "crash.html").is_file()
