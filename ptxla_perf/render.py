@@ -25,7 +25,7 @@ def _num(v) -> str:
 def summary_lines(report: dict[str, Any], report_path: str | None = None, max_findings: int = 8) -> list[str]:
     s = report["summary"]
     run = report.get("run", {})
-    what = run.get("recipe") or run.get("script") or run.get("kind")
+    what = run.get("recipe") or (_rel(run["script"]) if run.get("script") else None) or run.get("kind")
     st = s.get(K.STEP_TIME) or {}
     modes = [m for m in (report.get("environment") or {}).get("execution_modes") or [] if m != "lazy"]
     backend = ", ".join([report["backend"], *modes])  # torch_xla: how the script cut its graphs, when not lazy
