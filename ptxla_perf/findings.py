@@ -404,8 +404,9 @@ class DeviceToHostSync(Rule):
                     msg = (f"Host read{where(loc)}: {calls} once per {phase} pass ({len(hit)} passes), {cost}. Reading "
                            f"a pass's result once, after its loop, is the normal pattern: not a per-step cost.{split}")
                 else:
+                    often = fmt.period([s.index for s in hit], len(steps))
                     msg = (f"Host read{where(loc)}: {calls} in {len(hit)} of {len(steps)} {phase} iterations "
-                           f"({fmt.period([s.index for s in hit], len(steps))}: {fmt.steps(at)}), amortised {cost}.{split} "
+                           f"({often}: {fmt.steps(at)}), amortised {cost}.{split} "
                            "Infrequent reads (logging every N steps) are fine.")
                 if loc is None:
                     msg += " (the line was not caught by an attribution step; rerun with attribution 'always')"

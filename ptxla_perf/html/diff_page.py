@@ -44,7 +44,8 @@ def render(comparison: dict[str, Any], *, violations: list[dict[str, Any]] | Non
         sections.append(_findings_side_by_side(ra, rb))
     style = ("<style>.sides{display:grid;grid-template-columns:1fr 1fr;gap:16px}.side .headline{grid-template-columns:"
              "repeat(auto-fill,minmax(140px,1fr))}tr.chg td{background:#fff6e0}th.grp{padding-top:12px;color:#1d1f23}"
-             ".rules.ok{color:#17693f}.rules.bad{color:#c0262d}details.same>summary{cursor:pointer;margin:8px 0}</style>")
+             ".rules.ok{color:#17693f}.rules.bad{color:#c0262d}"
+             "details.same>summary{cursor:pointer;margin:8px 0}</style>")
     return page(f"ptxla_perf diff: {_name(a['label'])} vs {_name(b['label'])}", [style] + sections)
 
 
