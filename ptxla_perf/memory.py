@@ -276,8 +276,8 @@ def _gib(n: float | None) -> str:
 
 def summary_line(sec: dict[str, Any] | None, largest: bool = True) -> list[str]:
     """`memory  peak 3.2 GiB of 16 GiB (TPU v5e) · args 1.10 GiB · temps 1.90 GiB · live +12 MiB/step`, then
-    (`largest`) the largest graph's largest buffer at its peak: `memory  largest buffer 1.00 MiB f32[512,512] temp (fusion) at
-    train.py:19`."""
+    (`largest`) the largest graph's largest buffer at its peak: `memory  largest buffer 1.00 MiB f32[512,512] temp
+    (fusion) at train.py:19`."""
     if not sec:
         return []
     if sec.get("peak_bytes") is None:
