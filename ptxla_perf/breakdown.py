@@ -99,7 +99,7 @@ def label(component: str) -> str:
 
 
 def line(summary: dict[str, Any] | None, limit: int = 6) -> str | None:
-    """The console's line: `data 20.1 ms (87%) · host 1.2 · launch 0.3 · device 1.0 · read wait 0.1` - the
+    """The console's line: `data 20.1 ms (87%) · host 1.2 · launch 0.30 · device 1.0 · read wait 0.10` - the
     largest component first with its share, the others in ms; parts under 1 % and 0.05 ms left out."""
     if not summary:
         return None

@@ -369,6 +369,9 @@ class DeviceToHostSync(Rule):
             seen_total = sum(len(v) for v in groups.values()) or 1
             for (_, _), evs in groups.items():
                 loc = evs[0][1].location if evs else None
+                # the steps the card's header and its text both name: where the reads were (one line), else
+                # where this line's reads were caught
+                at = sorted({j for j, _ in evs}) if len(groups) > 1 and evs else [s.index for s in hit]
                 share = len(evs) / seen_total if evs else 1.0
                 n = max(len(evs), round(total * share))
                 detail = _merge_details([e for _, e in evs])
@@ -393,22 +396,22 @@ class DeviceToHostSync(Rule):
                     # how often: per step that reads ("once per train step"), and in how many of the phase's steps
                     often = fmt.times(n / len(hit)) + f" per {phase} step" + (
                         "" if len(hit) == len(steps) else f", in {len(hit)} of {len(steps)} {phase} steps")
-                    msg = (f"Device-to-host sync{where(loc)}: {calls} copies a value to the host {often} (steps "
-                           f"{fmt.ranges(s.index for s in hit)}), stalling the host until the device finishes "
+                    msg = (f"Device-to-host sync{where(loc)}: {calls} copies a value to the host {often} "
+                           f"({fmt.steps(at)}), stalling the host until the device finishes "
                            f"({cost}).{split} {read_advice}")
                 elif per_pass:
                     detail["once_per_pass"] = True
                     msg = (f"Host read{where(loc)}: {calls} once per {phase} pass ({len(hit)} passes), {cost}. Reading "
                            f"a pass's result once, after its loop, is the normal pattern: not a per-step cost.{split}")
                 else:
-                    every = len(steps) / len(hit)
-                    msg = (f"Host read{where(loc)}: {calls} in {len(hit)} of {len(steps)} {phase} iterations (about "
-                           f"every {every:.0f}: steps {fmt.ranges(s.index for s in hit)}), amortised {cost}.{split} "
+                    often = fmt.period([s.index for s in hit], len(steps))
+                    msg = (f"Host read{where(loc)}: {calls} in {len(hit)} of {len(steps)} {phase} iterations "
+                           f"({often}: {fmt.steps(at)}), amortised {cost}.{split} "
                            "Infrequent reads (logging every N steps) are fine.")
                 if loc is None:
                     msg += " (the line was not caught by an attribution step; rerun with attribution 'always')"
                 out.append(Finding("device_to_host_sync", "warning" if recurring else "info", msg, n, loc, detail,
-                                   per, sorted({j for j, _ in evs}) or [s.index for s in hit],
+                                   per, at,
                                    cost=Cost(ms_per_step=detail["wait_ms_per_step"] if waited else None,
                                              extra_graphs_per_step=detail.get("extra_executions_per_step"))))
         out += _closure_reads(it, advice)

@@ -9,12 +9,14 @@ MISSING = "-"
 
 
 def ms(seconds: float | None, digits: int = 1, unit: bool = True) -> str:
-    """Seconds as milliseconds: 0.0012 -> "1.2 ms"; sub-0.1 ms values keep two significant digits (unit=False:
-    "1.2", for a column whose header says ms)."""
+    """Seconds as milliseconds: 0.0012 -> "1.2 ms"; sub-millisecond values keep two significant digits ("0.14 ms",
+    "0.041 ms": one precision on every backend, never "0.1 ms" beside "0.041 ms") (unit=False: "1.2", for a column
+    whose header says ms)."""
     if seconds is None:
         return MISSING
     v = seconds * 1e3
-    text = f"{v:.2g}" if 0 < abs(v) < 0.1 else f"{v:.{digits}f}"
+    places = digits if v == 0 or abs(v) >= 1 else max(digits, 1 - math.floor(math.log10(abs(v))))
+    text = f"{v:.{places}f}"
     return text + (" ms" if unit else "")
 
 
@@ -57,6 +59,26 @@ def ranges(indices, most: int = 6) -> str:
     return ", ".join(text[:most]) + (", ..." if len(text) > most else "")
 
 
+def steps(indices, most: int = 6) -> str:
+    """Step numbers as every view writes them: the loop's own, 0-based (the report's `steps[].index`), so one
+    read is "step 5" on the console, the HTML card and a merged summary alike, never "step 6" in one of them."""
+    idx = sorted(set(indices))
+    return f"step {idx[0]}" if len(idx) == 1 else f"steps {ranges(idx, most)}"
+
+
+def period(indices, total: int | None = None) -> str:
+    """How often steps come, from the steps themselves: [0, 200, 400] -> "every 200" (evenly spaced: exact,
+    never "about every 201" from a count divided into a total); uneven gaps -> "about every N" (the median gap;
+    one step alone: the total over the count)."""
+    idx = sorted(set(indices))
+    gaps = [b - a for a, b in zip(idx, idx[1:])]
+    if gaps and len(set(gaps)) == 1:
+        return f"every {gaps[0]}"
+    if gaps:
+        return f"about every {sorted(gaps)[len(gaps) // 2]}"
+    return f"about every {round(total / len(idx))}" if total and idx else "once"
+
+
 def ratio(x: float | None) -> str:
     """A ratio that stays readable: "1.18x", "37x", "> 1000x" (never "2402845.40x"), "< 0.01x" (never "0.00x":
     a wall step the host dispatched ahead of the device in)."""
@@ -77,6 +99,19 @@ def num(value: float | None, digits: int = 2, keep_int: bool = True) -> str:
     if keep_int and (isinstance(value, int) or float(value).is_integer()):
         return str(int(value))
     return f"{value:.{digits}f}"
+
+
+def flops_rate(tflops: float | None) -> str:
+    """A compute rate given in TFLOP/s, in the SI prefix that reads: 0.0111 -> "11.1 GFLOP/s" (never "0.000 TFLOP/s"
+    beside an MFU of 2 %)."""
+    if tflops is None:
+        return MISSING
+    v = tflops * 1e12
+    for prefix in ("", "k", "M", "G", "T"):
+        if abs(v) < 1000 or prefix == "T":
+            return f"{v:.3g} {prefix}FLOP/s" if abs(v) < 1000 else f"{v:.0f} {prefix}FLOP/s"
+        v /= 1000
+    return MISSING
 
 
 def nbytes(n: float | None) -> str:

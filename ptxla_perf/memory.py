@@ -277,9 +277,9 @@ def _gib(n: float | None) -> str:
 
 
 def summary_line(sec: dict[str, Any] | None, largest: bool = True) -> list[str]:
-    """`memory  peak 3.2 GiB of 16 GiB (TPU v5e) · args 1.1 · temps 1.9 · live +12 MiB/step`, then (`largest`) the
-    largest graph's largest buffer at its peak: `memory  largest buffer 1.00 MiB f32[512,512] temp (fusion) at
-    train.py:19`."""
+    """`memory  peak 3.2 GiB of 16 GiB (TPU v5e) · args 1.10 GiB · temps 1.90 GiB · live +12 MiB/step`, then
+    (`largest`) the largest graph's largest buffer at its peak: `memory  largest buffer 1.00 MiB f32[512,512] temp
+    (fusion) at train.py:19`."""
     if not sec:
         return []
     if sec.get("peak_bytes") is None:
@@ -288,16 +288,18 @@ def summary_line(sec: dict[str, Any] | None, largest: bool = True) -> list[str]:
     cap = sec.get("capacity") or {}
     peak = sec["peak_bytes"]
     big = max(peak, cap.get("bytes") or 0) >= 2**27
-    unit = " GiB" if big else ""
-    num = (lambda n: f"{n / 2**30:.3g}") if big else fmt.nbytes
-    head = f"  memory      peak {num(peak)}{unit}"
+    # the peak and the capacity in one unit (GiB on a device), to compare; every other figure in its own unit,
+    # never a bare number after the first ("args 0.0543" read as what?)
+    num = (lambda n: f"{n / 2**30:.3g} GiB") if big else fmt.nbytes
+    head = f"  memory      peak {num(peak)}"
     if cap.get("bytes"):
-        head += f" of {num(cap['bytes'])}{unit} ({cap.get('name') or cap.get('source')})"
+        head += f" of {num(cap['bytes'])} ({cap.get('name') or cap.get('source')})"
     else:
         head += " (device capacity unknown)"
-    parts = [head, f"args {num(sec.get('argument_bytes') or 0)}", f"temps {num(sec.get('temp_bytes') or 0)}"]
+    parts = [head, f"args {fmt.nbytes(sec.get('argument_bytes') or 0)}",
+             f"temps {fmt.nbytes(sec.get('temp_bytes') or 0)}"]
     if sec.get("alias_bytes"):
-        parts.append(f"donated {num(sec['alias_bytes'])}")
+        parts.append(f"donated {fmt.nbytes(sec['alias_bytes'])}")
     line = " · ".join(parts)
     live = _live_part(sec)
     top = top_buffers(sec, 1) if largest else []

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from . import memory as _memory
@@ -24,7 +25,7 @@ def _num(v) -> str:
 def summary_lines(report: dict[str, Any], report_path: str | None = None, max_findings: int = 8) -> list[str]:
     s = report["summary"]
     run = report.get("run", {})
-    what = run.get("recipe") or run.get("script") or run.get("kind")
+    what = run.get("recipe") or (_rel(run["script"]) if run.get("script") else None) or run.get("kind")
     st = s.get(K.STEP_TIME) or {}
     modes = [m for m in (report.get("environment") or {}).get("execution_modes") or [] if m != "lazy"]
     backend = ", ".join([report["backend"], *modes])  # torch_xla: how the script cut its graphs, when not lazy
@@ -33,9 +34,7 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
     if run.get("status") == "crashed" and not s[K.STEPS]:
         # the crash is the story: nothing per step to say
         lines[0] += f" before its first step ({run.get('stop_reason') or 'exit code ' + str(run.get('exit_code'))})"
-        if report_path:
-            lines.append(f"  report: {_rel(report_path)}")
-        return lines
+        return lines + _written(report_path)
     lines.append(f"  step time   p50 {_ms(st.get('p50'))}  p90 {_ms(st.get('p90'))}  mean {_ms(st.get('mean'))}"
                  f"  ({basis_text(s.get(K.STEP_TIME_BASIS), st.get('n', 0))})")
     split = _breakdown.line(s.get(K.TIME_BREAKDOWN))
@@ -65,18 +64,34 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
     if not findings:
         lines.append("  no findings")
     for f in shown[:max_findings]:
-        loc = f.get("location")
-        where = f"  [{_rel(loc['file'])}:{loc['line']}]" if loc else ""
+        where = _bracket(f)
         ranks = f" (ranks {', '.join(map(str, f['ranks']))})" if len(procs_of(report)) > 1 and f.get("ranks") else ""
         lines.append(f"  {_SEV[f['severity']]} {f['kind']}{where}{ranks}: {f['message']}")
     if len(shown) > max_findings:
         lines.append(f"  ... {len(shown) - max_findings} more finding(s) in the report")
-    if report_path:
-        lines.append(f"  report: {_rel(report_path)}")
-        page = html_path(report_path)  # report.write puts the page beside it (docs/html.md)
-        if os.path.exists(page):
-            lines.append(f"  html:   {_rel(page)}")
-    return lines
+    return lines + _written(report_path)
+
+
+def _written(report_path: str | None) -> list[str]:
+    """The `report:` line and, when the page was written beside it, the `html:` line (a crashed run's too)."""
+    if not report_path:
+        return []
+    out = [f"  report: {_rel(report_path)}"]
+    page = html_path(report_path)  # report.write puts the page beside it (docs/html.md)
+    if os.path.exists(page):
+        out.append(f"  html:   {_rel(page)}")
+    return out
+
+
+def _bracket(f: dict[str, Any]) -> str:
+    """`  [file:line]` as the message writes that file (a merged report's messages were written in the ranks'
+    working directory): one path for the line in the bracket and the text."""
+    loc = f.get("location")
+    if not loc:
+        return ""
+    path = _rel(loc["file"])
+    said = re.search(rf"(\S*{re.escape(os.path.basename(str(loc['file'])))}):{loc['line']}\b", f.get("message") or "")
+    return f"  [{said.group(1) if said else path}:{loc['line']}]"
 
 
 def procs_of(report: dict[str, Any]) -> list:

@@ -29,6 +29,7 @@ from .registry import backend_rules
 from .sources import attach
 from . import html as H
 from .roofline import RooflineSection
+from .trace_defer import defer_distorted
 from .values import Summary
 from .verdicts import TRACE, origin_of, severity_counts
 
@@ -57,7 +58,8 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
     back through the same types, so an older report's summary comes out with today's keys."""
     if trace is not None:  # its findings in place of any earlier trace findings
         findings = [f for f in findings if origin_of(f) != TRACE]
-        findings += list(trace.get("findings", []))
+        trace = dict(trace, findings=defer_distorted(findings, list(trace.get("findings", []))))
+        findings += trace["findings"]
     if not isinstance(summary, Summary):
         summary = Summary.from_json(summary)
     summary = summary.with_fields({K.FINDINGS_BY_SEVERITY: severity_counts(findings)})

@@ -514,7 +514,7 @@ class Session:
     def _progress(self, rec: StepRecord) -> None:
         if self._clock - self._last_progress >= self.progress_every_s:
             self._last_progress = self._clock
-            self.say(f"ptxla_perf: step {rec.index + 1}, last {rec.wall_time_s * 1e3:.1f} ms, "
+            self.say(f"ptxla_perf: step {rec.index}, last {rec.wall_time_s * 1e3:.1f} ms, "
                      f"{sum(s.compiles for s in self.steps)} compiles so far")
 
     def _flush(self, rec: StepRecord) -> None:

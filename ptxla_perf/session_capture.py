@@ -7,6 +7,7 @@ import os
 from typing import Any, Callable
 
 from .capture import StepWindowCapture
+from . import fmt
 from .figures import median, step_time_s
 
 
@@ -19,7 +20,7 @@ def traced_line(first: int, n: int, path, logdir) -> str:
         except ValueError:  # another drive
             return p
         return p if r.startswith("..") else r
-    steps = f"step {first}" if n <= 1 else f"steps {first}-{first + n - 1}"
+    steps = fmt.steps(range(first, first + max(1, n)))
     return f"ptxla_perf: traced {steps} into {rel(path)} (tensorboard --logdir {rel(logdir)}: Profile)"
 
 

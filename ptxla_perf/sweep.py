@@ -17,6 +17,7 @@ from typing import Any, Callable
 from . import fmt
 from .html import sweep_page
 from .values import Summary
+from .verdicts import short_path
 
 from .sweep_figures import FIGURES, Figure  # the table's figures (one module, read by the sweep page too)
 def _column(f: Figure) -> Callable[[dict, Path], str]:
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"ptxla_perf: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
             return 2
-        print(f"html: {path}", file=sys.stderr)
+        print(f"html: {short_path(path)}", file=sys.stderr)
     return 0
 
 
@@ -159,7 +160,8 @@ class SweepTable(_Callback):
             return
         try:
             if reports:
-                print(f"html: {write_html(reports, root)}", file=sys.stderr, flush=True)
+                # relative to the working directory, as a run prints its page
+                print(f"html: {short_path(write_html(reports, root))}", file=sys.stderr, flush=True)
         except Exception as exc:  # noqa: BLE001 - the page is a view of the table above
             print(f"ptxla_perf: note: no sweep page: {exc}", file=sys.stderr)
 

@@ -29,7 +29,7 @@ FIGURES = [  # in table order; html/sweep_page.py charts the same figures
     Figure("us/sample", "µs per sample", lambda s: s.throughput.get("us_per_sample"), lambda v: fmt.num(v, 1),
            lambda v: f"{v:.1f}"),
     Figure(None, "samples/s", lambda s: s.throughput.get("samples_per_s"), str, lambda v: f"{v:.1f}"),
-    Figure("TFLOP/s", None, lambda s: s.achieved_tflops_per_s, lambda v: fmt.num(v, 3, keep_int=False), fmt.num),
+    Figure("FLOP/s", None, lambda s: s.achieved_tflops_per_s, fmt.flops_rate, fmt.flops_rate),
     Figure("MFU", None, lambda s: s.mfu, lambda v: fmt.pct(v, 1), fmt.num),
     Figure("compiles", "compiles", lambda s: s.compiles, str, fmt.num),
     Figure("h2d/step", "host→device / step", lambda s: s.host_to_device_per_step, lambda v: fmt.num(v, 2), fmt.num),

@@ -92,7 +92,7 @@ class Finding:
     def to_json(self) -> dict[str, Any]:
         d = {"kind": self.kind, "severity": self.severity, "message": self.message, "count": self.count,
              "location": asdict(self.location) if isinstance(self.location, Location) else self.location,
-             "evidence": self.evidence_json(), "per_step": self.per_step, "steps": list(self.steps)[:20],
+             "evidence": self.evidence_json(), "per_step": self.per_step, "steps": first_runs(self.steps),
              "origin": self.origin, "cost": self.cost.to_json()}
         if self.ranks is not None:
             d["ranks"] = list(self.ranks)
@@ -190,3 +190,18 @@ def short_path(path: str) -> str:
 
 def where(loc: Location | None) -> str:
     return f" at {short_path(loc.file)}:{loc.line} ({loc.function})" if loc else ""
+
+
+def first_runs(steps, runs: int = 20) -> list[int]:
+    """A finding's steps as the report keeps them: every step of its first `runs` runs of consecutive steps, so
+    an every-step read of 30 steps keeps 0-29 (the card's header and its text name the same steps; a cap of 20
+    steps made it "steps 0-19" beside "(steps 0-29)"), and a long run of scattered steps stays short."""
+    out: list[int] = []
+    n = 0
+    for i in steps:
+        if not out or i != out[-1] + 1:
+            n += 1
+            if n > runs:
+                break
+        out.append(i)
+    return out

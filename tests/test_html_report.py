@@ -198,7 +198,7 @@ def test_diff_html_of_metrics_text_has_the_table_only(tmp_path):
 def test_sweep_page_has_a_chart_per_metric_and_links_each_job(mlp_sweep):
     proc, sweep, _ = mlp_sweep
     page_path = sweep / "sweep.html"
-    assert f"html: {page_path}" in proc.stdout + proc.stderr
+    assert "html: sweep/sweep.html" in proc.stdout + proc.stderr  # relative to the working directory, as runs
     page = page_path.read_text()
     jobs = re.findall(r'<tr data-job="(\d+)"><td><a href="([^"]+)"', page)
     assert [j for j, _ in jobs] == ["0", "1"]  # batch 4, then 8

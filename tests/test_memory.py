@@ -277,7 +277,7 @@ def test_console_line_and_diff_metrics():
                                       "source": "xla_memory_analysis"}]},
                          None, ["TPU v5 lite"], None, None).to_json()
     (line,) = memory.summary_line(sec)
-    assert line == "  memory      peak 3.5 GiB of 16 GiB (TPU v5e) · args 1 · temps 2", line
+    assert line == "  memory      peak 3.5 GiB of 16 GiB (TPU v5e) · args 1.00 GiB · temps 2.00 GiB", line
     assert sec["headroom_bytes"] == 16 * 2**30 - int(3.5 * 2**30)
     report = {"schema": SCHEMA_ID, "summary": {"steps": 4, **memory.MemorySection.from_json(sec).summary_fields()}, "run": {"status": "completed"}}
     src = from_report(report, "r")

@@ -228,6 +228,7 @@ def test_sweep_table_and_job_summaries_share_one_stream(tmp_path):
     assert proc.stderr.count("ptxla_perf [torch_xla] mlp:") == 2, proc.stderr[-3000:]
     assert "ptxla_perf sweep: 2 run(s)" in proc.stderr
     assert "ptxla_perf" not in proc.stdout, proc.stdout
+    assert re.search(r"^html: sweep/sweep\.html$", proc.stderr, re.M), proc.stderr[-2000:]  # relative, as runs
 
 
 def test_capture_from_a_running_job_records_its_run_and_analyze_checks_it(tmp_path):
@@ -262,3 +263,170 @@ def test_capture_from_a_running_job_records_its_run_and_analyze_checks_it(tmp_pa
     assert f"the capture is of run {report['run']['run_id']}" in proc.stderr and "0123456789ab" in proc.stderr
     own = run_cli("analyze", "tb", "--report", "job.json", cwd=tmp_path)
     assert own.returncode == 0, own.stderr
+
+
+# --- point 2: one step numbering (the loop's, 0-based, as `steps[].index`) in every view -------------------------
+
+@pytest.fixture(scope="module")
+def jax_report(tmp_path_factory):
+    """The read-every-step loop under JAX (30 steps, `float(loss)` each): its report."""
+    out = tmp_path_factory.mktemp("newuser_jax")
+    proc = run_cli("profile", "--report", str(out / "jax.json"), str(SCRIPTS / "newuser_jax_read_every_step.py"),
+                   cwd=out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads((out / "jax.json").read_text())
+
+
+def _read_finding(report: dict) -> dict:
+    return next(f for f in report["findings"] if f["kind"] == "device_to_host_sync")
+
+
+def test_every_step_read_is_steps_0_29_under_both_backends(reports, jax_report):
+    """The same every-step read was "steps 1-29" under torch_xla and "steps 0-28" under JAX (the read after JAX's
+    last call was trailing work) for a loop that reads on all 30 of its steps."""
+    for report in (json.loads((reports / "mistake.json").read_text()), jax_report):
+        f = _read_finding(report)
+        assert "(steps 0-29)" in f["message"], f["message"]
+        assert f["steps"] == list(range(30)), f["steps"]
+        assert f["steps"] == [s["index"] for s in report["steps"] if s["host_reads"]]
+
+
+def test_reads_every_10_steps_read_as_the_loops_steps(reports):
+    """Reads at the loop's steps 0, 10, 20 read "every 10: steps 0, 10, 20", the card's header the same steps."""
+    f = _read_finding(json.loads((reports / "fix.json").read_text()))
+    assert "(every 10: steps 0, 10, 20)" in f["message"], f["message"]
+    assert f["steps"] == [0, 10, 20]
+
+
+def test_one_formatter_for_step_sets_and_periods():
+    """"every 200 steps" printed as "about every 201" (603 steps over 3 reads): the period comes from the steps."""
+    from ptxla_perf import fmt
+    assert fmt.period([0, 200, 400], 603) == "every 200"
+    assert fmt.period([0, 190, 400], 603) == "about every 210"
+    assert fmt.steps([5]) == "step 5" and fmt.steps(range(30)) == "steps 0-29"
+    assert fmt.steps([0, 10, 20]) == "steps 0, 10, 20"
+
+
+def test_html_card_header_names_the_steps_its_text_names(reports, tmp_path):
+    """An MMF card's header said "steps 3-4" (the attribution steps) while its text said "(steps 0-19)"."""
+    from ptxla_perf import html
+    report = json.loads((reports / "mistake.json").read_text())
+    page = html.render(report)
+    card = page[page.index('data-kind="device_to_host_sync"'):]
+    card = card[:card.index("</article>")]
+    header = re.search(r'<div class="cost">(.*?)</div>', card).group(1)
+    assert "steps 0-29" in header and "(steps 0-29)" in card, card
+
+
+# --- point 5b: which host_bound to believe ------------------------------------------------------------------------
+
+def test_a_distorted_windows_host_bound_defers_to_the_runtimes(mlp_capture, tmp_path):
+    """A `WARN host_bound` from a traced window that says it ran 3.0x slower outranked the runtime's `info
+    host_bound` measured on every step. The window's finding is `info` now and says which one to believe."""
+    import copy
+    from ptxla_perf import report as R
+    from ptxla_perf.trace.relate import relate
+    from ptxla_perf.verdicts import origin_of
+    out, _ = mlp_capture
+    window = json.loads((out / "run" / "report.json").read_text())["trace"]
+    assert any(f["kind"] == "host_bound" for f in window["findings"]), window["findings"]  # the recipe's window
+    proc = run_cli("profile", "--report", "hh.json", str(SCRIPTS / "host_heavy.py"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runtime = json.loads((tmp_path / "hh.json").read_text())
+    own = next(f for f in runtime["findings"] if f["kind"] == "host_bound")
+    traced_p50_s = window["step_summary"]["step_time_ms"]["p50"] / 1e3
+    for slowdown, deferred in ((3.0, True), (1.0, False)):  # a 3.0x slower window, and one as fast as the run
+        trace = relate(copy.deepcopy(window), [], None, traced_p50_s / slowdown)
+        for f in trace["findings"]:
+            f["severity"] = "warning"  # the trace rules' verdict on a window (the runtime's may be info)
+        merged = R.with_trace(runtime, trace)
+        mine = next(f for f in merged["findings"] if f["kind"] == "host_bound" and origin_of(f) == "trace")
+        theirs = next(f for f in merged["findings"] if f["kind"] == "host_bound" and origin_of(f) != "trace")
+        assert theirs == own
+        if deferred:
+            assert mine["severity"] == "info" or own["severity"] == "warning", mine
+            assert "Believe the runtime's `host_bound` finding" in mine["message"], mine["message"]
+            assert "ran 3.0x slower" in mine["message"] and mine["evidence"]["deferred_to"] == "runtime"
+            said = [f["message"] for f in merged["trace"]["findings"] if f["kind"] == "host_bound"]
+            assert said == [mine["message"]]  # the trace section says it too
+        else:
+            assert mine["severity"] == "warning" and "Believe" not in mine["message"]
+
+
+def test_html_diff_page_puts_changed_findings_first_and_folds_unchanged_rows(reports):
+    """The HTML diff page led with every row of the comparison table and showed findings last, side by side, with
+    no word that a warning became info: it reads in the console diff's order now."""
+    proc = run_cli("diff", str(reports / "mistake.json"), str(reports / "fix.json"), "--html", "d.html",
+                   cwd=reports)
+    assert proc.returncode == 0, proc.stderr
+    page = (reports / "d.html").read_text()
+    first = page.index("<h2>Findings that changed (A → B)</h2>")
+    assert first < page.index("<h2>Rows that changed") < page.index("unchanged row(s)</summary>")
+    assert first < page.index('<div class="sides">') and first == page.index("<h2>")
+    change = re.search(r'<tr data-change="severity" data-finding="device_to_host_sync"><td>(.*?)</td>', page)
+    assert change and change.group(1) == "warning → info", page[first:first + 2000]
+    changed = page[page.index("<h2>Rows that changed"):page.index("unchanged row(s)</summary>")]
+    folded = page[page.index("unchanged row(s)</summary>"):]
+    assert 'data-row="device_to_host_per_step"' in changed and 'data-row="steps"' not in changed
+    assert 'data-row="steps"' in folded
+
+
+# --- point 8: formatting ------------------------------------------------------------------------------------------
+
+def test_memory_line_keeps_a_unit_on_every_figure(reports):
+    """"peak 0.14 GiB · args 0.0543 · temps 0.0163": the figures after the first had no unit."""
+    from ptxla_perf import memory
+    sec = dict(json.loads((reports / "mistake.json").read_text())["memory"], peak_bytes=int(0.14 * 2**30),
+               argument_bytes=int(0.0543 * 2**30), temp_bytes=int(0.0163 * 2**30), capacity={"bytes": 16 * 2**30,
+                                                                                          "name": "TPU v5e"})
+    line = memory.summary_line(sec, largest=False)[0]
+    assert "peak 0.14 GiB of 16 GiB (TPU v5e) · args 55.60 MiB · temps 16.69 MiB" in line, line
+
+
+def test_sweep_table_scales_the_flop_rate(reports, tmp_path):
+    """The sweep table showed "TFLOP/s 0.000" beside "MFU 2.0%": the rate is in the prefix that reads now."""
+    from ptxla_perf.sweep import table
+    run = tmp_path / "0" / "report.json"
+    run.parent.mkdir()
+    report = json.loads((reports / "mistake.json").read_text())
+    report["summary"].update(achieved_tflops_per_s=0.00278, mfu=0.02)
+    run.write_text(json.dumps(report))
+    head, _, row = table([run])
+    assert "FLOP/s" in head and "TFLOP/s" not in head
+    assert "2.78 GFLOP/s" in row and "2.0%" in row and "0.003" not in row, row
+
+
+def test_step_times_read_at_one_precision():
+    """"0.1 ms" (torch_xla) beside "0.041 ms" (JAX): sub-millisecond times keep two significant digits."""
+    from ptxla_perf import fmt
+    assert [fmt.ms(s) for s in (0.00014, 0.000041, 0.0012, 0.0123)] == ["0.14 ms", "0.041 ms", "1.2 ms", "12.3 ms"]
+
+
+def test_summary_bracket_writes_the_path_its_message_writes(reports, tmp_path):
+    """A merged summary put the absolute path in the `[file:line]` bracket and a relative one in the text (the
+    message was written in the rank's working directory)."""
+    import os
+    from ptxla_perf.render import summary_lines
+    report = json.loads((reports / "mistake.json").read_text())
+    f = _read_finding(report)
+    assert os.path.isabs(f["location"]["file"])
+    rel = "tests/scripts/newuser_read_every_step.py"
+    f["message"] = f["message"].replace(f["location"]["file"], rel)
+    here = os.getcwd()
+    os.chdir(tmp_path)  # the summary printed elsewhere than the message was written
+    try:
+        line = next(l for l in summary_lines(report) if "device_to_host_sync" in l)
+    finally:
+        os.chdir(here)
+    assert f"[{rel}:{f['location']['line']}]" in line and f"at {rel}:" in line, line
+
+
+def test_a_crashed_run_prints_the_page_it_wrote(tmp_path):
+    """A crashed run printed `report:` but not the `html:` line of the page it wrote beside it."""
+    script = tmp_path / "crash.py"
+    script.write_text("import torch_xla\nraise RuntimeError('boom before the first step')\n")
+    proc = run_cli("profile", "--report", "crash.json", str(script), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr[-2000:]  # the program's own exit code
+    assert "status crashed before its first step" in proc.stderr, proc.stderr[-2000:]
+    assert re.search(r"^  report: crash\.json$", proc.stderr, re.M), proc.stderr[-2000:]
+    assert re.search(r"^  html:   crash\.html$", proc.stderr, re.M) and (tmp_path / "crash.html").is_file()

@@ -419,8 +419,8 @@ def test_sweep_table_has_mfu(tmp_path):
     p.parent.mkdir()
     p.write_text(json.dumps(_report(0.4567)))
     head, _, row = table([p])
-    assert "MFU" in head and "TFLOP/s" in head
-    assert "45.7%" in row and "0.046" in row
+    assert "MFU" in head and "FLOP/s" in head
+    assert "45.7%" in row and "45.7 GFLOP/s" in row
 
 
 def test_cpu_peak_is_shared_by_host_platform_devices(monkeypatch):

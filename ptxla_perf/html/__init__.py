@@ -242,7 +242,7 @@ def _card(f: dict[str, Any], k: int) -> str:
     if isinstance(f.get("ranks"), list) and f["ranks"]:
         cost.append("ranks " + escape(", ".join(str(r) for r in f["ranks"])))
     if f.get("steps"):
-        cost.append("steps " + escape(fmt.ranges(f["steps"])))
+        cost.append(escape(fmt.steps(f["steps"])))
     return (f"<article class=\"card {escape(sev)}\" id=\"finding-{k}\" data-kind=\"{escape(str(f.get('kind')))}\">"
             f"<h3><span class=\"sev\">{_SEV_LABEL.get(sev, escape(sev))}</span>{escape(str(f.get('kind')))}{where}</h3>"
             f"<div class=\"cost\">{' · '.join(cost)}</div>{_source(f)}"

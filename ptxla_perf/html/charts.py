@@ -124,7 +124,7 @@ def _tip(step: dict[str, Any]) -> str:
     h2d = (step.get("host_to_device") or {}).get("count", 0)
     what = f"step {step.get('index')}"
     if step.get("last_index") is not None:  # a bin of steps: the slowest step's time, the largest counts
-        what = f"steps {step.get('index')}-{step.get('last_index')} (slowest)"
+        what = f"{fmt.steps(range(step['index'], step['last_index'] + 1))} (slowest)"
     wall = f"wall time {fmt.ms(row.wall_time_s, 2)}" + (
         f", compile {fmt.ms(row.compile_time_s, 2)}" if row.compile_time_s else "")
     parts = [f"{what} ({step.get('phase') or 'train'}): step time {fmt.ms(row.step_time_s, 2)} ({wall})",

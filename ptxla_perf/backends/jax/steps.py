@@ -89,6 +89,7 @@ class Steps:
         self._ann_depth = 0
         self._step_open = False  # a step began (its function was called) and its record is not emitted yet
         self._last_call_end: tuple | None = None  # (snapshot, events so far) when the step function last returned
+        self._last_reads: list = []  # the lines that read to the host in the last emitted step
 
     # --- records ------------------------------------------------------------------------------------------
     def emit(self, site: Location | None, phase: str | None = "train", now: Counts | None = None) -> None:
@@ -96,6 +97,7 @@ class Steps:
         prev, now = self._mark, now or led.snapshot()
         self._mark = now
         rec = record(prev, now, led.take(), site or self._mark_site, phase)
+        self._last_reads = [e.location for e in rec.events if e.kind == "device_to_host_sync"]
         self._mark_site = site
         n, self.count = self.count, self.count + 1
         self._on_record(rec, n, sys._getframe(1))
@@ -264,11 +266,25 @@ class Steps:
             # that call returned, and what came after it (a final read, an evaluation) is trailing work
             end, n_events = self._last_call_end
             later = self._ledger.events[n_events:]
+            end, n_events = self._loop_read_after(end, n_events, later)
+            later = self._ledger.events[n_events:]
             self._ledger.events = self._ledger.events[:n_events]
             self.emit(None, phase="train", now=end)
             self._ledger.events = later
         elif self._step_fn is not None and self._step_open and self.in_other:
             self.emit(None, phase="eval")
+
+    def _loop_read_after(self, end: Counts, n_events: int, later: list) -> tuple:
+        """The loop's own read after the last call (the same line read in the step before, nothing run since)
+        belongs to that last step, as it does under torch_xla: an every-step read reads "steps 0-29" on both
+        backends. Its step ends where the read returned: the call's end plus the read's wait."""
+        now = self._ledger.snapshot()
+        if (not later or now.execs != end.execs or now.compiles != end.compiles
+                or any(e.kind != "device_to_host_sync" or e.location not in self._last_reads for e in later)):
+            return end, n_events
+        wait = now.d2h_time - end.d2h_time
+        return now._replace(t=end.t + wait, cpu=end.cpu, call_cpu=end.call_cpu, blocked=end.blocked), len(
+            self._ledger.events)
 
     def tail(self) -> StepRecord | None:
         """What happened after the last boundary, when anything did (not a step)."""
