@@ -89,7 +89,6 @@ def _comparison(comparison: dict[str, Any]) -> list[str]:
 
 
 def _table(rows_in: list[dict[str, Any]]) -> str:
-    from ..diff import format_value
     rows = []
     group = None
     for r in rows_in:
