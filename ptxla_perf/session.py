@@ -34,7 +34,8 @@ from .memory_rules import RULES as MEMORY_RULES  # memory_growth, missing_donati
 from .outcome import Outcome, RunStopped, SessionError, call, outcome
 from .records import StepRecord
 from .report import environment
-from .sampler import DATA, StackSampler
+from .sampled_data import DataCharge
+from .sampler import StackSampler
 from .session_capture import CaptureWindow
 from .session_report import OutputConfig, ReportOutput, RunFacts, minimal_report, report_of, sections_of
 from .capture_owner import publish
@@ -191,8 +192,7 @@ class Session:
         self.output = ReportOutput(self.out, self.say)  # the report, its page, TensorBoard scalars, the summary
         self.sample_hz = sample_hz  # the main thread's stack sampler (sampler.py); 0: off
         self.sampler: StackSampler | None = None
-        self._sampled_data = 0.0
-        self._data_carry = 0.0  # sampled data time not yet given to a step (a sample can span a boundary)
+        self._data_charge = DataCharge()  # the sampled data time, given to the steps it fell in
         self._stages: list[Callable[[StepRecord], None]] = []  # the boundary path (_on_boundary), set by start
         self._faults_mark = FAULTS.mark()  # our own failures from here on are this session's (faults.py)
 
@@ -478,22 +478,10 @@ class Session:
             rec.data_wait_s, self._data_wait_mark = self._data_wait - self._data_wait_mark, self._data_wait
 
     def _sampled(self, rec: StepRecord) -> None:
-        """The lines sampled since the previous boundary, and the data time among them."""
-        sampler = self.sampler
-        if sampler.learning:
-            sampler.learn_loop(sys._getframe(2))  # the frame that called _on_boundary (the adapter's hook)
-        data = sampler.seconds[DATA]
-        # a sample charges the interval since the previous one, which can reach into the step before: what
-        # does not fit in this step (its wall time less what was measured exactly) goes to the next one
-        carry = self._data_carry + data - self._sampled_data
-        if carry == 0.0:  # no data time sampled (most boundaries): min(carry, room) is 0.0
-            rec.sampled_data_s = 0.0
-        else:
-            room = max(rec.wall_time_s - rec.compile_time_s - (rec.launch_time_s or 0.0)
-                       - (rec.device_wait_s or 0.0) - (rec.device_to_host_time_s or 0.0), 0.0)
-            rec.sampled_data_s = min(carry, room)
-        self._sampled_data, self._data_carry = data, carry - rec.sampled_data_s
-        rec.hot_lines = sampler.take()
+        """The lines sampled since the previous boundary, and the data time among them (sampled_data.py)."""
+        if self.sampler.learning:
+            self.sampler.learn_loop(sys._getframe(3))  # the frame that called _on_boundary (the adapter's hook)
+        self._data_charge.charge(rec, self.sampler)
 
     def _label(self, rec: StepRecord) -> None:
         """The recipe's sticky step facts (set_step_info)."""
