@@ -87,6 +87,7 @@ class TorchXlaAdapter:
             return
         self._on_boundary = on_boundary
         self.marker.install(lambda: self.recorder.snap)
+        self.training.loop_boundary = self.marker.loop_boundary
         self.training.install()
         self.attribution.watch_torch_compile()
         self._undo_graphs = self._watch_dynamo_graphs()

@@ -82,6 +82,7 @@ class Marker:
         self.snap: Callable[[], Snapshot] | None = None  # the last boundary's snapshot (Recorder.snap)
         self._in_marker = False
         self._real_state, self._real_out = 0, None  # the real sync: 0 not called, 1 raised, 2 returned
+        self.dynamo_graphs = 0  # torch.compile graphs run since the last boundary (loop_boundary)
         self.not_early = 0  # graph launches since the last boundary that ran no pending lazy graph early
         self.eager_outside: tuple[int, float] | None = None  # eager mode: (ops, seconds) before the compiled step
         self.left_at = 0.0  # when the last boundary's own work ended
@@ -89,7 +90,7 @@ class Marker:
     def install(self, snap: Callable[[], Snapshot]) -> None:
         self.snap = snap
         self.real = X._xla_step_marker
-        not_traced(Marker.wrapper, Marker._sync, Marker._call_real)
+        not_traced(Marker.wrapper, Marker._sync, Marker._step, Marker._call_real, Marker.loop_boundary)
         X._xla_step_marker = self.wrapper
 
     def uninstall(self) -> None:
@@ -100,6 +101,7 @@ class Marker:
     def count_graph(self) -> None:
         """torch.compile ran one of its graphs outside any sync: not a pending graph run early."""
         self.not_early += 1
+        self.dynamo_graphs += 1
 
     def wrapper(self, *args, **kwargs):
         """The user's sync. Our code around it may fail (faults.py): the real sync still runs exactly once and its
@@ -146,6 +148,11 @@ class Marker:
             # the loop outside the compiled step (eager_ops rule), from when the last boundary's own work ended
             self.eager_outside = (eager_ops, t - max(snap.t, self.left_at))
             return result
+        return self._step(frame, eager, t0, args, kwargs)
+
+    def _step(self, frame, eager: bool, t0: float, args: tuple | None, kwargs: dict | None):
+        """One step boundary: our work before, the real sync (`args` None: a loop boundary, which syncs nothing),
+        our work after. (Plain arguments, no closure: dynamo skips this code object, not_traced.)"""
         self._in_marker = True
         try:
             site, _ = user_frame(frame)
@@ -155,10 +162,10 @@ class Marker:
             launches0 = uncached0 + counter("CachedCompile")
             c1 = self.training.cpu()
             t1 = time.perf_counter()
-            result = self._call_real(args, kwargs)
+            result = self._call_real(args, kwargs) if args is not None else None
             t2 = time.perf_counter()
-            c2 = self.training.cpu()
-            not_early, self.not_early = self.not_early, 0
+            c2 = self.training.cpu() if args is not None else c1
+            not_early, self.not_early, self.dynamo_graphs = self.not_early, 0, 0
             rec = self._after(Sync(frame, site, eager, grad, t2 - t1, c2 - c1, c2, uncached0, launches0, not_early),
                               prepared)
             self.left_at = time.perf_counter()
@@ -166,6 +173,13 @@ class Marker:
             return result
         finally:
             self._in_marker = False
+
+    def loop_boundary(self, frame) -> None:
+        """A loop that never syncs (torch.compile's training step, called once per batch: dynamo's graphs run
+        outside any sync): the DataLoader's next() after a batch whose compiled graphs ran with no sync since is
+        that batch's step boundary. A loop that syncs resets the count at its sync, and gets no second boundary."""
+        if self.dynamo_graphs and not self._in_marker:
+            self._step(frame, False, time.perf_counter(), None, None)
 
     def take_eager_outside(self, rec: StepRecord) -> None:
         if self.eager_outside is not None:

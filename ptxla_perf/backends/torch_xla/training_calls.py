@@ -88,6 +88,7 @@ class TrainingCalls:
         self.data_site: Location | None = None  # where the loop pulls from a loader
         self.data_call: str | None = None
         self._in_next = False
+        self.loop_boundary: Callable[[Any], None] | None = None  # Marker.loop_boundary, set by the adapter
         self._main = threading.main_thread()
         self._undo: list[Callable[[], None]] = []
         self._handle = None
@@ -181,6 +182,8 @@ class TrainingCalls:
         up once. (Its own code object: the stack sampler counts time under it as data, sampler_codes.)"""
         if self._in_next or threading.current_thread() is not self._main:
             return real(*args, **kwargs)
+        if self.loop_boundary is not None:  # a loop that never syncs: the batch before ends here (Marker)
+            guarded("torch_xla.loop_boundary", self.loop_boundary, sys._getframe(2))
         self._in_next = True
         try:
             return self._timed(self.data, real, args, kwargs)

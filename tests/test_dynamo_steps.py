@@ -1,0 +1,26 @@
+"""dynamo training without a sync (issue 28): torch.compile's step called once per batch from a DataLoader loop,
+in the style of torch_xla's dynamo guide, never calls torch_xla.sync(); each batch is a step all the same."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SCRIPTS, cli_env
+
+SCRIPT = SCRIPTS / "dynamo_loop_no_sync.py"
+
+
+@pytest.mark.slow
+def test_a_compiled_step_without_a_sync_reports_each_batch_as_a_step(profiled):
+    run = profiled(SCRIPT)
+    plain = subprocess.run([sys.executable, str(SCRIPT)], env=cli_env(), capture_output=True, text=True, timeout=600)
+    assert run.proc.returncode == plain.returncode == 0, run.proc.stderr[-3000:]
+    assert run.proc.stdout == plain.stdout  # the same losses: the loop boundary syncs nothing
+    rep = run.report
+    assert "batches 12" in plain.stdout
+    assert rep["summary"]["steps"] == 12, rep["summary"]
+    kinds = {f["kind"] for f in rep["findings"]}
+    assert "no_steps" not in kinds and "dynamo_graphs" in kinds, kinds
+    assert all(s["compiles"] == 0 for s in rep["steps"][2:]), [s["compiles"] for s in rep["steps"]]
