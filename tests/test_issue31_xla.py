@@ -31,3 +31,22 @@ def test_device_part_follows_the_blocked_sync_on_a_device_bound_loop(profile):
     assert summary["device"] >= 0.85 * (summary["device"] + summary["other"]), (summary, blocked)
     off = [b for b in blocked if b[1] < 0.5 * b[2]]
     assert len(off) <= len(blocked) // 8, (off, blocked)
+
+
+def test_loading_in_a_loader_thread_is_named_at_the_users_line(profiled):
+    """Item 2: MpDeviceLoader iterates the DataLoader in a thread of its own (a prefetching generator's thread
+    likewise), so the main thread waits in a queue's get and its own stack names only the loop: the sampler reads
+    the feeding threads' stacks and names the line inside the user's __getitem__, as for an in-process DataLoader.
+    A host read once after each evaluation pass is no warning."""
+    from conftest import planted_line
+    script = SCRIPTS / "threaded_loading.py"
+    for how in ("mp", "prefetch"):
+        proc, report, _ = profiled(script, args=(how,))
+        assert proc.returncode == 0 and "epoch 2 accuracy" in proc.stdout, proc.stderr[-3000:]
+        (found,) = [f for f in report["findings"] if f["kind"] == "input_bound"]
+        assert found["severity"] == "warning" and found["location"]["line"] == planted_line(script), found
+        lines = found["evidence"]["lines"]
+        assert lines and lines[0]["line"] == planted_line(script, "DATA_LINE"), (how, lines)
+        assert f"{planted_line(script, 'DATA_LINE')} (__getitem__)" in found["message"], found["message"]
+        reads = [f for f in report["findings"] if f["kind"] == "device_to_host_sync"]
+        assert all(f["severity"] == "info" for f in reads), reads
