@@ -9,6 +9,31 @@ import sys
 from conftest import SCRIPTS, cli_env, run_cli
 
 
+def _compiles_per_update(tmp_path, *profile_options: str) -> list[int]:
+    """The script's own UncachedCompile count after each update: run plain (no ptxla_perf), or under `profile`."""
+    out = tmp_path / f"compiles{'_'.join(profile_options) or '_plain'}.txt"
+    script = str(SCRIPTS / "hf_lm_finetune.py")
+    if profile_options == ("plain",):
+        proc = subprocess.run([sys.executable, script], cwd=tmp_path, capture_output=True, text=True, timeout=400,
+                              env=cli_env(PTXLA_TEST_COMPILES=str(out)))
+    else:
+        proc = run_cli("profile", "--port", "none", "--report", str(tmp_path / "r.json"), *profile_options, script,
+                       cwd=tmp_path, timeout=400, PTXLA_TEST_COMPILES=str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [int(v) for v in out.read_text().split()]
+
+
+def test_profile_never_adds_a_compile_to_a_fine_tuning_loop(tmp_path):
+    """Item 1: under `profile`, the attribution steps (graph capture on the first ones, then a TorchFunctionMode on
+    calls steps) must leave the program's graphs as they are: the compiles per update of a Hugging-Face-style
+    fine-tuning loop (AdamW, a schedule at exactly 0.0 first and last, a running loss on the device) are the plain
+    run's, with attribution as by default and on every step."""
+    plain = _compiles_per_update(tmp_path, "plain")
+    assert plain[0] >= 1 and plain[-1] > plain[-2], plain  # the loop's own compiles: warm-up, and the 0.0 at the end
+    for options in ((), ("--attribution", "always")):
+        assert _compiles_per_update(tmp_path, *options) == plain, options
+
+
 def test_device_part_follows_the_blocked_sync_on_a_device_bound_loop(profile):
     """Item 9: on a loop whose sync waits most of each step, a sync sometimes returns before its graph ran (device
     0) and the next one waits for two graphs; capped at one graph's busy time, the rest leaked into `other`. On
