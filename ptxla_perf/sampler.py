@@ -15,7 +15,11 @@ last sample to one kind:
 - `user`: the innermost frame is the user's own code (C calls it makes - NumPy, a sleep - included).
 
 Each sample also keeps the innermost user line (for `data`, the line inside `__getitem__` or the generator; and the
-loop's own line that pulls the batch, kind `data_site`). At each step boundary the session takes the lines sampled
+loop's own line that pulls the batch, kind `data_site`). Where the main thread waits for a batch that another
+thread loads (torch_xla's `MpDeviceLoader` / `ParallelLoader`, a prefetching generator's thread), it is blocked in
+a library's call (a queue's get) and its own stack names only the loop or the generator that waits: the `data` line is then the innermost user line of the threads feeding it (a thread with
+the user's code under a data-loading frame: `torch.utils.data`, torch_xla's parallel loader, a generator,
+`__getitem__` / `__next__`), read from the same `sys._current_frames()` snapshot. At each step boundary the session takes the lines sampled
 since the previous one (`take`): a step's `hot_lines`, its top few per kind. The data time it sampled is the
 step's `sampled_data_s` where no loader was timed exactly (a Python generator feeding a JAX loop).
 A sample costs the sampling thread ~10-30 us of GIL per 10 ms; the training thread runs no code of ours for it.
@@ -41,6 +45,7 @@ KINDS = (DATA, USER_KIND, FRAMEWORK, CALL)
 _CO_GENERATOR = 0x20
 _DATA_NAMES = frozenset({"__next__", "__getitem__", "__getitems__", "next", "__iter__"})
 _DATA_DIRS = ("/torch/utils/data/",)
+_FEEDER_DIRS = ("/torch/utils/data/", "/torch_xla/distributed/parallel_loader.py")  # loaders' threads
 PER_KIND = 3  # lines kept per kind and step
 
 
@@ -58,6 +63,7 @@ class StackSampler:
         self._lines: dict[tuple, float] = {}  # (file, line, function, kind) -> seconds, since the last take()
         self._loop: set = set()  # ids of the code objects of the user frames the step boundaries were called from
         self._data_code: dict = {}  # id(code) -> it is a data-loading frame by its file
+        self._feeder_code: dict = {}  # id(code) -> it is a loader thread's frame by its file (code_kind keeps it)
         self._learned = 0
         self.learning = True  # learn_loop still wants boundaries' frames
         self._stop = threading.Event()
@@ -111,19 +117,21 @@ class StackSampler:
         while not self._stop.wait(self.interval):
             now = time.perf_counter()
             dt, last = min(now - last, 3 * self.interval), now
-            frame = frames().get(self._main)
+            stacks = frames()
+            frame = stacks.get(self._main)
             if frame is None:
+                stacks = None
                 continue
             try:
                 check("sampler")
-                self._sample(frame, dt)
+                self._sample(frame, dt, stacks)
             except Exception as exc:  # noqa: BLE001 - a diagnostic never takes the run down (faults.py)
                 FAULTS.record("sampler", exc)
-            # never hold a frame of the training thread between samples: a frame object outliving its call keeps
-            # the call's locals alive (tensors: torch_xla would sync them as extra graph outputs and recompile)
-            frame = None
+            # never hold a frame of any thread between samples: a frame object outliving its call keeps the call's
+            # locals alive (tensors: torch_xla would sync them as extra graph outputs and recompile)
+            frame = stacks = None
 
-    def _sample(self, frame, dt: float) -> None:
+    def _sample(self, frame, dt: float, stacks: dict | None = None) -> None:
         self.samples += 1
         f = frame
         call_codes, data_codes = self.call_codes, self.data_codes
@@ -167,12 +175,50 @@ class StackSampler:
         kind = DATA if data else (USER_KIND if innermost == USER else FRAMEWORK)
         self.seconds[kind] += dt
         lines = self._lines
+        if data and stacks and innermost != USER:  # the main thread is blocked in a loader's (or a queue's) call
+            fed = self._feeder_lines(stacks)
+            if fed:
+                user = None
+                for line in fed:
+                    key = (*line, DATA)
+                    lines[key] = lines.get(key, 0.0) + dt / len(fed)
         if user is not None:
             key = (*user, kind)
             lines[key] = lines.get(key, 0.0) + dt
         if site is not None:
             key = (*site, DATA_SITE)
             lines[key] = lines.get(key, 0.0) + dt
+
+    def _feeder_lines(self, stacks: dict) -> list[tuple]:
+        """The innermost user line of each other thread that is loading data (the user's code under a loader's
+        frame, a generator, or a `__getitem__` / `__next__`): where a batch the main thread waits for is made."""
+        out = []
+        me = threading.get_ident()
+        for ident, f in stacks.items():
+            if ident in (self._main, me):
+                continue
+            user = None
+            feeding = False
+            while f is not None:
+                code = f.f_code
+                kind = _by_code.get(id(code))
+                if kind is None:
+                    kind = code_kind(code)
+                if kind == USER:
+                    if user is None:
+                        user = (code.co_filename, f.f_lineno, code.co_name)
+                    if code.co_name in _DATA_NAMES or code.co_flags & _CO_GENERATOR:
+                        feeding = True
+                if not feeding:
+                    hit = self._feeder_code.get(id(code))
+                    if hit is None:
+                        name = code.co_filename.replace("\\", "/")
+                        hit = self._feeder_code[id(code)] = any(d in name for d in _FEEDER_DIRS)
+                    feeding = hit
+                f = f.f_back
+            if user is not None and feeding:
+                out.append(user)
+        return out
 
 
 def main_thread_cpu() -> Callable[[], float]:

@@ -158,7 +158,7 @@ class TorchXlaAdapter:
         self.time_parts.split(rec, sync, since(now.uncached, sync.uncached0))
         if self.attribution.torch_compiled:
             self.device_times.unordered = True
-        self.device_times.add(rec)
+        self.device_times.add(rec, sync.span, self.time_parts.explicit_wait)
         # early: the pending lazy graph ran before this sync. Not early: dynamo's graphs, and in eager mode
         # (outside torch_xla.compile) every op, which runs as it is called (no pending graph to cut)
         rec.early_executions = 0 if sync.eager else max(0, rec.executions - own - sync.not_early)

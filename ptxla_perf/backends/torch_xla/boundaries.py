@@ -68,6 +68,7 @@ class Sync:
     uncached0: int  # UncachedCompile before the sync
     launches0: int
     not_early: int  # launches since the last boundary that ran no pending lazy graph early
+    span: tuple[float, float] | None = None  # perf_counter around the real marker (device_time.py: the busy time in it)
 
 
 class Marker:
@@ -166,8 +167,8 @@ class Marker:
             t2 = time.perf_counter()
             c2 = self.training.cpu() if args is not None else c1
             not_early, self.not_early, self.dynamo_graphs = self.not_early, 0, 0
-            rec = self._after(Sync(frame, site, eager, grad, t2 - t1, c2 - c1, c2, uncached0, launches0, not_early),
-                              prepared)
+            rec = self._after(Sync(frame, site, eager, grad, t2 - t1, c2 - c1, c2, uncached0, launches0, not_early,
+                                   (t1, t2) if args is not None else None), prepared)
             self.left_at = time.perf_counter()
             rec.own_time_us = ((t1 - t0) + (self.left_at - t2)) * 1e6
             return result
@@ -260,6 +261,7 @@ class TimeParts:
         self._cpu_mark = 0.0  # the main thread's CPU clock after the previous boundary's sync
         self._data_cpu_mark = 0.0
         self._wait_mark = (0.0, 0.0)  # the device wait and its CPU time at the previous boundary
+        self.explicit_wait = 0.0  # the last split's time in xm.wait_device_ops() (part of its device wait)
 
     def start(self) -> None:
         self._cpu_mark = self.training.cpu()
@@ -274,7 +276,8 @@ class TimeParts:
             rec.launch_time_s, rec.device_wait_s = cpu_in_sync, in_sync - cpu_in_sync
         data, device = self.training.data, self.training.device
         data_cpu = data.cpu - self._data_cpu_mark + device.cpu - self._wait_mark[1]
-        rec.device_wait_s += device.wait - self._wait_mark[0]
+        self.explicit_wait = device.wait - self._wait_mark[0]
+        rec.device_wait_s += self.explicit_wait
         self._data_cpu_mark, self._wait_mark = data.cpu, (device.wait, device.cpu)
         rec.host_cpu_s = max(sync.cpu_now - self._cpu_mark - cpu_in_sync - data_cpu, 0.0)
         self._cpu_mark = sync.cpu_now
