@@ -6,7 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from conftest import SCRIPTS, cli_env, run_cli
+
+pytestmark = pytest.mark.slow  # real training runs (several compiles each)
 
 
 def _compiles_per_update(tmp_path, *profile_options: str) -> list[int]:
