@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from . import SCHEMA_ID
-from . import rank_rules
+from . import rank_rules, rank_wait
 from .figures import stats
 from .memory import MemorySection
 from .report import assemble
@@ -127,6 +127,12 @@ def merge(reports: list[dict[str, Any]], paths: list[str] | None = None,
     paths = [paths[i] for i in order]
     base = reports[0]
     procs = [_process_row(r, p) for r, p in zip(reports, paths)]
+    splits = {rank_of(r): rank_wait.split_of(r, rank_of(r)) for r in reports}
+    waits = rank_wait.collective_waits({k: v for k, v in splits.items() if v is not None})
+    for row in procs:  # what each rank waited for the others per steady step (rank_wait.py says how it is told)
+        if row["rank"] in waits:
+            row["collective_wait_s"], row["collective_wait_basis"] = round(waits[row["rank"]][0], 7), \
+                waits[row["rank"]][1]
     findings = rank_rules.judge(reports) + merge_findings(reports)  # the cross-rank rules (rank_rules.py) first
     run = dict(base.get("run", {}), status=_worst_status(reports),
                exit_code=next((r["run"].get("exit_code") for r in reports if r["run"].get("exit_code")),

@@ -1,0 +1,69 @@
+"""Each rank's steady step split in two from its time breakdown (figures.py): its own work (data, host, launch,
+other - what only it does) and its waits (device, read_wait - where a synchronous rank also waits for the others
+at a collective). A rank that waits on the device while another rank's own work is longer by about as much is
+waiting for that rank: the straggler rule (rank_rules.py) and each merged rank's `collective_wait_s` read this.
+
+One rank alone cannot tell its device wait from a wait for the others unless its device time is measured per step
+(`steps[].device_time_s`, from a device trace): then `collective_wait_s` is its own wait above its device work
+(basis "own_device_time"); else it is its wait above the least-waiting rank's (basis "cross_rank")."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .figures import median
+from .values import Summary, rows_from_json
+
+OWN_PARTS = ("data", "host", "launch", "other")  # what only this rank does
+WAIT_PARTS = ("device", "read_wait")  # where it waits on the device (its own graph, or the others at a collective)
+
+
+@dataclass(frozen=True)
+class RankSplit:
+    """One rank's steady steps, step by step: its own work, its waits, each own part, its step time."""
+
+    rank: int
+    own_s: list[float]
+    wait_s: list[float]
+    parts_s: dict[str, list[float]]
+    step_s: list[float]
+    device_time_s: list[float] | None  # measured device work per step (a device trace), else None
+
+    @property
+    def own(self) -> float:
+        return median(self.own_s)
+
+    @property
+    def wait(self) -> float:
+        return median(self.wait_s)
+
+
+def split_of(report: dict[str, Any], rank: int) -> RankSplit | None:
+    """The rank's steady steps split into own work and waits; None when a steady step has no breakdown (reports
+    written before `steps[].time_breakdown`)."""
+    warm = Summary.from_json(report.get("summary")).warmup_steps
+    rows = [r for r in rows_from_json(report.get("steps", []), warm) if r.steady]
+    if not rows or any(r.time_breakdown is None for r in rows):
+        return None
+    parts = {p: [float(r.time_breakdown.get(p) or 0.0) for r in rows] for p in OWN_PARTS}
+    own = [sum(v[i] for v in parts.values()) for i in range(len(rows))]
+    wait = [sum(float(r.time_breakdown.get(p) or 0.0) for p in WAIT_PARTS) for r in rows]
+    raw = [s for s in report.get("steps", []) if isinstance(s, dict)]
+    by_index = {int(s.get("index") or 0): s.get("device_time_s") for s in raw}
+    dev = [by_index.get(r.index) for r in rows]
+    return RankSplit(rank, own, wait, parts, [r.step_time_s for r in rows],
+                     [float(d) for d in dev] if all(d is not None for d in dev) else None)
+
+
+def collective_waits(splits: dict[int, RankSplit]) -> dict[int, tuple[float, str]]:
+    """Each rank's typical wait for the other ranks per steady step, with its basis (module docstring)."""
+    if not splits:
+        return {}
+    floor = min(s.wait for s in splits.values())
+    out = {}
+    for k, s in splits.items():
+        if s.device_time_s is not None:
+            out[k] = (max(median([w - d for w, d in zip(s.wait_s, s.device_time_s)]), 0.0), "own_device_time")
+        elif len(splits) > 1:
+            out[k] = (max(s.wait - floor, 0.0), "cross_rank")
+    return out
