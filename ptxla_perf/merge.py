@@ -137,7 +137,7 @@ def merge(reports: list[dict[str, Any]], paths: list[str] | None = None,
     run = dict(base.get("run", {}), status=_worst_status(reports),
                exit_code=next((r["run"].get("exit_code") for r in reports if r["run"].get("exit_code")),
                               base.get("run", {}).get("exit_code")),
-               merged_from=[os.path.abspath(p) for p in paths])
+               merged_from=[_where(p) for p in paths])
     run.pop("rank", None)
     for key in ("status", "exit_code", "stop_reason", "started_at", "ended_at", "argv", "kind", "pid"):
         if outcome_of and key in outcome_of:
@@ -171,6 +171,11 @@ def _memory(base: dict[str, Any], reports: list[dict[str, Any]]) -> MemorySectio
     return replace(sec, per_rank=rows)
 
 
+def _where(path: str) -> str:
+    """A report's place as the merged report keeps it: a local path made absolute, a URL as given."""
+    return path if "://" in path else os.path.abspath(path)
+
+
 def _process_row(report: dict[str, Any], path: str) -> dict[str, Any]:
     s = Summary.from_json(report.get("summary"))
     run = report.get("run") or {}
@@ -180,7 +185,7 @@ def _process_row(report: dict[str, Any], path: str) -> dict[str, Any]:
         "host": env.get("hostname"),
         "pid": run.get("pid"),
         "local_rank": run.get("local_rank"),
-        "report": os.path.abspath(path) if not path.startswith("report ") else None,
+        "report": _where(path) if not path.startswith("report ") else None,
         "status": run.get("status"),
         "steps": s.steps,
         "warmup_steps": s.warmup_steps,
