@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from . import SCHEMA_ID
-from . import rank_rules, rank_wait
+from . import rank_heatmap, rank_rules, rank_wait
 from .figures import stats
 from .memory import MemorySection
 from .report import assemble
@@ -151,10 +151,13 @@ def merge(reports: list[dict[str, Any]], paths: list[str] | None = None,
     trace = base.get("trace")
     if trace is not None:  # its findings as merged across ranks (with the ranks they occur on)
         trace = dict(trace, findings=[f for f in findings if origin_of(f) == TRACE])
+    straggler = next((f for f in findings if f.get("kind") == "straggler"), None)
+    heat = rank_heatmap.heatmap(reports, [p["rank"] for p in procs], [p.get("host") for p in procs], straggler)
+    agg = dict(aggregate(procs), **({"notes": notes} if notes else {}), **({"heatmap": heat} if heat else {}))
     return assemble(backend=base["backend"], run=run, env=env, steps=base.get("steps", []),
                     summary=base.get("summary", {}), findings=findings, profiler=base.get("profiler"),
                     roofline=base.get("roofline"), trace=trace, extra=base.get("extra"), rules=base.get("rules"),
-                    processes=procs, aggregate=dict(aggregate(procs), **({"notes": notes} if notes else {})),
+                    processes=procs, aggregate=agg,
                     memory=_memory(base, reports))
 
 
