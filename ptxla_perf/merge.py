@@ -115,6 +115,13 @@ def _overlap(a: dict, b: dict) -> bool:
 
 def merge(reports: list[dict[str, Any]], paths: list[str] | None = None,
           outcome_of: dict[str, Any] | None = None, force: bool = False) -> dict[str, Any]:
+    """Merge per-process reports (any order) into one report (_merge); each report's steps are read once."""
+    with rank_wait.rows_memo():
+        return _merge(reports, paths, outcome_of, force)
+
+
+def _merge(reports: list[dict[str, Any]], paths: list[str] | None,
+           outcome_of: dict[str, Any] | None, force: bool) -> dict[str, Any]:
     """Merge per-process reports (any order) into one report, assembled like every report (report.assemble);
     raises MergeError. `outcome_of`: the run facts of a parent that spawned these processes (its status, exit
     code, argv) in place of the worst of the ranks'. `force`: merge reports `check` would refuse (noted)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .figures import median
-from .values import Summary, rows_from_json
+from .rank_wait import steady_rows
 
 MAX_COLUMNS = 60
 MAX_ROWS = 128
@@ -37,8 +37,7 @@ def heatmap(reports: list[dict[str, Any]], ranks: list[int], hosts: list[str | N
     series: dict[int, list[float]] = {}
     parts: dict[int, list[float]] = {}
     for rep, rank in zip(reports, ranks):
-        warm = Summary.from_json(rep.get("summary")).warmup_steps
-        rows = [r for r in rows_from_json(rep.get("steps", []), warm) if r.steady]
+        rows = steady_rows(rep)
         series[rank] = [r.step_time_s for r in rows]
         if part:
             parts[rank] = [float((r.time_breakdown or {}).get(part) or 0.0) for r in rows]

@@ -12,7 +12,7 @@ from . import summary_keys as K
 from .figures import median
 from .fmt import ms
 from .records import Location
-from .values import Summary, row_series, rows_from_json
+from .values import row_series
 from .thresholds import value as threshold
 from .verdicts import RANKS_SCOPE, Cost, Finding, Rule, cost_of, run as run_rules
 
@@ -33,9 +33,7 @@ def steady_times(report: dict[str, Any], key: str = "step") -> list[float]:
     """A per-step figure (values.row_series: "step" time net of compile, "host" time outside device reads, "data"
     wait) over the rank's steady training iterations, in order, as its report's rows say (values.StepRow; reports
     written before `steps[].steady` get the process's own rule)."""
-    warm = Summary.from_json(report.get("summary")).warmup_steps
-    rows = rows_from_json(report.get("steps", []), warm)
-    return row_series([r for r in rows if r.steady], key)
+    return row_series(rank_wait.steady_rows(report), key)
 
 
 def location_from_json(d: dict | None) -> Location | None:

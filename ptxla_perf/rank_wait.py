@@ -8,11 +8,39 @@ One rank alone cannot tell its device wait from a wait for the others unless its
 (basis "own_device_time"); else it is its wait above the least-waiting rank's (basis "cross_rank")."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from .figures import median
-from .values import Summary, rows_from_json
+from .values import StepRow, Summary, rows_from_json
+
+_MEMO: dict[int, tuple[dict, list[StepRow]]] | None = None  # while a merge runs: each report's rows, read once
+
+
+@contextlib.contextmanager
+def rows_memo() -> Iterator[None]:
+    """Within it, steady_rows reads each report's steps once (a merge of 1,024 ranks reads them in several
+    rules); the memo is dropped at its end."""
+    global _MEMO
+    outer, _MEMO = _MEMO, {} if _MEMO is None else _MEMO
+    try:
+        yield
+    finally:
+        _MEMO = outer
+
+
+def steady_rows(report: dict[str, Any]) -> list[StepRow]:
+    """The report's steady training iterations as rows (values.rows_from_json with its warm-up)."""
+    hit = _MEMO.get(id(report)) if _MEMO is not None else None
+    if hit is not None and hit[0] is report:
+        return hit[1]
+    warm = Summary.from_json(report.get("summary")).warmup_steps
+    rows = [r for r in rows_from_json(report.get("steps", []), warm) if r.steady]
+    if _MEMO is not None:
+        _MEMO[id(report)] = (report, rows)
+    return rows
+
 
 OWN_PARTS = ("data", "host", "launch", "other")  # what only this rank does
 WAIT_PARTS = ("device", "read_wait")  # where it waits on the device (its own graph, or the others at a collective)
@@ -41,8 +69,7 @@ class RankSplit:
 def split_of(report: dict[str, Any], rank: int) -> RankSplit | None:
     """The rank's steady steps split into own work and waits; None when a steady step has no breakdown (reports
     written before `steps[].time_breakdown`)."""
-    warm = Summary.from_json(report.get("summary")).warmup_steps
-    rows = [r for r in rows_from_json(report.get("steps", []), warm) if r.steady]
+    rows = steady_rows(report)
     if not rows or any(r.time_breakdown is None for r in rows):
         return None
     parts = {p: [float(r.time_breakdown.get(p) or 0.0) for r in rows] for p in OWN_PARTS}
