@@ -186,20 +186,21 @@ class Straggler(_CrossRank):
                      for p in rank_wait.OWN_PARTS}
         part = max(part_gaps, key=part_gaps.get)
         step = median(splits[slow].step_s)
+        cost_s = min(lost, gap)  # they cannot lose more to it than its own work's excess
         who = f"Rank {slow} is a straggler" if len(slow_ranks) == 1 else \
             f"Ranks {_named(slow_ranks)} are stragglers ({len(slow_ranks)} of {len(splits)}); the slowest, {slow}"
         msg = (f"{who}: its own work per step ({'/'.join(rank_wait.OWN_PARTS)}) is {ms(gap)} longer than the "
                f"other ranks' (p50 {ms(typical[slow])} vs {ms(ref)}), most of it in its {part} part "
                f"({ms(part_gaps[part])} more per step), while the other ranks wait on the device, in the "
                f"collective, {ms(lost)} per step longer than it does - in {above / n:.0%} of {n} steady steps. Every "
-               f"rank's step is as long as rank {slow}'s: the others lose {ms(lost)} per step waiting for it. Look at "
+               f"rank's step is as long as rank {slow}'s: the others lose {ms(cost_s)} per step waiting for it. Look at "
                f"what rank {slow} does on its host before or around each step ({part} time: its Python, its input, "
                "its host's load).")
         return Finding("straggler", "warning", msg, above, None,
                        StragglerEvidence(slow, "own_work", gap, gap / ref if ref else None, part,
                                          _kept(typical, slow_ranks), n, above, slow_ranks, lost),
                        ranks=sorted(slow_ranks),
-                       cost=Cost(ms_per_step=round(lost * 1e3, 3), share_of_wall=round(lost / step, 4)
+                       cost=Cost(ms_per_step=round(cost_s * 1e3, 3), share_of_wall=round(cost_s / step, 4)
                                  if step else None))
 
 
