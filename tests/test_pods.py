@@ -118,6 +118,9 @@ def test_256_ranks_from_a_directory_name_the_two_slow_ones(jobs, tmp_path):
     # the console names the slow ranks and no long list of the others
     line = next(ln for ln in proc.stderr.splitlines() if "straggler" in ln)
     assert all(str(k) in line for k in slow) and "and " not in line.split(":")[0]
+    rank_lines = [ln.split()[1] for ln in proc.stderr.splitlines() if ln.startswith("    rank ")]
+    assert len(rank_lines) <= 8 and rank_lines[:2] == [str(k) for k in slow]
+    assert "(ranks 0, 1, 2, 3 and 252 more)" in proc.stderr  # findings on every rank: four named
 
 
 def test_merge_from_an_http_server(jobs, tmp_path):
