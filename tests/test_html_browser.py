@@ -142,3 +142,5 @@ def test_merged_page_heat_map_renders(chrome, pages, tmp_path):
     cells = sum(v is not None for row in hm["step_ms"] for v in row)
     assert len(re.findall(r'<rect class="hm"', svg.group(3))) == cells > 0
     assert len(set(re.findall(r'fill="(#[0-9a-f]{6})"', svg.group(3)))) > 1  # a heat map, not one flat colour
+    table = dom[dom.index('id="processes"'):]
+    assert len(re.findall(r"<tr data-rank=", table[:table.index("</section>")])) == 32  # a pod: its slowest 32

@@ -188,3 +188,14 @@ def test_torch_xla_ranks_alike_have_no_straggler(txla_ranks):
     from ptxla_perf import rank_rules
     same = [_as_rank(txla_ranks["waiting"], 0), _as_rank(txla_ranks["waiting"], 1)]
     assert not [f for f in rank_rules.judge(same) if f["kind"] == "straggler"]
+
+
+def test_url_without_fsspec_is_one_line(tmp_path):
+    """fsspec is optional: where it is not installed (an import that fails, as Python does for a missing package)
+    a URL is one line that says what to install."""
+    code = ("import sys; sys.modules['fsspec'] = None\n"
+            "from ptxla_perf.cli import main\nsys.exit(main(['merge', 'gs://bucket/run42/']))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "needs fsspec" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
