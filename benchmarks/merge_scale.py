@@ -3,7 +3,7 @@
 the `merge` command, as a user would. Prints JSON: seconds for the whole command, and for loading and merging in
 process; the straggler's ranks; the merged report's and page's size.
 
-    python benchmarks/merge_scale.py [--copies 1024] [--slow 2] [--reports DIR]
+    python benchmarks/merge_scale.py [--copies 1024] [--slow 2] [--steps 14 | --reports DIR]
 `--reports DIR`: a job's report.json (rank 0) and report.rank1.json (rank 1), else the benchmark runs the tiny
 two-process JAX job (tests/scripts/jax_dp_two_process.py, rank 1 doing 30 ms of host work per step) first.
 """
@@ -22,7 +22,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 RANKS_PER_HOST = 8
 
 
-def run_job(out_dir: str, slow_rank: int = 1, slow_ms: float = 30.0) -> list[str]:
+def run_job(out_dir: str, slow_rank: int = 1, slow_ms: float = 30.0, steps: int = 14) -> list[str]:
     """The two-process JAX job, each rank under `profile`; its two report paths (rank 0, rank 1)."""
     with socket.socket() as s:
         s.bind(("localhost", 0))
@@ -31,7 +31,7 @@ def run_job(out_dir: str, slow_rank: int = 1, slow_ms: float = 30.0) -> list[str
     script = os.path.join(ROOT, "tests", "scripts", "jax_dp_two_process.py")
     report = os.path.join(out_dir, "report.json")
     procs = [subprocess.Popen([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report", report,
-                               script, str(port), str(r), str(slow_rank), str(slow_ms)], env=env,
+                               script, str(port), str(r), str(slow_rank), str(slow_ms), str(steps)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
     for p in procs:
         _, err = p.communicate(timeout=240)
@@ -69,13 +69,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--copies", type=int, default=1024)
     ap.add_argument("--slow", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=14, help="steps of the job the benchmark runs (no --reports)")
     ap.add_argument("--reports", help="a 2-rank job's directory (report.json, report.rank1.json)")
     args = ap.parse_args()
     sys.path.insert(0, ROOT)
     from ptxla_perf import SCHEMA_ID, merge, merge_inputs
     with tempfile.TemporaryDirectory() as tmp:
         paths = ([os.path.join(args.reports, "report.json"), os.path.join(args.reports, "report.rank1.json")]
-                 if args.reports else run_job(tmp))
+                 if args.reports else run_job(tmp, steps=args.steps))
         reports = [json.load(open(p)) for p in paths]
         pod = os.path.join(tmp, "pod")
         slow = slow_ranks_for(args.copies, args.slow)

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from .figures import median
 from .values import StepRow, Summary, rows_from_json
 
-_MEMO: dict[int, tuple[dict, list[StepRow]]] | None = None  # while a merge runs: each report's rows, read once
+_MEMO: dict[int, tuple[dict, Any]] | None = None  # while a merge runs: each report's rows, read once
 
 
 @contextlib.contextmanager
@@ -68,7 +68,18 @@ class RankSplit:
 
 def split_of(report: dict[str, Any], rank: int) -> RankSplit | None:
     """The rank's steady steps split into own work and waits; None when a steady step has no breakdown (reports
-    written before `steps[].time_breakdown`)."""
+    written before `steps[].time_breakdown`). Read once per report within rows_memo."""
+    key = -1 - id(report)  # the memo's rows are under id(report), its split under this
+    hit = _MEMO.get(key) if _MEMO is not None else None
+    if hit is not None and hit[0] is report:
+        return hit[1]
+    split = _split_of(report, rank)
+    if _MEMO is not None:
+        _MEMO[key] = (report, split)
+    return split
+
+
+def _split_of(report: dict[str, Any], rank: int) -> RankSplit | None:
     rows = steady_rows(report)
     if not rows or any(r.time_breakdown is None for r in rows):
         return None

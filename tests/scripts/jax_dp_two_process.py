@@ -1,5 +1,5 @@
 """One rank of a two-process data-parallel JAX job (jax.distributed on localhost, gloo CPU collectives, one CPU
-device each): argv = PORT RANK [SLOW_RANK [SLOW_MS]]. The slow rank does plain host work before each step."""
+device each): argv = PORT RANK [SLOW_RANK [SLOW_MS [STEPS]]]. The slow rank does plain host work before each step."""
 import sys
 import time
 
@@ -9,6 +9,7 @@ jax.config.update("jax_cpu_collectives_implementation", "gloo")
 port, rank = sys.argv[1], int(sys.argv[2])
 slow_rank = int(sys.argv[3]) if len(sys.argv) > 3 else -1
 slow_s = (float(sys.argv[4]) if len(sys.argv) > 4 else 30.0) / 1e3
+steps = int(sys.argv[5]) if len(sys.argv) > 5 else 14
 jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2, process_id=rank)
 
 import jax.numpy as jnp  # noqa: E402
@@ -36,7 +37,7 @@ def host_work(seconds):
         sum(range(200))
 
 
-for i in range(14):
+for i in range(steps):
     if rank == slow_rank:
         host_work(slow_s)
     w, loss = step(w, x, y)
