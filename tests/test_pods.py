@@ -77,7 +77,7 @@ def test_straggler_behind_the_collective_is_named_with_its_part_and_cost(jobs, t
     s = found[0]
     assert s["severity"] == "warning" and s["ranks"] == [1] and s["evidence"]["rank"] == 1
     assert s["evidence"]["phase"] == "own_work" and s["evidence"]["component"] in ("host", "other")
-    assert 0 < s["cost"]["ms_per_step"] <= s["evidence"]["gap_s"] * 1e3
+    assert 0 < s["cost"]["ms_per_step"] <= round(s["evidence"]["gap_s"] * 1e3, 3)  # at most its own excess
     assert "Rank 1 is a straggler" in s["message"] and "straggler" in proc.stderr
     # what each rank waited for the other: rank 0 waits, rank 1 (the straggler) does not
     rows = {p["rank"]: p for p in merged["processes"]}
