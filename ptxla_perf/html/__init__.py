@@ -50,7 +50,7 @@ def write(report: dict[str, Any], path: str) -> str:
 def render(report: dict[str, Any]) -> str:
     run = report.get("run") or {}
     title = _what(report)
-    body = [_header(report, title), headline_section(report), _processes(report), heatmap.section(report), timeline_section(report),
+    body = [_header(report, title), headline_section(report), heatmap.section(report), _processes(report), timeline_section(report),
             _findings(report), memory_panel.section(report), _trace(report), _footer(report)]
     return page(f"ptxla_perf: {title} ({run.get('status') or '-'})", body)
 

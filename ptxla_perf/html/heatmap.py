@@ -25,10 +25,11 @@ def _map(hm: dict[str, Any], values: list[list[float | None]], what: str, cls: s
     cols = int(hm["columns"])
     left, cell_h, top = 150.0, 12.0 if len(ranks) <= 48 else 6.0, 4.0
     cell_w = max(4.0, min(24.0, 600.0 / max(cols, 1)))
-    flat = [v for row in values for v in row if v is not None]
-    lo, hi = (min(flat), max(flat)) if flat else (0.0, 1.0)
+    flat = sorted(v for row in values for v in row if v is not None)
+    # light from the 10th percentile (a short last step would wash every other cell dark), dark at the maximum
+    lo, hi = (flat[len(flat) // 10], flat[-1]) if flat else (0.0, 1.0)
     span = (hi - lo) or 1.0
-    width, height = left + cell_w * cols + 10, top + cell_h * len(ranks) + 22
+    width, height = max(left + cell_w * cols + 10, 620.0), top + cell_h * len(ranks) + 22
     out = [f'<svg class="heatmap {cls}" data-rows="{len(ranks)}" data-cols="{cols}" viewBox="0 0 {width:.0f} '
            f'{height:.0f}" width="{width:.0f}" height="{height:.0f}" role="img" aria-label="{escape(what)}">']
     prev_host = object()
@@ -47,7 +48,7 @@ def _map(hm: dict[str, Any], values: list[list[float | None]], what: str, cls: s
                        f'height="{cell_h:.1f}" fill="{_colour((v - lo) / span)}"><title>rank {rank}, column {c}: '
                        f'{v:.2f} ms</title></rect>')
     out.append(f'<text x="{left:.0f}" y="{height - 6:.0f}">steady steps → ({hm["steps_per_column"]} per column); '
-               f'{escape(fmt.ms(lo / 1e3, 2))} light … {escape(fmt.ms(hi / 1e3, 2))} dark</text></svg>')
+               f'{escape(fmt.ms(lo / 1e3, 2))} or less light … {escape(fmt.ms(hi / 1e3, 2))} dark</text></svg>')
     return "".join(out)
 
 
