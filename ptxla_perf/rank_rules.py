@@ -84,12 +84,15 @@ def _slow_ranks(typical: dict[int, float], least_gap) -> tuple[list[int], float]
     return slow, ref
 
 
-def _consistent(series: dict[int, list[float]], slow: list[int]) -> tuple[int, int]:
-    """(steps compared, steps in which the slowest rank is above the median of the other ranks at that step)."""
+def _consistent(series: dict[int, list[float]], slow: list[int]) -> tuple[list[int], int, int]:
+    """The slow ranks that stand above the median of the other ranks at that step in at least
+    straggler_consistency of the steps compared; the steps compared, and the steps the slowest of them is above."""
     n = min(len(v) for v in series.values())
     fast = [k for k in series if k not in slow]
-    above = sum(1 for i in range(n) if series[slow[0]][i] > median(series[k][i] for k in fast))
-    return n, above
+    ref = [median(series[k][i] for k in fast) for i in range(n)]
+    above = {k: sum(1 for i in range(n) if series[k][i] > ref[i]) for k in slow}
+    kept = [k for k in slow if n and above[k] / n >= threshold("straggler_consistency")]
+    return kept, n, above[kept[0]] if kept else 0
 
 
 def _named(ranks: list[int]) -> str:
@@ -131,12 +134,12 @@ class Straggler(_CrossRank):
                                                                threshold("straggler_min_s")))
         if not slow_ranks:
             return None
+        slow_ranks, n, above = _consistent(times, slow_ranks)
+        if not slow_ranks:
+            return None
         slow = slow_ranks[0]
         gap = typical[slow] - ref
-        n, above = _consistent(times, slow_ranks)
-        share = above / n if n else 0.0
-        if share < threshold("straggler_consistency"):
-            return None
+        share = above / n
         what = {"step": "step time", "data": "wait for input data per step",
                 "host": "host time per step (outside device waits)"}[phase]
         slow_part = _slowest_component(reports, slow)
@@ -169,19 +172,21 @@ class Straggler(_CrossRank):
                                                                threshold("straggler_part_share") * step_ref))
         if not slow_ranks:
             return None
+        fast = [k for k in splits if k not in slow_ranks]
+        n = min(len(s.own_s) for s in splits.values())
+        fast_own = [median(splits[k].own_s[i] for k in fast) for i in range(n)]
+        fast_wait = [median(splits[k].wait_s[i] for k in fast) for i in range(n)]
+        above = {k: sum(1 for i in range(n) if splits[k].own_s[i] > fast_own[i] and fast_wait[i] > splits[k].wait_s[i])
+                 for k in slow_ranks}  # steps in which it works longer while the others wait longer
+        slow_ranks = [k for k in slow_ranks if n and above[k] / n >= threshold("straggler_consistency")]
+        if not slow_ranks:
+            return None
         slow = slow_ranks[0]
         gap = typical[slow] - ref
-        fast = [k for k in splits if k not in slow_ranks]
-        slow_wait = min(splits[k].wait for k in slow_ranks)
-        lost = median(splits[k].wait for k in fast) - slow_wait  # what the others wait beyond the slow ranks' wait
+        lost = median(fast_wait) - median(splits[slow].wait_s)  # what the others wait beyond the straggler's wait
         if lost < threshold("straggler_wait_match") * gap:
             return None  # the others do not wait for it: its own work overlaps theirs, costs them nothing
-        n = min(len(s.own_s) for s in splits.values())
-        above = sum(1 for i in range(n)
-                    if splits[slow].own_s[i] > median(splits[k].own_s[i] for k in fast)
-                    and median(splits[k].wait_s[i] for k in fast) > splits[slow].wait_s[i])
-        if not n or above / n < threshold("straggler_consistency"):
-            return None
+        above = above[slow]
         part_gaps = {p: median(splits[slow].parts_s[p]) - median(median(splits[k].parts_s[p]) for k in fast)
                      for p in rank_wait.OWN_PARTS}
         part = max(part_gaps, key=part_gaps.get)
