@@ -3,9 +3,10 @@ other - what only it does) and its waits (device, read_wait - where a synchronou
 at a collective). A rank that waits on the device while another rank's own work is longer by about as much is
 waiting for that rank: the straggler rule (rank_rules.py) and each merged rank's `collective_wait_s` read this.
 
-One rank alone cannot tell its device wait from a wait for the others unless its device time is measured per step
-(`steps[].device_time_s`, from a device trace): then `collective_wait_s` is its own wait above its device work
-(basis "own_device_time"); else it is its wait above the least-waiting rank's (basis "cross_rank")."""
+One rank alone cannot tell its wait for its own device work from a wait for the others: the collective runs inside
+its step graph, so even a measured device time (torch_xla's `steps[].device_time_s`, a trace's busy time) counts
+the time the device spends waiting in the all-reduce. `collective_wait_s` is therefore told across ranks only: a
+rank's wait above the least-waiting rank's (basis "cross_rank"; data-parallel ranks run the same device work)."""
 from __future__ import annotations
 
 import contextlib
@@ -55,7 +56,6 @@ class RankSplit:
     wait_s: list[float]
     parts_s: dict[str, list[float]]
     step_s: list[float]
-    device_time_s: list[float] | None  # measured device work per step (a device trace), else None
 
     @property
     def own(self) -> float:
@@ -86,22 +86,13 @@ def _split_of(report: dict[str, Any], rank: int) -> RankSplit | None:
     parts = {p: [float(r.time_breakdown.get(p) or 0.0) for r in rows] for p in OWN_PARTS}
     own = [sum(v[i] for v in parts.values()) for i in range(len(rows))]
     wait = [sum(float(r.time_breakdown.get(p) or 0.0) for p in WAIT_PARTS) for r in rows]
-    raw = [s for s in report.get("steps", []) if isinstance(s, dict)]
-    by_index = {int(s.get("index") or 0): s.get("device_time_s") for s in raw}
-    dev = [by_index.get(r.index) for r in rows]
-    return RankSplit(rank, own, wait, parts, [r.step_time_s for r in rows],
-                     [float(d) for d in dev] if all(d is not None for d in dev) else None)
+    return RankSplit(rank, own, wait, parts, [r.step_time_s for r in rows])
 
 
 def collective_waits(splits: dict[int, RankSplit]) -> dict[int, tuple[float, str]]:
-    """Each rank's typical wait for the other ranks per steady step, with its basis (module docstring)."""
-    if not splits:
+    """Each rank's typical wait for the other ranks per steady step, with its basis (module docstring); {} for a
+    single rank (nothing to compare with)."""
+    if len(splits) < 2:
         return {}
     floor = min(s.wait for s in splits.values())
-    out = {}
-    for k, s in splits.items():
-        if s.device_time_s is not None:
-            out[k] = (max(median([w - d for w, d in zip(s.wait_s, s.device_time_s)]), 0.0), "own_device_time")
-        elif len(splits) > 1:
-            out[k] = (max(s.wait - floor, 0.0), "cross_rank")
-    return out
+    return {k: (max(s.wait - floor, 0.0), "cross_rank") for k, s in splits.items()}
