@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from . import SCHEMA_ID
-from . import rank_rules
+from . import rank_heatmap, rank_rules, rank_wait
 from .figures import stats
 from .memory import MemorySection
 from .report import assemble
@@ -115,6 +115,13 @@ def _overlap(a: dict, b: dict) -> bool:
 
 def merge(reports: list[dict[str, Any]], paths: list[str] | None = None,
           outcome_of: dict[str, Any] | None = None, force: bool = False) -> dict[str, Any]:
+    """Merge per-process reports (any order) into one report (_merge); each report's steps are read once."""
+    with rank_wait.rows_memo():
+        return _merge(reports, paths, outcome_of, force)
+
+
+def _merge(reports: list[dict[str, Any]], paths: list[str] | None,
+           outcome_of: dict[str, Any] | None, force: bool) -> dict[str, Any]:
     """Merge per-process reports (any order) into one report, assembled like every report (report.assemble);
     raises MergeError. `outcome_of`: the run facts of a parent that spawned these processes (its status, exit
     code, argv) in place of the worst of the ranks'. `force`: merge reports `check` would refuse (noted)."""
@@ -127,11 +134,17 @@ def merge(reports: list[dict[str, Any]], paths: list[str] | None = None,
     paths = [paths[i] for i in order]
     base = reports[0]
     procs = [_process_row(r, p) for r, p in zip(reports, paths)]
+    splits = {rank_of(r): rank_wait.split_of(r, rank_of(r)) for r in reports}
+    waits = rank_wait.collective_waits({k: v for k, v in splits.items() if v is not None})
+    for row in procs:  # what each rank waited for the others per steady step (rank_wait.py says how it is told)
+        if row["rank"] in waits:
+            row["collective_wait_s"], row["collective_wait_basis"] = round(waits[row["rank"]][0], 7), \
+                waits[row["rank"]][1]
     findings = rank_rules.judge(reports) + merge_findings(reports)  # the cross-rank rules (rank_rules.py) first
     run = dict(base.get("run", {}), status=_worst_status(reports),
                exit_code=next((r["run"].get("exit_code") for r in reports if r["run"].get("exit_code")),
                               base.get("run", {}).get("exit_code")),
-               merged_from=[os.path.abspath(p) for p in paths])
+               merged_from=[_where(p) for p in paths])
     run.pop("rank", None)
     for key in ("status", "exit_code", "stop_reason", "started_at", "ended_at", "argv", "kind", "pid"):
         if outcome_of and key in outcome_of:
@@ -145,10 +158,13 @@ def merge(reports: list[dict[str, Any]], paths: list[str] | None = None,
     trace = base.get("trace")
     if trace is not None:  # its findings as merged across ranks (with the ranks they occur on)
         trace = dict(trace, findings=[f for f in findings if origin_of(f) == TRACE])
+    straggler = next((f for f in findings if f.get("kind") == "straggler"), None)
+    heat = rank_heatmap.heatmap(reports, [p["rank"] for p in procs], [p.get("host") for p in procs], straggler)
+    agg = dict(aggregate(procs), **({"notes": notes} if notes else {}), **({"heatmap": heat} if heat else {}))
     return assemble(backend=base["backend"], run=run, env=env, steps=base.get("steps", []),
                     summary=base.get("summary", {}), findings=findings, profiler=base.get("profiler"),
                     roofline=base.get("roofline"), trace=trace, extra=base.get("extra"), rules=base.get("rules"),
-                    processes=procs, aggregate=dict(aggregate(procs), **({"notes": notes} if notes else {})),
+                    processes=procs, aggregate=agg,
                     memory=_memory(base, reports))
 
 
@@ -165,6 +181,11 @@ def _memory(base: dict[str, Any], reports: list[dict[str, Any]]) -> MemorySectio
     return replace(sec, per_rank=rows)
 
 
+def _where(path: str) -> str:
+    """A report's place as the merged report keeps it: a local path made absolute, a URL as given."""
+    return path if "://" in path else os.path.abspath(path)
+
+
 def _process_row(report: dict[str, Any], path: str) -> dict[str, Any]:
     s = Summary.from_json(report.get("summary"))
     run = report.get("run") or {}
@@ -174,7 +195,7 @@ def _process_row(report: dict[str, Any], path: str) -> dict[str, Any]:
         "host": env.get("hostname"),
         "pid": run.get("pid"),
         "local_rank": run.get("local_rank"),
-        "report": os.path.abspath(path) if not path.startswith("report ") else None,
+        "report": _where(path) if not path.startswith("report ") else None,
         "status": run.get("status"),
         "steps": s.steps,
         "warmup_steps": s.warmup_steps,

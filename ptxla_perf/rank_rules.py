@@ -4,14 +4,15 @@ not). merge.py runs them (`judge`) when it merges a run's reports. Thresholds ar
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from . import rank_wait
 from . import summary_keys as K
 from .figures import median
 from .fmt import ms
 from .records import Location
-from .values import Summary, row_series, rows_from_json
+from .values import row_series
 from .thresholds import value as threshold
 from .verdicts import RANKS_SCOPE, Cost, Finding, Rule, cost_of, run as run_rules
 
@@ -32,9 +33,7 @@ def steady_times(report: dict[str, Any], key: str = "step") -> list[float]:
     """A per-step figure (values.row_series: "step" time net of compile, "host" time outside device reads, "data"
     wait) over the rank's steady training iterations, in order, as its report's rows say (values.StepRow; reports
     written before `steps[].steady` get the process's own rule)."""
-    warm = Summary.from_json(report.get("summary")).warmup_steps
-    rows = rows_from_json(report.get("steps", []), warm)
-    return row_series([r for r in rows if r.steady], key)
+    return row_series(rank_wait.steady_rows(report), key)
 
 
 def location_from_json(d: dict | None) -> Location | None:
@@ -57,21 +56,63 @@ class _CrossRank(Rule):
 
 @dataclass
 class StragglerEvidence:
-    rank: int
-    phase: str  # step | data | host: the figure in which it is slower
-    gap_s: float  # its typical figure above the other ranks' (cost.ms_per_step)
+    rank: int  # the slowest of the straggling ranks
+    phase: str  # step | data | host | own_work: the figure in which it is slower
+    gap_s: float  # its typical figure above the other ranks' (cost.ms_per_step for step | data | host)
     gap_share: float | None  # the gap over the other ranks' typical figure
     component: str | None  # the breakdown part that differs most
-    p50_s: dict[str, float]  # each rank's typical figure
+    p50_s: dict[str, float]  # each rank's typical figure (at most MAX_RANKS_KEPT ranks: the slow ones first)
     steps_compared: int
-    steps_above_all_others: int
+    steps_above_all_others: int  # steps in which the slowest rank is above the others' median of that step
+    slow_ranks: list[int] = field(default_factory=list)  # every straggling rank, slowest first
+    others_wait_s: float | None = None  # own_work: what the other ranks wait on the device per step for it
+
+
+MAX_RANKS_NAMED = 4  # a message names at most this many ranks ("and N more")
+MAX_RANKS_KEPT = 64  # evidence keeps at most this many ranks' figures (a pod has thousands)
+
+
+def _slow_ranks(typical: dict[int, float], least_gap) -> tuple[list[int], float]:
+    """The ranks whose typical figure stands above the reference (the median of the faster half of the ranks,
+    so that a few slow ranks among many do not raise it) by at least `least_gap(ref)`, slowest first; none when
+    they are more than half of the ranks (then there is no single slow minority to name)."""
+    vals = sorted(typical.values())
+    ref = median(vals[:max(1, (len(vals) + 1) // 2)])
+    slow = sorted((k for k, v in typical.items() if v - ref >= least_gap(ref)), key=lambda k: -typical[k])
+    if 2 * len(slow) > len(typical):
+        return [], ref
+    return slow, ref
+
+
+def _consistent(series: dict[int, list[float]], slow: list[int]) -> tuple[list[int], int, int]:
+    """The slow ranks that stand above the median of the other ranks at that step in at least
+    straggler_consistency of the steps compared; the steps compared, and the steps the slowest of them is above."""
+    n = min(len(v) for v in series.values())
+    fast = [k for k in series if k not in slow]
+    ref = [median(series[k][i] for k in fast) for i in range(n)]
+    above = {k: sum(1 for i in range(n) if series[k][i] > ref[i]) for k in slow}
+    kept = [k for k in slow if n and above[k] / n >= threshold("straggler_consistency")]
+    return kept, n, above[kept[0]] if kept else 0
+
+
+def _named(ranks: list[int]) -> str:
+    """`1`, `1, 5` or `1, 5, 7, 9 and 12 more`: the console names at most MAX_RANKS_NAMED ranks."""
+    head = ", ".join(str(k) for k in ranks[:MAX_RANKS_NAMED])
+    return head + (f" and {len(ranks) - MAX_RANKS_NAMED} more" if len(ranks) > MAX_RANKS_NAMED else "")
+
+
+def _kept(typical: dict[int, float], slow: list[int]) -> dict[str, float]:
+    order = slow + sorted(k for k in typical if k not in slow)
+    return {str(k): typical[k] for k in order[:MAX_RANKS_KEPT]}
 
 
 class Straggler(_CrossRank):
-    """One rank consistently slower than the others. Phase "step": its iterations take longer (the others do not
-    wait for it, e.g. no collective in the step). When a collective makes every rank's iteration as long, the
+    """Ranks consistently slower than the others. Phase "step": their iterations take longer (the others do not
+    wait for them, e.g. no collective in the step). When a collective makes every rank's iteration as long, the
     rank the others wait for shows in what it does instead of waiting: phase "data", it waits longer for its
-    input (session.data_wait()); phase "host", it keeps the host busy while the others wait in device reads."""
+    input (session.data_wait()); phase "host", it keeps the host busy while the others wait in device reads;
+    phase "own_work", its own part of the time breakdown (data, host, launch, other) is longer while the others
+    wait on the device (in the collective) for about as long (rank_wait.py)."""
 
     kind = "straggler"
 
@@ -80,7 +121,8 @@ class Straggler(_CrossRank):
             found = self._phase(r.reports, phase)
             if found:
                 return [found]
-        return []
+        found = self._own_work(r.reports)
+        return [found] if found else []
 
     def _phase(self, reports: list[dict[str, Any]], phase: str) -> Finding | None:
         times = {rank_of(r): steady_times(r, phase) for r in reports}
@@ -88,20 +130,22 @@ class Straggler(_CrossRank):
         if len(times) < 2:
             return None
         typical = {k: median(v) for k, v in times.items()}
-        slow = max(typical, key=typical.get)
-        ref = median([typical[k] for k in typical if k != slow])
+        slow_ranks, ref = _slow_ranks(typical, lambda ref: max(threshold("straggler_share") * ref,
+                                                               threshold("straggler_min_s")))
+        if not slow_ranks:
+            return None
+        slow_ranks, n, above = _consistent(times, slow_ranks)
+        if not slow_ranks:
+            return None
+        slow = slow_ranks[0]
         gap = typical[slow] - ref
-        if gap < max(threshold("straggler_share") * ref, threshold("straggler_min_s")):
-            return None
-        n = min(len(v) for v in times.values())
-        above = sum(1 for i in range(n) if times[slow][i] > max(times[k][i] for k in times if k != slow))
-        share = above / n if n else 0.0
-        if share < threshold("straggler_consistency"):
-            return None
+        share = above / n
         what = {"step": "step time", "data": "wait for input data per step",
                 "host": "host time per step (outside device waits)"}[phase]
         slow_part = _slowest_component(reports, slow)
-        msg = (f"Rank {slow} is a straggler: its {what} is {ms(gap)} above the other ranks' "
+        who = f"Rank {slow} is a straggler" if len(slow_ranks) == 1 else \
+            f"Ranks {_named(slow_ranks)} are stragglers ({len(slow_ranks)} of {len(typical)}); the slowest, {slow}"
+        msg = (f"{who}: its {what} is {ms(gap)} above the other ranks' "
                f"(p50 {ms(typical[slow])} vs {ms(ref)}) in {share:.0%} of {n} steady steps"
                + (f"; the part that differs most is its {slow_part[0].replace('_', ' ')} time "
                   f"({ms(slow_part[1])} more per step)" if slow_part else "") + ". In a "
@@ -109,10 +153,60 @@ class Straggler(_CrossRank):
                f"rank {slow}: its input pipeline, its share of the data, its host (load, other processes).")
         return Finding("straggler", "warning", msg, above, None,
                        StragglerEvidence(slow, phase, gap, gap / ref if ref else None,
-                                         slow_part[0] if slow_part else None,
-                                         {str(k): v for k, v in sorted(typical.items())}, n, above),
-                       ranks=[slow], cost=Cost(ms_per_step=round(gap * 1e3, 3),
-                                               share_of_wall=round(gap / typical[slow], 4) if typical[slow] else None))
+                                         slow_part[0] if slow_part else None, _kept(typical, slow_ranks), n, above,
+                                         slow_ranks),
+                       ranks=sorted(slow_ranks), cost=Cost(ms_per_step=round(gap * 1e3, 3),
+                                                           share_of_wall=round(gap / typical[slow], 4)
+                                                           if typical[slow] else None))
+
+    def _own_work(self, reports: list[dict[str, Any]]) -> Finding | None:
+        """Equal step times (a synchronous job): the rank whose own work is longer while the others wait on the
+        device for about that long."""
+        splits = {rank_of(r): rank_wait.split_of(r, rank_of(r)) for r in reports}
+        splits = {k: s for k, s in splits.items() if s and len(s.own_s) >= threshold("straggler_min_steps")}
+        if len(splits) < 2:
+            return None
+        step_ref = median(s_.wait + s_.own for s_ in splits.values())
+        typical = {k: s.own for k, s in splits.items()}
+        slow_ranks, ref = _slow_ranks(typical, lambda ref: max(threshold("straggler_min_s"),
+                                                               threshold("straggler_part_share") * step_ref))
+        if not slow_ranks:
+            return None
+        fast = [k for k in splits if k not in slow_ranks]
+        n = min(len(s.own_s) for s in splits.values())
+        fast_own = [median(splits[k].own_s[i] for k in fast) for i in range(n)]
+        fast_wait = [median(splits[k].wait_s[i] for k in fast) for i in range(n)]
+        above = {k: sum(1 for i in range(n) if splits[k].own_s[i] > fast_own[i] and fast_wait[i] > splits[k].wait_s[i])
+                 for k in slow_ranks}  # steps in which it works longer while the others wait longer
+        slow_ranks = [k for k in slow_ranks if n and above[k] / n >= threshold("straggler_consistency")]
+        if not slow_ranks:
+            return None
+        slow = slow_ranks[0]
+        gap = typical[slow] - ref
+        lost = median(fast_wait) - median(splits[slow].wait_s)  # what the others wait beyond the straggler's wait
+        if lost < threshold("straggler_wait_match") * gap:
+            return None  # the others do not wait for it: its own work overlaps theirs, costs them nothing
+        above = above[slow]
+        part_gaps = {p: median(splits[slow].parts_s[p]) - median(median(splits[k].parts_s[p]) for k in fast)
+                     for p in rank_wait.OWN_PARTS}
+        part = max(part_gaps, key=part_gaps.get)
+        step = median(splits[slow].step_s)
+        cost_s = min(lost, gap)  # they cannot lose more to it than its own work's excess
+        who = f"Rank {slow} is a straggler" if len(slow_ranks) == 1 else \
+            f"Ranks {_named(slow_ranks)} are stragglers ({len(slow_ranks)} of {len(splits)}); the slowest, {slow}"
+        msg = (f"{who}: its own work per step ({'/'.join(rank_wait.OWN_PARTS)}) is {ms(gap)} longer than the "
+               f"other ranks' (p50 {ms(typical[slow])} vs {ms(ref)}), most of it in its {part} part "
+               f"({ms(part_gaps[part])} more per step), while the other ranks wait on the device, in the "
+               f"collective, {ms(lost)} per step longer than it does - in {above / n:.0%} of {n} steady steps. Every "
+               f"rank's step is as long as rank {slow}'s: the others lose {ms(cost_s)} per step waiting for it. Look at "
+               f"what rank {slow} does on its host before or around each step ({part} time: its Python, its input, "
+               "its host's load).")
+        return Finding("straggler", "warning", msg, above, None,
+                       StragglerEvidence(slow, "own_work", gap, gap / ref if ref else None, part,
+                                         _kept(typical, slow_ranks), n, above, slow_ranks, lost),
+                       ranks=sorted(slow_ranks),
+                       cost=Cost(ms_per_step=round(cost_s * 1e3, 3), share_of_wall=round(cost_s / step, 4)
+                                 if step else None))
 
 
 def _slowest_component(reports: list[dict[str, Any]], slow: int) -> tuple[str, float] | None:

@@ -65,7 +65,7 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
         lines.append("  no findings")
     for f in shown[:max_findings]:
         where = _bracket(f)
-        ranks = f" (ranks {', '.join(map(str, f['ranks']))})" if len(procs_of(report)) > 1 and f.get("ranks") else ""
+        ranks = f" (ranks {_ranks_text(f['ranks'])})" if len(procs_of(report)) > 1 and f.get("ranks") else ""
         lines.append(f"  {_SEV[f['severity']]} {f['kind']}{where}{ranks}: {f['message']}")
     if len(shown) > max_findings:
         lines.append(f"  ... {len(shown) - max_findings} more finding(s) in the report")
@@ -94,6 +94,15 @@ def _bracket(f: dict[str, Any]) -> str:
     return f"  [{said.group(1) if said else path}:{loc['line']}]"
 
 
+MAX_RANK_LINES = 8  # the console names at most this many ranks of a merged report (a pod has thousands)
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    """`0, 1` or `0, 1, 2, 3 and 252 more` (at most 4 named)."""
+    head = ", ".join(map(str, ranks[:4]))
+    return head + (f" and {len(ranks) - 4} more" if len(ranks) > 4 else "")
+
+
 def procs_of(report: dict[str, Any]) -> list:
     return report.get("processes") or []
 
@@ -105,7 +114,13 @@ def _processes_lines(report: dict[str, Any]) -> list[str]:
         return []
     agg = report.get("aggregate") or {}
     lines = [f"  processes   {len(procs)} on {agg.get('hosts', 1)} host(s); the lines above are rank {procs[0]['rank']}'s"]
-    for p in procs:
+    shown = procs
+    if len(procs) > MAX_RANK_LINES:  # a pod: the stragglers, then the slowest ranks; the rest in the report
+        first = {k: i for i, k in enumerate((agg.get("heatmap") or {}).get("slow_ranks") or [])}
+        shown = sorted(procs, key=lambda p: (first.get(p["rank"], len(first)),
+                                             -((p.get("step_time_s") or {}).get("p50") or 0.0)))[:MAX_RANK_LINES]
+        lines.append(f"    the {len(shown)} slowest ranks of {len(procs)} (every rank: the report and its page)")
+    for p in shown:
         st = p.get("step_time_s") or {}
         tp = (p.get("throughput") or {}).get("samples_per_s")
         lines.append(f"    rank {p['rank']:<3} {p.get('host') or '?'}: {p['steps']} steps, p50 {_ms(st.get('p50'))}, "

@@ -34,6 +34,12 @@ _ALL = (
     Threshold("straggler_min_s", 0.002, "...and at least this many seconds slower..."),
     Threshold("straggler_consistency", 0.75, "...in at least this share of the steady steps compared step by step"),
     Threshold("straggler_min_steps", 3, "a rank needs at least this many steady steps to be compared"),
+    Threshold("straggler_part_share", 0.05,
+              "equal step times (a synchronous job): a rank's own work (data, host, launch, other) longer than the "
+              "others' by this share of the step (and straggler_min_s)..."),
+    Threshold("straggler_wait_match", 0.5,
+              "...is a straggler when the other ranks wait on the device longer than it does by at least this "
+              "share of that difference (they wait for it in the collective)"),
     Threshold("roofline_overhead_ratio", 2.0,
               "observed steady step above this multiple of the roofline prediction: overhead-bound"),
     Threshold("roofline_explains_share", 0.1,

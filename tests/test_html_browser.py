@@ -117,3 +117,30 @@ def test_diff_page_loads_clean(chrome, pages, tmp_path):
     assert got["console"] == [] and got["requests"] == []
     assert 'data-ptxla-ready="1"' in got["dom"]
     assert len(re.findall(r'<rect class="m ', got["dom"])) == len(ra["steps"]) + len(rb["steps"])
+
+
+def test_merged_page_heat_map_renders(chrome, pages, tmp_path):
+    """A merged report of 40 ranks (copies of a real run's report, 8 ranks per host): the page's ranks x steps
+    heat map renders - one cell per rank and column - with no console error and no request."""
+    import importlib.util
+    from conftest import ROOT, load_report
+    spec = importlib.util.spec_from_file_location("ptxla_merge_scale_benchmark", ROOT / "benchmarks" / "merge_scale.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    page, rep = pages["clean_loop"]
+    bench.write_copies([rep, rep], 40, [], str(tmp_path / "pod"))
+    out = tmp_path / "merged.json"
+    proc = run_cli("merge", str(tmp_path / "pod"), "--report", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    hm = load_report(out)["aggregate"]["heatmap"]
+    got = _open(chrome, out.with_suffix(".html"), tmp_path, "--dump-dom")
+    assert got["console"] == [] and got["requests"] == []
+    dom = got["dom"]
+    assert 'data-ptxla-ready="1"' in dom
+    svg = re.search(r'<svg class="heatmap step" data-rows="(\d+)" data-cols="(\d+)"(.*?)</svg>', dom, re.S)
+    assert svg and int(svg.group(1)) == len(hm["ranks"]) == 40 and int(svg.group(2)) == hm["columns"] > 0
+    cells = sum(v is not None for row in hm["step_ms"] for v in row)
+    assert len(re.findall(r'<rect class="hm"', svg.group(3))) == cells > 0
+    assert len(set(re.findall(r'fill="(#[0-9a-f]{6})"', svg.group(3)))) > 1  # a heat map, not one flat colour
+    table = dom[dom.index('id="processes"'):]
+    assert len(re.findall(r"<tr data-rank=", table[:table.index("</section>")])) == 32  # a pod: its slowest 32

@@ -1,21 +1,21 @@
-"""`merge REPORT... [--report OUT]`: per-process reports of one run (REPORT.rankN.json from each process or host)
+"""`merge REPORT|GLOB|DIR|URL... [--report OUT]`: per-process reports of one run (REPORT.rankN.json from each process or host)
 -> one report with a per-rank `processes` section, aggregate throughput and cross-rank findings (straggler,
 rank_divergence). docs/multiprocess.md."""
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 
+from .. import SCHEMA_ID, merge, merge_inputs, render, report as report_mod
 from ..cli import COMMANDS, UsageError, describe
 from ..merge import rank_of
-from .. import merge, render, report as report_mod
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("merge", help=COMMANDS["merge"],
                        description=describe(__doc__))
-    p.add_argument("reports", nargs="+", metavar="REPORT", help="per-process reports (JSON)")
+    p.add_argument("reports", nargs="+", metavar="REPORT", help="per-process reports: files, globs, directories, or fsspec URLs (gs://, s3://, http://; needs fsspec and that filesystem)")
     p.add_argument("--report", default="ptxla_perf_merged.json", help="merged report path (default: %(default)s)")
     p.add_argument("--force", action="store_true",
                    help="merge reports that look like different runs (other run ids, command lines that differ "
@@ -32,19 +32,14 @@ def single_note(report: dict) -> str:
 
 
 def run(args) -> int:
-    reports = []
-    for path in args.reports:
-        try:
-            with open(path) as f:
-                reports.append(json.load(f))
-        except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-        except ValueError:
-            raise UsageError(f"{path} is not JSON") from None
     try:
-        out = merge.merge(reports, list(args.reports), force=args.force)
-    except merge.MergeError as exc:
+        reports, paths, notes = merge_inputs.load_all(list(args.reports), SCHEMA_ID,
+                                                      skip={os.path.abspath(args.report)})
+        out = merge.merge(reports, paths, force=args.force)
+    except (merge.MergeError, merge_inputs.MergeInputError) as exc:
         raise UsageError(str(exc)) from None
+    if notes:
+        out["aggregate"].setdefault("notes", []).extend(notes)
     if len(reports) == 1:
         out["aggregate"].setdefault("notes", []).append(single_note(reports[0]))
     path = report_mod.write(out, args.report)

@@ -13,7 +13,7 @@ from .. import fmt
 from .. import summary_keys as K
 from ..figures import basis_text
 from ..verdicts import cost_of, worst_first
-from . import assets, charts, memory_panel
+from . import assets, charts, heatmap, memory_panel
 
 _SEV_LABEL = {"error": "ERROR", "warning": "WARN", "info": "info"}
 # a finding's typed cost (findings[].cost; read from the evidence of a 0.4.0 report), shown in its cost line
@@ -50,7 +50,7 @@ def write(report: dict[str, Any], path: str) -> str:
 def render(report: dict[str, Any]) -> str:
     run = report.get("run") or {}
     title = _what(report)
-    body = [_header(report, title), headline_section(report), _processes(report), timeline_section(report),
+    body = [_header(report, title), headline_section(report), heatmap.section(report), _processes(report), timeline_section(report),
             _findings(report), memory_panel.section(report), _trace(report), _footer(report)]
     return page(f"ptxla_perf: {title} ({run.get('status') or '-'})", body)
 
@@ -131,6 +131,9 @@ def headline_section(report: dict[str, Any]) -> str:
     return f"<section class=\"headline\">{''.join(kpis)}</section>"
 
 
+MAX_PROCESS_ROWS = 32  # the processes table and bars of a pod: its slowest ranks only
+
+
 def _processes(report: dict[str, Any]) -> str:
     """A merged multi-process report: each rank's step time side by side and a row of numbers per rank (the
     timeline below is rank 0's steps)."""
@@ -138,6 +141,11 @@ def _processes(report: dict[str, Any]) -> str:
     if not procs:
         return ""
     agg = report.get("aggregate") if isinstance(report.get("aggregate"), dict) else {}
+    total = len(procs)
+    if total > MAX_PROCESS_ROWS:  # a pod: the slow ranks first (the heat map's order), the rest counted
+        first = {k: i for i, k in enumerate((agg.get("heatmap") or {}).get("ranks") or [])}
+        procs = sorted(procs, key=lambda p: (first.get(p.get("rank"), len(first)),
+                                             -((p.get("step_time_s") or {}).get("p50") or 0.0)))[:MAX_PROCESS_ROWS]
     rows = []
     for p in procs:
         st = p.get("step_time_s") or {}
@@ -150,7 +158,9 @@ def _processes(report: dict[str, Any]) -> str:
                     f"<td class=\"r\">{fmt.num(p.get('device_to_host_per_step'))}</td>"
                     f"<td class=\"r\">{'-' if tp is None else f'{tp:.1f}'}</td>"
                     f"<td class=\"r\">{sev.get('warning', 0) + sev.get('error', 0)}</td></tr>")
-    note = [f"{len(procs)} processes on {agg.get('hosts', 1)} host(s); the timeline below is rank 0's steps"]
+    note = [f"{total} processes on {agg.get('hosts', 1)} host(s); the timeline below is rank 0's steps"]
+    if total > len(procs):
+        note.append(f"the {len(procs)} slowest ranks shown")
     if agg.get("slowest_rank") is not None:
         note.append(f"slowest rank {agg['slowest_rank']} (p50 spread {fmt.ms(agg.get('step_time_spread_s'), 2)})")
     tp = agg.get("throughput") or {}
