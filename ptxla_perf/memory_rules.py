@@ -50,7 +50,7 @@ class MemoryGrowth(Rule):
         # one the count may be the framework's own bookkeeping (torch_xla SPMD: one more tensor per mark_sharding
         # call, measured in a plain run too), so the finding says what is unknown and stays info.
         known = bool(holder.get("holder"))  # a named container in the user's frames (an anonymous dict is no evidence)
-        projected, costly, against = projection(b)
+        projected, costly, against = projection(_rate(b, per, holder))
         if known and costly:
             tail = f"Whatever a step keeps stays on the device until the run runs out of memory. {advice}"
         elif known:
@@ -74,6 +74,18 @@ class MemoryGrowth(Rule):
              **{k: v for k, v in holder.items() if k not in ("location",)}},
             per, [s.index for s in ctx.train[ctx.warmup:] if s.live_arrays is not None][:20],
             cost=Cost(bytes_per_step=b))]
+
+
+def _rate(measured: float | None, arrays_per_step: float, holder: dict[str, Any]) -> float | None:
+    """Bytes a step keeps, for rating: the measured rise of all live bytes, or the held values' size times the
+    arrays added a step where that is less. The measured rise includes whatever step output happened to be in
+    flight at the last sample (one set of parameters over a dozen steps: hundreds of bytes a step on a loop that
+    keeps two scalars), which only the holder's own items tell apart."""
+    per_item = holder.get("bytes_per_item")
+    held = arrays_per_step * per_item if per_item else None
+    if measured is None or held is None:
+        return measured if held is None else held
+    return min(measured, held)
 
 
 def projection(bytes_per_step: float | None, capacity_bytes: int | None = None) -> tuple[float | None, bool, str]:

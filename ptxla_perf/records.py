@@ -67,6 +67,7 @@ class TransferEvidence(CallEvidence):
     origins: dict[str, int] | None = None  # bytes by origin: data | round_trip | host_random | host_made
     made_by: list[str] | None = None  # what made the non-data values (the source expression, the read line)
     eager: bool = False  # copied outside any jitted call (jnp.array / jnp.asarray of host data)
+    seconds: float | None = None  # eager: the jnp.array/jnp.asarray call's own time (its dispatch and copy)
 
 
 @dataclass

@@ -65,7 +65,7 @@ _ALL = (
     Threshold("eager_upload_min_s", 0.001,
               "JAX eager uploads (jnp.array of host data outside any jitted call) are rated by their dispatch "
               "time: a warning when they recur and take at least this many seconds per step..."),
-    Threshold("eager_upload_share", 0.05, "...and at least this share of the steady step"),
+    Threshold("eager_upload_share", 0.1, "...and at least this share of the steady step"),
     Threshold("memory_headroom_share", 0.1,
               "memory_headroom: the largest graph's peak leaves less than this share of a known device capacity free"),
     Threshold("host_bound_share", 0.5,

@@ -42,7 +42,7 @@ def main():
     y = jnp.asarray(rng.standard_normal((8, 32)).astype(np.float32))
     history = History()
     metrics = defaultdict(list)
-    for step in range(30):
+    for step in range(60):
         w, loss, acc = train_step(w, x, y)
         logged = {"loss": loss, "acc": acc, **({"w": w} if WEIGHTS else {})}
         if MODE == "attr":

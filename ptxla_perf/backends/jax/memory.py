@@ -89,8 +89,8 @@ class Memory:
 
     def _donation(self, outs: list, fn: JitInfo, args: tuple, kwargs: dict, frame) -> None:
         alive = {id(x): x for x in (r() for r in outs) if x is not None}
-        if not alive:
-            return
+        if not alive or (self._graph_mem.get(fn.name) or {}).get("alias_bytes"):
+            return  # XLA aliased outputs to inputs: something is donated, however the wrapper was asked
         n = nbytes = 0
         shapes: list = []
         argnames: list[str] = []
