@@ -239,6 +239,7 @@ class StepRecord:
     phase: str | None = None  # recipe-provided label, e.g. "train" / "eval"
     samples: int | None = None  # recipe-provided, for throughput
     tokens: int | None = None
+    model_flops: float | None = None  # user- or recipe-given model FLOPs of the step (roofline's model_mfu)
     events: list[Event] = field(default_factory=list)
     own_time_us: float | None = None  # ptxla_perf's own host time at this boundary (the overhead we add)
     # --- what the iteration grouping and the rules read (docs/report.md: "steps are iterations") ---
@@ -294,4 +295,6 @@ class StepRecord:
             del d["eager_launches"], d["eager_time_s"]
         if not d["hot_lines"]:
             del d["hot_lines"]
+        if d["model_flops"] is None:  # given only where the user or a recipe knows them
+            del d["model_flops"]
         return d

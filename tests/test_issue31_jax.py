@@ -1,10 +1,15 @@
 """Issue 31 on JAX loops written for it (tests/scripts/): growth held in a dict of lists or a dataclass's dict is
-found and named (item 3); growth and eager uploads are rated by what they cost, not by being there (item 4)."""
+found and named (item 3); growth and eager uploads are rated by what they cost, not by being there (item 4);
+`pmap(..., donate_argnums=...)` is known to donate (item 5); the roofline's utilisation is HFU, with model-FLOPs
+MFU beside it where the model FLOPs are given (item 8)."""
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 
-from conftest import SCRIPTS, planted_line
+from conftest import SCRIPTS, cli_env, load_report, planted_line
 
 pytest.importorskip("jax")
 
@@ -77,3 +82,45 @@ def test_pmap_that_keeps_its_weights_is_told(profiled):
     run = _run(profiled, PMAP, "keep")
     (f,) = _kinds(run.report, "missing_donation")
     assert f["evidence"]["argument"] == ["w"] and f["evidence"]["shapes"][0][-2:] == [32, 16], f
+
+
+CLEAN = SCRIPTS / "jax_clean.py"
+BLOCK = SCRIPTS / "jax_model_flops.py"
+
+
+def test_model_flops_given_by_set_step_info_give_mfu_beside_hfu(tmp_path):
+    out = tmp_path / "report.json"
+    proc = subprocess.run([sys.executable, str(BLOCK), str(out)], cwd=tmp_path, env=cli_env(), capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    given = float(next(ln for ln in proc.stdout.splitlines() if ln.startswith("MODEL_FLOPS")).split()[1])
+    rep = load_report(out)
+    roof = rep["roofline"]
+    assert roof["hfu"] is not None and roof["mfu"] == roof["hfu"], roof
+    assert roof["model_flops_per_step"] == given
+    # the same time and peak: the two utilisations are in the ratio of their FLOPs
+    assert roof["model_mfu"] == pytest.approx(roof["hfu"] * given / roof["flops_per_step"], rel=1e-6), roof
+    # XLA's count includes what 6·N·tokens leaves out (softmax, gelu, the optimizer's update)
+    assert roof["flops_per_step"] > given
+    assert rep["summary"]["model_mfu"] == roof["model_mfu"] and rep["summary"]["hfu"] == roof["hfu"]
+    assert all(s.get("model_flops") == given for s in rep["steps"]), rep["steps"][:2]
+
+
+def test_model_flops_per_step_option_labels_hfu_and_mfu(profiled):
+    run = profiled(CLEAN, "--backend", "jax", "--model-flops-per-step", "1000")
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    roof = run.report["roofline"]
+    assert roof["model_flops_per_step"] == 1000.0 and roof["model_mfu"] is not None, roof
+    line = next(ln for ln in run.proc.stderr.splitlines() if ln.startswith("  roofline"))
+    assert " HFU " in line and "MFU" in line.split("HFU", 1)[1] and "(model 1 kFLOP/step)" in line, line
+    page = run.path.with_suffix(".html").read_text()
+    assert "hardware FLOPs utilisation" in page and "model FLOPs utilisation" in page
+
+
+def test_without_model_flops_only_hfu_is_given(profiled):
+    run = profiled(CLEAN, "--backend", "jax")
+    roof = run.report["roofline"]
+    assert roof["model_mfu"] is None and roof["model_flops_per_step"] is None
+    assert all("model_flops" not in s for s in run.report["steps"])
+    line = next(ln for ln in run.proc.stderr.splitlines() if ln.startswith("  roofline"))
+    assert "HFU" in line and "MFU" not in line.replace("HFU", ""), line
