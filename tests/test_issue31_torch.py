@@ -1,6 +1,8 @@
-"""Issue 31 item 7 on a torch_xla loop written for it (tests/scripts/torch_labels.py): the page names each step
+"""Issue 31 on torch_xla loops written for it. Item 7 (tests/scripts/torch_labels.py): the page names each step
 graph by where it runs, the step-time legend never gives two different things one colour, and the console says
-which device figure is the host's wait and which the device's whole busy time."""
+which device figure is the host's wait and which the device's whole busy time. Item 6
+(tests/scripts/torch_multiscale.py): a multi-scale resize's recompiles point at the resize in the loop, not at the
+loss's ops that follow its size."""
 from __future__ import annotations
 
 import re
@@ -49,3 +51,16 @@ def test_console_tells_the_device_wait_from_the_device_busy_time(run):
     roof = "\n".join(ln for ln in err.splitlines() if ln.startswith(("  roofline", "              predicted")))
     assert run.report["roofline"]["device_step_time_s"] is not None, run.report["roofline"]
     assert re.search(r"device busy [0-9.]+ \w+/step \([^)]*overlap with the host included\)", roof), roof
+
+
+MULTISCALE = SCRIPTS / "torch_multiscale.py"
+
+
+def test_multiscale_resize_recompiles_point_at_the_resize(profiled):
+    pytest.importorskip("torch_xla")
+    r = profiled(MULTISCALE)
+    assert r.proc.returncode == 0, r.proc.stderr[-3000:]
+    (f,) = [f for f in r.report["findings"] if f["kind"] == "recompilation"]
+    assert f["location"]["line"] == planted_line(MULTISCALE), f  # not grid_loss's torch.arange
+    assert f["evidence"]["cause"] == "internal_shapes", f["evidence"]
+    assert any("inside interpolate(), called at torch_multiscale.py:" in d for d in f["evidence"]["differences"]), f
