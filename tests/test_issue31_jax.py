@@ -124,3 +124,15 @@ def test_without_model_flops_only_hfu_is_given(profiled):
     assert all("model_flops" not in s for s in run.report["steps"])
     line = next(ln for ln in run.proc.stderr.splitlines() if ln.startswith("  roofline"))
     assert "HFU" in line and "MFU" not in line.replace("HFU", ""), line
+
+
+def test_growth_projection_follows_the_cost():
+    """memory_growth's rating (pure logic): bytes/step over a million steps, against a share of a known capacity
+    or, unknown, a 1 GiB floor."""
+    from ptxla_perf.memory_rules import projection
+    gib = 1 << 30
+    assert projection(4.0) == (4e6, False, projection(4.0)[2])  # a scalar a step: 4 MB, info
+    assert projection(2048.0)[1] is True  # 2 KiB a step: 2 GB in a million steps
+    assert projection(2048.0, 16 * gib)[1] is True and projection(1024.0, 16 * gib)[1] is False  # 10 % of 16 GiB
+    assert "of the device's 16.00 GiB" in projection(1024.0, 16 * gib)[2]
+    assert projection(None) == (None, True, "its size unknown")
