@@ -38,12 +38,13 @@ def train_step(w, x, y):
 def main():
     rng = np.random.default_rng(0)
     w = jnp.asarray(rng.standard_normal((64, 32)).astype(np.float32) * 0.1)
-    x = jnp.asarray(rng.standard_normal((8, 64)).astype(np.float32))
-    y = jnp.asarray(rng.standard_normal((8, 32)).astype(np.float32))
+    x = jnp.asarray(rng.standard_normal((4096, 64)).astype(np.float32))
+    y = jnp.asarray(rng.standard_normal((4096, 32)).astype(np.float32))
     history = History()
     metrics = defaultdict(list)
-    for step in range(60):
+    for step in range(80):
         w, loss, acc = train_step(w, x, y)
+        w.block_until_ready()  # each step waits for its weights (as loops that time their steps do)
         logged = {"loss": loss, "acc": acc, **({"w": w} if WEIGHTS else {})}
         if MODE == "attr":
             history.log(**logged)
