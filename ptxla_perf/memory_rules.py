@@ -50,7 +50,7 @@ class MemoryGrowth(Rule):
         # one the count may be the framework's own bookkeeping (torch_xla SPMD: one more tensor per mark_sharding
         # call, measured in a plain run too), so the finding says what is unknown and stays info.
         known = bool(holder.get("holder"))  # a named container in the user's frames (an anonymous dict is no evidence)
-        projected, costly, against = projection(_rate(b, per, holder))
+        projected, costly, against = projection(_rate(b, per, holder), holder.get("capacity_bytes"))
         if known and costly:
             tail = f"Whatever a step keeps stays on the device until the run runs out of memory. {advice}"
         elif known:
@@ -90,8 +90,9 @@ def _rate(measured: float | None, arrays_per_step: float, holder: dict[str, Any]
 
 def projection(bytes_per_step: float | None, capacity_bytes: int | None = None) -> tuple[float | None, bool, str]:
     """What a growth costs: (bytes kept over a run of `memory_growth_run_steps`, whether that is worth a warning,
-    what it was compared with). Against a known capacity: `memory_growth_capacity_share` of it; unknown (the
-    iteration rules run before the memory section knows it): `memory_growth_min_bytes`. Bytes unknown: costly
+    what it was compared with). Against a known capacity (the runtime's, on the holder's evidence: JAX on TPU/GPU):
+    `memory_growth_capacity_share` of it; unknown (a CPU; the iteration rules run before the memory section knows
+    an override): `memory_growth_min_bytes`. Bytes unknown: costly
     (a rise in device values with a named holder is the program's own, and nothing says it is small)."""
     if bytes_per_step is None:
         return None, True, "its size unknown"

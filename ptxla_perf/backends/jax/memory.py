@@ -116,7 +116,9 @@ class Memory:
             before, self._holders_before = self._holders_before, None
             found = find_holder(_is_array, _array_bytes, frame, before)
             if found is not None:
-                rec.events.append(Event("memory_growth", found[0], found[1]))
+                # the capacity the growth is rated against (memory_rules.projection): the runtime's, where it has one
+                cap = (self.device_memory() or {}).get("bytes_limit")
+                rec.events.append(Event("memory_growth", found[0], {**found[1], "capacity_bytes": cap}))
             rec.attributed = True
         if nsteps < self._next_live or not self._caps.live_arrays:
             return
