@@ -70,7 +70,7 @@ def check_port(port: int) -> None:
 def _roofline_cfg(cfg: dict | None) -> dict[str, Any]:
     """`peak_tflops` / `peak_gbps` overrides (null = from the device): positive numbers, or a SessionError."""
     cfg = dict(cfg or {})
-    for key in ("peak_tflops", "peak_gbps", "device_memory_gb"):
+    for key in ("peak_tflops", "peak_gbps", "device_memory_gb", "model_flops_per_step"):
         v = cfg.get(key)
         if v is None:
             continue
@@ -182,6 +182,8 @@ class Session:
         self._callbacks: list[Callable[[StepRecord], None]] = []
         self._closers: list[Callable[[], None]] = []
         self._step_info: dict[str, Any] = {}
+        if self.roofline_cfg.get("model_flops_per_step"):  # --model-flops-per-step: every step's model FLOPs
+            self._step_info["model_flops"] = float(self.roofline_cfg["model_flops_per_step"])
         self._stop: RunStopped | None = None
         self._old_handlers: dict[int, Any] = {}
         self._clock = self._last_progress = self._last_flush = 0.0
@@ -282,10 +284,11 @@ class Session:
                  f"Capture Profile, or: python -m ptxla_perf capture --service localhost:{port}")
 
     def set_step_info(self, *, samples: int | None = None, tokens: int | None = None,
-                      phase: str | None = None) -> None:
-        """Sticky per-step facts from a recipe (batch size, tokens, train/eval) for throughput and labels."""
-        self._step_info.update({k: v for k, v in (("samples", samples), ("tokens", tokens), ("phase", phase))
-                                if v is not None})
+                      phase: str | None = None, model_flops: float | None = None) -> None:
+        """Sticky per-step facts from a recipe (batch size, tokens, train/eval) for throughput and labels;
+        `model_flops`: the model's FLOPs per step (6·N·tokens for a transformer) for model-FLOPs MFU."""
+        self._step_info.update({k: v for k, v in (("samples", samples), ("tokens", tokens), ("phase", phase),
+                                                  ("model_flops", model_flops)) if v is not None})
 
     def add_step_callback(self, fn: Callable[[StepRecord], None], close: Callable[[], None] | None = None) -> None:
         self._callbacks.append(fn)
@@ -490,6 +493,7 @@ class Session:
             rec.samples = info.get("samples", rec.samples)
             rec.tokens = info.get("tokens", rec.tokens)
             rec.phase = info.get("phase", rec.phase)
+            rec.model_flops = info.get("model_flops", rec.model_flops)
 
     def _keep(self, rec: StepRecord) -> None:
         self.steps.append(rec)

@@ -113,10 +113,15 @@ def headline_section(report: dict[str, Any]) -> str:
     else:
         kpis.append(_kpi("throughput", fmt.MISSING, "no samples per step given", "throughput"))
     roof = report.get("roofline") if isinstance(report.get("roofline"), dict) else {}
-    if roof.get("mfu") is not None:  # over the time the section says (the device's busy time on torch_xla)
-        basis = roof.get("mfu_time_basis")
-        kpis.append(_kpi("MFU", fmt.pct(roof["mfu"], 1), "model FLOPs utilisation" + (
-            f", over the {'device' if basis == 'device' else 'wall'} time" if basis else ""), "mfu"))
+    hfu = roof.get("hfu", roof.get("mfu"))  # `mfu` before issue 31: the same, hardware, figure
+    basis = roof.get("mfu_time_basis")
+    over = f", over the {'device' if basis == 'device' else 'wall'} time" if basis else ""
+    if hfu is not None:  # over the time the section says (the device's busy time on torch_xla)
+        kpis.append(_kpi("HFU", fmt.pct(hfu, 1), "hardware FLOPs utilisation: XLA's FLOPs (rematerialised and "
+                         "auxiliary ops counted)" + over, "mfu"))
+    if roof.get("model_mfu") is not None:
+        kpis.append(_kpi("MFU", fmt.pct(roof["model_mfu"], 1), "model FLOPs utilisation: the model FLOPs given "
+                         "per step" + over, "model_mfu"))
     kpis += [_kpi("compiles", fmt.num(s.get(K.COMPILES)),
                   f"{fmt.seconds(s.get(K.COMPILE_TIME))}, {fmt.num(s.get(K.RECOMPILES))} "
                   "after warm-up", "compiles"),
@@ -203,8 +208,9 @@ def timeline_section(report: dict[str, Any], title: str = "Step time", zoom: boo
     if split:
         tb = (report.get("summary") or {}).get(K.TIME_BREAKDOWN) or {}
         share = tb.get("share") or {}
-        legend += [_legend_item(colour, f"{c.replace('_', ' ')}" + (f" {fmt.pct(share[c])}" if c in share else ""))
-                   for c, colour in charts.SPLIT.items()]
+        legend += ["<span>step time split:</span>"] + [
+            _legend_item(colour, f"{c.replace('_', ' ')}" + (f" {fmt.pct(share[c])}" if c in share else ""))
+            for c, colour in charts.SPLIT.items()]
     tools = ("<span class=\"tools\"><button id=\"tl-out\" type=\"button\">−</button><span id=\"tl-zoom\">1x</span>"
              "<button id=\"tl-in\" type=\"button\">+</button><button id=\"tl-reset\" type=\"button\">reset</button>"
              "</span>") if zoom else ""
