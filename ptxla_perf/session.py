@@ -39,6 +39,7 @@ from .sampler import StackSampler
 from .session_capture import CaptureWindow
 from .session_report import OutputConfig, ReportOutput, RunFacts, minimal_report, report_of, sections_of
 from .capture_owner import publish
+from .trace_section import TraceSection
 
 __all__ = ["Session", "RunStopped", "SessionError", "open_session"]
 
@@ -189,7 +190,7 @@ class Session:
         self._clock = self._last_progress = self._last_flush = 0.0
         self._finished: dict[str, Any] | None = None
         self.tail: StepRecord | None = None
-        self.trace: dict[str, Any] | None = None  # a capture's analysis (ptxla_perf.trace), merged into the report
+        self.trace: TraceSection | None = None  # a capture's analysis (ptxla_perf.trace), merged into the report
         self._capture: CaptureWindow | None = None  # the step window this session owns, closed in finish
         self.output = ReportOutput(self.out, self.say)  # the report, its page, TensorBoard scalars, the summary
         self.sample_hz = sample_hz  # the main thread's stack sampler (sampler.py); 0: off
@@ -328,7 +329,7 @@ class Session:
     def has_capture(self) -> bool:
         return self._capture is not None
 
-    def capture_analysis(self) -> dict[str, Any] | None:
+    def capture_analysis(self) -> TraceSection | None:
         """Close the capture window (idempotent) and analyze it, once: recipes that read the trace and the report's
         `trace` section share one analysis. None when there was no capture (the reason is in `profiler.captures`)."""
         if self._capture is None:
@@ -425,7 +426,7 @@ class Session:
             guarded("adapter.settle", self.caps.settle, final=final)
         env = environment(self.adapter.environment())
         analysis = self.analysis(end.status)
-        sinks = roofline.sinks(self.extra_findings + analysis.findings + list((self.trace or {}).get("findings", [])))
+        sinks = roofline.sinks(self.extra_findings + analysis.findings + (self.trace.findings if self.trace else []))
         sections = sections_of(analysis, self.adapter, self.caps, env, self.trace, sinks, self.roofline_cfg,
                                final)
         return report_of(analysis, self.facts, sections, end=end, adapter=self.adapter, env=env, steps=self.steps,

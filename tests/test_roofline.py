@@ -484,6 +484,12 @@ def test_capture_gives_per_op_costs(tmp_path):
     one = 2 * 2 * 32 * 64 * 128  # one projection: 2*B*T*D*F
     assert any(op["flops"] == one for op in ops), [(o["name"], o["flops"]) for o in ops]
     assert all(op["bound"] in ("compute", "memory", "collective") for op in ops)
+    # the session's trace section (typed in the run, serialized once) reads back the same; its top ops are the
+    # ones the roofline joined with their costs (session_report reads the section's `top_ops` attribute)
+    from ptxla_perf.trace_section import TraceSection
+    sec = TraceSection.from_json(report["trace"])
+    assert sec.to_json() == report["trace"] and sec.session["first_boundary"] == 2  # related by the session
+    assert {op["name"] for op in ops} <= {op["name"] for op in sec.top_ops}
 
 
 # --- MFU over the device's busy time (issue 18): real torch_xla runs of tests/scripts/mfu_programs.py -------------
