@@ -249,7 +249,7 @@ class Session:
         scalars = self.output.open_scalars(self.rank, self.facts.started_at)
         if scalars is not None:
             self.profiler["scalars"] = scalars
-        TRAINING.reset()  # the thread that starts the session trains until the first boundary says otherwise
+        guarded("start.training_thread", TRAINING.reset)  # the thread that starts the session, until a boundary
         if self.sample_hz and self.sample_hz > 0:
             codes = self.caps.sampler_codes
             self.sampler = StackSampler(codes() if codes else None, 1.0 / float(self.sample_hz)).start()
@@ -465,7 +465,8 @@ class Session:
         """Each stage guarded (faults.py): one that fails is a profiler error, and the others still run; a stop
         (guard, signal) is raised here, at the user's step boundary."""
         if not self._up:
-            TRAINING.settled or TRAINING.settle()  # the thread that calls the first boundary trains
+            if not TRAINING.settled:  # the thread that calls the first boundary trains (training_thread.py)
+                guarded("boundary.training_thread", TRAINING.settle)
             guarded("boundary.runtime_up", self._runtime_up)
             self._up = True
         for stage in self._stages:
