@@ -1,6 +1,7 @@
 """The training thread under torch_xla.launch (issue 30, point 6): the launched child runs the user's function in
 a per-device worker thread, not its main thread. The host CPU clock, the data-wait timing and the stack sampler
-follow the thread that trains (training_thread.py), so one loop gets one diagnosis alone and launched."""
+follow the thread that trains (training_thread.py), so one loop gets one diagnosis alone and launched - and in a
+thread of the program's own (torch_xla and JAX), settled at the first step boundary."""
 from __future__ import annotations
 
 import threading
@@ -10,23 +11,24 @@ import pytest
 from conftest import SCRIPTS, load_report, planted_line, run_cli
 
 SCRIPT = SCRIPTS / "mp_launch_host_heavy.py"
+JAX_SCRIPT = SCRIPTS / "jax_thread_host_heavy.py"
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """`profile` of the loop (how: alone | launch, what: host | data), each run once for the module."""
+    """`profile` of the loop (how: alone | thread | launch, what: host | data), each run once for the module."""
     done: dict = {}
 
-    def get(how: str, what: str):
-        if (how, what) not in done:
-            out = tmp_path_factory.mktemp(f"{how}_{what}")
-            proc = run_cli("profile", "--port", "none", "--report", str(out / "report.json"), str(SCRIPT), how,
+    def get(how: str, what: str, script=SCRIPT):
+        if (how, what, script) not in done:
+            out = tmp_path_factory.mktemp(f"{script.stem}_{how}_{what}")
+            proc = run_cli("profile", "--port", "none", "--report", str(out / "report.json"), str(script), how,
                            what, cwd=out, timeout=180)
             assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr[-3000:]
             rank0 = out / "report.rank0.json"
-            done[how, what] = (proc, load_report(rank0 if how == "launch" else out / "report.json"))
-        return done[how, what]
+            done[how, what, script] = (proc, load_report(rank0 if how == "launch" else out / "report.json"))
+        return done[how, what, script]
     return get
 
 
@@ -49,6 +51,18 @@ def test_host_heavy_loop_is_host_bound_alone_and_launched(runs):
     assert found[0]["location"]["line"] == planted_line(SCRIPT)
     assert found[0]["evidence"]["lines"][0]["line"] == planted_line(SCRIPT)
     assert "time/step   host " in proc.stderr  # the parent's merged summary leads with host
+
+
+@pytest.mark.parametrize("backend", ["torch_xla", "jax"])
+def test_a_loop_in_a_thread_of_its_own_is_host_bound(runs, backend):
+    """The session starts on the main thread, which then only waits in join(): the first step boundary's thread
+    is measured from then on."""
+    script = SCRIPT if backend == "torch_xla" else JAX_SCRIPT
+    _, report = runs("thread", "host", script)
+    assert report["backend"] == backend
+    assert _largest(report) == "host", report["summary"]["time_breakdown"]
+    found = [f for f in report["findings"] if f["kind"] == "host_bound"]
+    assert len(found) == 1 and found[0]["evidence"]["lines"][0]["line"] == planted_line(script), report["findings"]
 
 
 def test_launched_slow_loader_is_input_bound_at_the_loop_line(runs):

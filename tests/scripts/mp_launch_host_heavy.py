@@ -1,7 +1,8 @@
-"""One loop, run alone (`alone`) or under torch_xla.launch (`launch`, the default: on the CPU one child, whose
-function runs in a per-device worker thread). `host`: a heavy pure-Python block every step (host-bound);
+"""One loop, run alone (`alone`), in a thread of the program's own (`thread`) or under torch_xla.launch (`launch`,
+the default: on the CPU one child, whose function runs in a per-device worker thread). `host`: a heavy pure-Python block every step (host-bound);
 `data`: a Dataset whose __getitem__ sleeps, read with 0 workers (input-bound)."""
 import sys
+import threading
 import time
 
 import torch
@@ -54,6 +55,10 @@ def train(index):
 if __name__ == "__main__":
     if HOW == "launch":
         torch_xla.launch(train, args=())
+    elif HOW == "thread":
+        t = threading.Thread(target=train, args=(0,), name="trainer")
+        t.start()
+        t.join()
     else:
         train(0)
     print("done")
