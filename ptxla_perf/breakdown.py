@@ -3,6 +3,9 @@ what the adapters measured on the record (figures.py reads it from here; docs/re
 
     wall = data + host + launch + compile + read_wait + device + profiler + other
 
+"The main thread" below is the training thread (training_thread.py): the main thread, or the worker thread a
+launcher runs the loop in (a `torch_xla.launch` child).
+
 - `data`: waiting for the next batch (the loader's `next()` timed on the main thread, `session.data_wait()`, or
   the stack sampler's estimate for a generator the loop pulls from);
 - `compile`: compile time measured in the step;

@@ -264,7 +264,7 @@ class StepRecord:
     device_time_s: float | None = None  # the device's busy time on the step's graphs: torch_xla ExecuteTime net
     #                                     of queue wait; JAX on sampled steps, from its outputs' readiness
     #                                     (backends/jax/ready.py)
-    host_cpu_s: float | None = None  # the main thread's CPU time outside those calls and the loader's next()
+    host_cpu_s: float | None = None  # the training thread's CPU time outside those calls and the loader's next()
     sampled_data_s: float | None = None  # the stack sampler's estimate of the time spent pulling the next batch
     hot_lines: list[dict] = field(default_factory=list)  # sampled lines: file, line, function, kind, seconds
     # live device memory at the boundary (memory.py): (live device tensors/arrays, their bytes or None where the

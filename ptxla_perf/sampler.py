@@ -1,7 +1,8 @@
-"""Where the main thread's host time goes, line by line: a low-rate sampler of its stack (docs/report.md, "Where a
-step's time goes").
+"""Where the training thread's host time goes, line by line: a low-rate sampler of its stack (docs/report.md,
+"Where a step's time goes"). The training thread is the main thread, or the worker thread a launcher runs the
+user's function in (training_thread.py); "the main thread" below is that thread.
 
-A daemon thread wakes every `interval` seconds (100 Hz by default), reads the main thread's innermost frame
+A daemon thread wakes every `interval` seconds (100 Hz by default), reads the training thread's innermost frame
 (`sys._current_frames()`: no tracing hook, nothing runs on the training thread) and charges the time since its
 last sample to one kind:
 
@@ -31,14 +32,12 @@ sampled lines name where time goes, and the times that need to be exact are meas
 """
 from __future__ import annotations
 
-import functools
 import sys
 import threading
 import time
-from typing import Callable
-
 from .frames import TOOL, USER, _abs, _by_code, code_kind
 from .faults import FAULTS, check
+from .training_thread import TRAINING
 
 DATA, USER_KIND, FRAMEWORK, CALL, DATA_SITE = "data", "user", "framework", "call", "data_site"
 KINDS = (DATA, USER_KIND, FRAMEWORK, CALL)
@@ -71,7 +70,6 @@ class StackSampler:
 
     # --- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> "StackSampler":
-        self._main = threading.main_thread().ident
         self._thread = threading.Thread(target=self._run, name="ptxla_perf-sampler", daemon=True)
         self._thread.start()
         return self
@@ -118,7 +116,7 @@ class StackSampler:
             now = time.perf_counter()
             dt, last = min(now - last, 3 * self.interval), now
             stacks = frames()
-            frame = stacks.get(self._main)
+            frame = stacks.get(TRAINING.ident)  # looked up each time: the first step boundary may settle it
             if frame is None:
                 stacks = None
                 continue
@@ -195,7 +193,7 @@ class StackSampler:
         out = []
         me = threading.get_ident()
         for ident, f in stacks.items():
-            if ident in (self._main, me):
+            if ident in (TRAINING.ident, me):
                 continue
             user = None
             feeding = False
@@ -220,13 +218,3 @@ class StackSampler:
                 out.append(user)
         return out
 
-
-def main_thread_cpu() -> Callable[[], float]:
-    """A clock of the main thread's CPU time in seconds, readable from any thread (one clock_gettime, ~0.5 us);
-    where the platform has no per-thread clock id, the calling thread's CPU time."""
-    try:
-        clock = time.pthread_getcpuclockid(threading.main_thread().ident)
-        time.clock_gettime(clock)
-    except (AttributeError, OSError, TypeError):
-        return time.thread_time
-    return functools.partial(time.clock_gettime, clock)  # no Python frame of its own: read twice per boundary

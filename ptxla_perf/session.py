@@ -36,6 +36,7 @@ from .records import StepRecord
 from .report import environment
 from .sampled_data import DataCharge
 from .sampler import StackSampler
+from .training_thread import TRAINING
 from .session_capture import CaptureWindow
 from .session_report import OutputConfig, ReportOutput, RunFacts, minimal_report, report_of, sections_of
 from .capture_owner import publish
@@ -251,6 +252,7 @@ class Session:
         scalars = self.output.open_scalars(self.rank, self.facts.started_at)
         if scalars is not None:
             self.profiler["scalars"] = scalars
+        guarded("start.training_thread", TRAINING.reset)  # the thread that starts the session, until a boundary
         if self.sample_hz and self.sample_hz > 0:
             codes = self.caps.sampler_codes
             self.sampler = StackSampler(codes() if codes else None, 1.0 / float(self.sample_hz)).start()
@@ -467,6 +469,8 @@ class Session:
         """Each stage guarded (faults.py): one that fails is a profiler error, and the others still run; a stop
         (guard, signal) is raised here, at the user's step boundary."""
         if not self._up:
+            if not TRAINING.settled:  # the thread that calls the first boundary trains (training_thread.py)
+                guarded("boundary.training_thread", TRAINING.settle)
             guarded("boundary.runtime_up", self._runtime_up)
             self._up = True
         for stage in self._stages:

@@ -6,7 +6,7 @@ import time
 from typing import Any, NamedTuple
 
 from ...records import Event, Location, StepRecord, Transfers
-from ...sampler import main_thread_cpu
+from ...training_thread import TRAINING
 
 MAX_EVENTS_PER_STEP = 16
 SKIP = object()  # a timed wrapper's begin(): not ours, run the real function untimed (hooks.timed)
@@ -30,9 +30,10 @@ class Counts(NamedTuple):
     trans: float
     uncosted: int  # calls whose program cost is not known
     launch: float  # time inside top-level jitted calls, net of the compile time in them (breakdown.py)
-    cpu: float  # the main thread's CPU clock
+    cpu: float  # the training thread's CPU clock (training_thread.py)
     call_cpu: float  # ...of it inside top-level jitted calls
-    blocked: float  # the main thread's time in block_until_ready (waiting for the device: breakdown.py `device`)
+    blocked: float  # the training thread's time in block_until_ready (waiting for the device: breakdown.py `device`)
+    thread: int | None  # which thread `cpu` is the clock of (training_thread.py)
 
 
 class Scope:
@@ -69,13 +70,13 @@ class Ledger:
         self.launch = 0.0
         self.call_cpu = 0.0
         self.blocked = 0.0
-        self.cpu = main_thread_cpu()
+        self.cpu = TRAINING.cpu  # the training thread's CPU clock (training_thread.py)
         self.events: list[Event] = []
 
     def snapshot(self) -> Counts:
         return Counts(self.compiles, self.compile_time, self.cached, self.execs, self.d2h, self.d2h_bytes,
                       self.h2d, self.h2d_bytes, time.perf_counter(), self.d2h_time, self.flops, self.bytes, self.trans, self.uncosted,
-                      self.launch, self.cpu(), self.call_cpu, self.blocked)
+                      self.launch, self.cpu(), self.call_cpu, self.blocked, TRAINING.ident)
 
     def event(self, kind: str, loc: Location | None, detail: dict) -> None:
         """One event per line and kind per step (repeats add up in detail["transfers"]), at most 16 a step."""
@@ -118,7 +119,9 @@ def record(prev: Counts, now: Counts, events: list[Event], site: Location | None
                      device_to_host_time_s=max(now.d2h_time - prev.d2h_time, 0.0),
                      launch_time_s=max(now.launch - prev.launch, 0.0),
                      device_wait_s=max(now.blocked - prev.blocked, 0.0),
-                     host_cpu_s=max((now.cpu - prev.cpu) - (now.call_cpu - prev.call_cpu), 0.0))
+                     # settled on another thread since `prev` (the first boundary): that thread's CPU from its start
+                     host_cpu_s=max((now.cpu - (prev.cpu if prev.thread == now.thread else 0.0)) -
+                                    (now.call_cpu - prev.call_cpu), 0.0))
     if not execs or now.uncosted == prev.uncosted:  # every call's program cost known (or no call): the sum
         rec.flops, rec.bytes_accessed = now.flops - prev.flops, now.bytes - prev.bytes
         rec.transcendentals = now.trans - prev.trans

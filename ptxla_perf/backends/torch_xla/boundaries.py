@@ -15,6 +15,7 @@ import torch
 from ...faults import FAULTS, check
 from ...frames import user_frame
 from ...records import Event, Location, StepRecord, Transfers
+from ...training_thread import TRAINING
 from ._private import X
 from .counters import Snapshot, counter, eager_mode, launches, metric, since
 from .training_calls import TrainingCalls, not_traced
@@ -161,6 +162,8 @@ class Marker:
             grad = torch.is_grad_enabled()
             uncached0 = counter("UncachedCompile")
             launches0 = uncached0 + counter("CachedCompile")
+            if not TRAINING.settled:  # the first boundary: the thread that syncs trains (training_thread.py)
+                TRAINING.settle()
             c1 = self.training.cpu()
             t1 = time.perf_counter()
             result = self._call_real(args, kwargs) if args is not None else None
@@ -258,13 +261,14 @@ class TimeParts:
 
     def __init__(self, training: TrainingCalls):
         self.training = training
-        self._cpu_mark = 0.0  # the main thread's CPU clock after the previous boundary's sync
+        self._cpu_mark = 0.0  # the training thread's CPU clock after the previous boundary's sync
+        self._thread = None  # ...and which thread that was (training_thread.py)
         self._data_cpu_mark = 0.0
         self._wait_mark = (0.0, 0.0)  # the device wait and its CPU time at the previous boundary
         self.explicit_wait = 0.0  # the last split's time in xm.wait_device_ops() (part of its device wait)
 
     def start(self) -> None:
-        self._cpu_mark = self.training.cpu()
+        self._cpu_mark, self._thread = self.training.cpu(), TRAINING.ident
 
     def split(self, rec: StepRecord, sync: Sync, sync_compiles: int) -> None:
         in_sync = sync.in_sync
@@ -279,5 +283,7 @@ class TimeParts:
         self.explicit_wait = device.wait - self._wait_mark[0]
         rec.device_wait_s += self.explicit_wait
         self._data_cpu_mark, self._wait_mark = data.cpu, (device.wait, device.cpu)
+        if self._thread != TRAINING.ident:  # settled on another thread since the mark: its CPU from its start
+            self._cpu_mark, self._thread = 0.0, TRAINING.ident
         rec.host_cpu_s = max(sync.cpu_now - self._cpu_mark - cpu_in_sync - data_cpu, 0.0)
         self._cpu_mark = sync.cpu_now

@@ -1,4 +1,5 @@
-"""The calls that tell a training iteration apart, and the main thread's waits: hooks on autograd, the optimizer's
+"""The calls that tell a training iteration apart, and the training thread's waits (training_thread.py: the main
+thread, or a launched child's per-device worker thread): hooks on autograd, the optimizer's
 step, `xm.add_step_closure` closures, the DataLoader's next() and `xm.wait_device_ops()`."""
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch.autograd
 from ...faults import guarded, shielded
 from ...frames import user_frame
 from ...records import Location
-from ...sampler import main_thread_cpu
+from ...training_thread import TRAINING
 from . import _private as P
 from ._private import X
 from .counters import metric
@@ -50,7 +51,7 @@ def shapes_of(item, limit: int = 8) -> tuple:
 
 
 class Waited:
-    """Wall and main-thread CPU time spent in one kind of wait (a loader's next(), a wait for the device)."""
+    """Wall and training-thread CPU time spent in one kind of wait (a loader's next(), a wait for the device)."""
 
     __slots__ = ("wait", "cpu")
 
@@ -79,17 +80,16 @@ class TrainingCalls:
         self.batch_shapes: tuple | None = None  # shapes of the batch an MpDeviceLoader yielded last
         self.batch_site: Location | None = None  # the user's line that took a batch of new shapes from it
         self.batch_changed = False  # the last batch's shapes differ from the one before
-        # time the main thread waited in a DataLoader's next() (its CPU time there is not host time of the step)
+        # time the training thread waited in a DataLoader's next() (its CPU time there is not host time of the step)
         self.data = Waited()
-        # time the main thread blocked in xm.wait_device_ops() (until the device finished what was launched)
+        # time the training thread blocked in xm.wait_device_ops() (until the device finished what was launched)
         self.device = Waited()
-        self.cpu = main_thread_cpu()
+        self.cpu = TRAINING.cpu  # the training thread's CPU clock (settled at the first boundary)
         self.data_seen = False
         self.data_site: Location | None = None  # where the loop pulls from a loader
         self.data_call: str | None = None
         self._in_next = False
         self.loop_boundary: Callable[[Any], None] | None = None  # Marker.loop_boundary, set by the adapter
-        self._main = threading.main_thread()
         self._undo: list[Callable[[], None]] = []
         self._handle = None
 
@@ -177,10 +177,10 @@ class TrainingCalls:
         self._undo.append(lambda: setattr(cls, "next", real_next))
 
     def timed_next(self, real, what: str, *args, **kwargs):
-        """Time a DataLoader's next() on the main thread (a loader's own prefetch thread, MpDeviceLoader's, is not
-        the training loop waiting), the outermost call only. Two clock reads per batch; the loop's line is looked
+        """Time a DataLoader's next() on the training thread (a loader's own prefetch thread, MpDeviceLoader's, is
+        not the training loop waiting), the outermost call only. Two clock reads per batch; the loop's line is looked
         up once. (Its own code object: the stack sampler counts time under it as data, sampler_codes.)"""
-        if self._in_next or threading.current_thread() is not self._main:
+        if self._in_next or threading.get_ident() != TRAINING.ident:
             return real(*args, **kwargs)
         if self.loop_boundary is not None:  # a loop that never syncs: the batch before ends here (Marker)
             guarded("torch_xla.loop_boundary", self.loop_boundary, sys._getframe(2))
@@ -195,14 +195,14 @@ class TrainingCalls:
                 self.data_site = guarded("torch_xla.data_site", lambda: user_frame(caller)[0])
 
     def timed_wait(self, real, *args, **kwargs):
-        """Time an explicit wait for the device on the main thread (the breakdown's `device` part, not `other`).
+        """Time an explicit wait for the device on the training thread (the breakdown's `device` part, not `other`).
         (Its own code object: the sampler counts time under it as the sync's, sampler_codes.)"""
-        if threading.current_thread() is not self._main:
+        if threading.get_ident() != TRAINING.ident:
             return real(*args, **kwargs)
         return self._timed(self.device, real, args, kwargs)
 
     def _timed(self, into: Waited, real: Callable, args: tuple, kwargs: dict[str, Any]):
-        """Call `real`, adding its wall time and the main thread's CPU time in it to `into`; if our timing fails
+        """Call `real`, adding its wall time and the training thread's CPU time in it to `into`; if our timing fails
         (faults.py), `real` is still called exactly once."""
         return shielded("torch_xla.timed_call", lambda call: self._time_call(into, call, args, kwargs), real, *args,
                         **kwargs)
