@@ -808,7 +808,7 @@ class HostBound(_Dominant):
         return [Finding(
             "host_bound", severity,
             f"The host keeps the step busy{where(loc)}: {_ms(host)} of each {_ms(wall)} step "
-            f"({_of(host, wall, share)}) is the main thread's own work ({what}), in {len(hits)} of {len(steady)} "
+            f"({_of(host, wall, share)}) is the training thread's own work ({what}), in {len(hits)} of {len(steady)} "
             f"steady steps, while the device waits for its next graph.{top} "
             f"{ctx.advice.get('host_bound', GENERIC_ADVICE['host_bound'])}",
             len(hits), loc, BoundEvidence(round(host * 1e3, 3), round(wall * 1e3, 3), round(share, 4),

@@ -318,10 +318,9 @@ class Session:
         return self._stop
 
     def open_capture(self, logdir: str, start_step: int, num_steps: int, *, analyze: bool = True) -> None:
-        """Trace the steps [start_step, start_step + num_steps) into `logdir` (profiler.capture.*). The session owns
-        the window (session_capture.py): it follows the steps, is closed in `finish` (also on Ctrl-C or a crash),
-        and, with `analyze`, its analysis becomes the report's `trace` section (`analyze=False`: only
-        `capture_analysis()` analyzes it, for the caller alone). One window per session."""
+        """Trace the steps [start_step, start_step + num_steps) into `logdir` (profiler.capture.*): the session owns
+        the window (session_capture.py), closes it in `finish` (also on Ctrl-C or a crash) and, with `analyze`, makes
+        its analysis the report's `trace` section (else only `capture_analysis()` analyzes it). One per session."""
         if self._capture is not None:
             raise SessionError("a capture window is already open for this session")
         self._capture = CaptureWindow(logdir, start_step, num_steps, self.backend, analyze)
@@ -380,7 +379,9 @@ class Session:
         if self.follower is not None:
             guarded("finish.unfollow", self.follower.unfollow)
         end = Outcome(status, exit_code, stop_reason)
-        report = guarded("report", self._report_or_merged, end)
+        report = guarded("report", self.report, end)
+        if report is not None and self.follower and not self.steps:  # a parent that only spawned: its children's
+            report = guarded("report.merge", self.follower.merged, report, self.child_reports) or report  # merged
         if report is None:  # assembling failed: the run's facts and our failures, still written
             report = minimal_report(self.facts, end, FAULTS.since(self._faults_mark))
         self._finished = report
@@ -414,11 +415,6 @@ class Session:
         if self.report_path:
             self.output.write(self.report(Outcome(status, exit_code, reason)), self.rank, final=False,
                               scalars=False)
-
-    def _report_or_merged(self, end: Outcome) -> dict[str, Any]:
-        """A parent that only spawned: its children's merged report (spawn.Follower.merged), else its own."""
-        own = self.report(end)
-        return self.follower.merged(own, self.child_reports) if self.follower and not self.steps else own
 
     def report(self, end: Outcome) -> dict[str, Any]:
         """The report of the boundaries so far (session_report.report_of), `end` being how the run ended so far
