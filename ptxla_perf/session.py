@@ -37,6 +37,7 @@ from .report import environment
 from .sampled_data import DataCharge
 from .sampler import StackSampler
 from .session_capture import CaptureWindow
+from .steps_file import StepsFile
 from .session_report import OutputConfig, ReportOutput, RunFacts, minimal_report, report_of, sections_of
 from .capture_owner import publish
 
@@ -145,13 +146,17 @@ class Session:
                  flush_every_s: float | None = 30.0, console: bool = True, handle_signals: bool = True,
                  rank: int | None = None, rank_suffix: bool = False, summary: bool = True,
                  tensorboard_dir: str | None = None, roofline: Any = None, port_fallback: bool = False,
-                 sample_hz: float = 100.0):
+                 sample_hz: float = 100.0, retention: Any = None, steps_file: str | None = None):
         """`attribution`, `guard` and `roofline` are the typed configs of config.py (AttributionConfig,
-        GuardConfig, RooflineConfig) or dicts of their fields; guard None turns it off, "default" keeps it on."""
+        GuardConfig, RooflineConfig) or dicts of their fields; guard None turns it off, "default" keeps it on.
+        `retention`: which steps a long run's report keeps (retention.Retention or a dict of its fields; None: the
+        defaults); `steps_file`: stream every step's record to this JSON-lines file (steps_file.py)."""
         run_info = {"kind": "api", "argv": list(sys.argv), **(run or {})}
         self.facts = RunFacts(backend, str(run_info.get("run_id") or ""),
                               process_index() if rank is None else int(rank), "", run_info)
-        self.out = OutputConfig(report_path, rank_suffix, console, summary, tensorboard_dir)
+        self.out = OutputConfig(report_path, rank_suffix, console, summary, tensorboard_dir, _plain(retention),
+                                steps_file)
+        self._steps_file: StepsFile | None = None  # opened at the first boundary, where the rank is known
         self.port = port
         self.port_fallback = port_fallback  # `port` is a default: a taken one gives way to the next free one
         self.max_warmup = max_warmup
@@ -367,6 +372,8 @@ class Session:
                 guarded("finish.capture", self._capture.close_unanalysed, self.profiler.setdefault("captures", []))
         if self.sampler is not None:
             guarded("finish.sampler", self.sampler.stop)
+        if self._steps_file is not None:
+            guarded("finish.steps_file", self._steps_file.close)
         self.tail = guarded("adapter.stop", self.adapter.stop)
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)
@@ -452,7 +459,10 @@ class Session:
         stages = [self._number]
         if self.sampler is not None:
             stages.append(self._sampled)
-        stages += [self._label, self._keep, self._check_guard, self._tick]
+        stages += [self._label, self._keep]
+        if self.out.steps_file:
+            stages.append(self._stream)
+        stages += [self._check_guard, self._tick]
         if self.progress_every_s:
             stages.append(self._progress)
         if self.flush_every_s and self.report_path:
@@ -495,6 +505,13 @@ class Session:
         self.steps.append(rec)
         for fn in self._callbacks:
             fn(rec)
+
+    def _stream(self, rec: StepRecord) -> None:
+        """The step's record to the steps file (opened at the first step: the rank is known by then)."""
+        if self._steps_file is None:
+            self._steps_file = StepsFile(self.out.path(self.rank, self.out.steps_file))
+            self.output.steps_file = self._steps_file.path
+        self._steps_file.write(rec)
 
     def _tick(self, rec: StepRecord) -> None:
         self._clock += rec.wall_time_s  # no clock call of our own per step

@@ -11,7 +11,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from . import memory, peaks, render, report as report_mod, roofline
+from . import memory, peaks, render, report as report_mod, retention, roofline
 from .backends.base import Adapter, Capabilities
 from . import summary_keys as K
 from .faults import FAULTS, Fault, check, errors_json, guarded
@@ -64,10 +64,13 @@ class OutputConfig:
     console: bool = True  # asked for; only rank 0 prints
     summary: bool = True  # the console summary at the end
     tensorboard_dir: str | None = None  # per-step scalars (tb_scalars.py); None: not written
+    retention: Any = None  # which steps a long run's report keeps (retention.Retention or a dict of its fields)
+    steps_file: str | None = None  # every step's record as a JSON line (steps_file.py); None: not written
 
-    def path(self, rank: int) -> str | None:
-        """The report's path for this rank: REPORT.rankN.json for any rank but an unsuffixed 0."""
-        path = self.report_path
+    def path(self, rank: int, path: str | None = None) -> str | None:
+        """The report's path for this rank: REPORT.rankN.json for any rank but an unsuffixed 0 (`path`: another
+        file of the rank's, e.g. the steps file, named the same way)."""
+        path = self.report_path if path is None else path
         if path and (rank or self.rank_suffix):
             root, ext = os.path.splitext(path)
             path = f"{root}.rank{rank}{ext or '.json'}"
@@ -156,6 +159,8 @@ class ReportOutput:
         self.config = config
         self.say = say
         self._scalars: ScalarLog | None = None
+        self.retention = retention.Retention.of(config.retention)
+        self.steps_file: str | None = None  # the steps file being written, once the session knows its rank
 
     def open_scalars(self, rank: int, started_at: str | None) -> dict[str, Any] | None:
         if not self.config.tensorboard_dir:
@@ -169,7 +174,8 @@ class ReportOutput:
         """The report and its page; the scalars of the iterations so far; at the end, the console summary.
         `faults`: our failures so far; one in writing a view (scalars, page, summary) is added to the JSON."""
         if scalars:
-            self._write_scalars(report, final)
+            self._write_scalars(report, final)  # from every step, before the trim
+        guarded("retention", retention.trim, report, self.retention, self.steps_file)
         path = self.config.path(rank)
         if not path:
             return None
@@ -177,6 +183,9 @@ class ReportOutput:
         lines = None
         if final and self.config.prints(rank) and self.config.summary:
             lines = guarded("summary", render.summary_lines, report, path)
+            trimmed = retention.retention_line(report)
+            if lines and trimmed:
+                lines = [*lines, trimmed]
         if faults is not None and len(faults()) > len(report.get("profiler_errors") or []):
             with_faults(report, faults())
             report_mod.write(report, path, html=False)
