@@ -372,9 +372,9 @@ class Session:
                 guarded("finish.capture", self._capture.close_unanalysed, self.profiler.setdefault("captures", []))
         if self.sampler is not None:
             guarded("finish.sampler", self.sampler.stop)
+        self.tail = guarded("adapter.stop", self.adapter.stop)  # may still give the last boundary (JAX)
         if self._steps_file is not None:
             guarded("finish.steps_file", self._steps_file.close)
-        self.tail = guarded("adapter.stop", self.adapter.stop)
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)
         self._old_handlers.clear()

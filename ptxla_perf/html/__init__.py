@@ -212,6 +212,10 @@ def timeline_section(report: dict[str, Any], title: str = "Step time", zoom: boo
     each = "one bar each" if tl["bin"] == 1 else f"one bar per {tl['bin']} steps (the slowest; the largest counts)"
     note = (f"{len(steps)} steps, {each}; {'logarithmic' if tl['scale'] == 'log' else 'linear'} time axis; "
             "hover a bar for its numbers")
+    kept = (report.get("run") or {}).get("step_retention") or {}
+    if kept.get("trimmed"):  # a long run's report (retention.py): the bars are the kept steps, side by side
+        note += (f". Steps trimmed: {kept.get('kept')} of {kept.get('total')} steps are kept in full (the first, "
+                 f"the last and those around anomalies); step_buckets in the report sum up every step")
     return (f"<h2>{escape(title)}</h2><section class=\"box timeline\">"
             f"<div class=\"legend\">{''.join(legend)}{tools}</div>"
             f"<div class=\"chart\"><div class=\"ycol\">{tl['labels']}<div class=\"spacer\"></div>{ct['labels']}</div>"
