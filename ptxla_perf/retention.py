@@ -55,19 +55,14 @@ class Retention:
 _NAMES = {f.name for f in fields(Retention)}
 
 
-def anomalies(steps: Sequence[Mapping[str, Any]], findings: Iterable[Mapping[str, Any]], cfg: Retention,
-              p50_s: float | None) -> list[int]:
-    """Positions in `steps` of the iterations worth keeping for themselves: compiles, step-time outliers
-    (steady steps above `outlier_ratio` x p50), and the steps the findings name."""
-    named = {int(i) for f in findings if len(f.get("steps") or []) <= cfg.named_share * len(steps)
-             for i in f.get("steps") or [] if isinstance(i, int)}  # an every-step pattern marks no step
+def anomalies(rows: Sequence[Any], named: Iterable[Sequence[int]], cfg: Retention, p50_s: float | None) -> list[int]:
+    """Positions in `rows` (values.StepRow) of the iterations worth keeping for themselves: compiles, step-time
+    outliers (steady steps above `outlier_ratio` x p50), and the steps the findings name (`named`: each finding's
+    steps; one that names more than `named_share` of the run is a pattern, not an anomaly)."""
+    marked = {int(i) for steps in named if len(steps) <= cfg.named_share * len(rows) for i in steps}
     limit = cfg.outlier_ratio * p50_s if p50_s else None
-    out = []
-    for pos, s in enumerate(steps):
-        slow = limit is not None and s.get("steady") and (s.get("step_time_s") or 0.0) > limit
-        if s.get("compiles") or slow or s.get("index") in named:
-            out.append(pos)
-    return out
+    return [pos for pos, r in enumerate(rows)
+            if r.compiles or (limit is not None and r.steady and r.step_time_s > limit) or r.index in marked]
 
 
 def kept_positions(n: int, marks: Sequence[int], cfg: Retention) -> tuple[list[int], int]:
@@ -85,51 +80,58 @@ def _pct(sorted_vals: list[float], q: float) -> float | None:
     return sorted_vals[min(len(sorted_vals) - 1, int(round(q * (len(sorted_vals) - 1))))]
 
 
-def buckets(steps: Sequence[Mapping[str, Any]], width: int) -> list[dict[str, Any]]:
-    """Fixed-width aggregates of every iteration (`step_buckets[]`): by position, `width` iterations each."""
+def buckets(rows: Sequence[Any], width: int) -> list[dict[str, Any]]:
+    """Fixed-width aggregates of every iteration (`step_buckets[]`), `width` iterations each, in order. Step-time
+    percentiles are over the bucket's training iterations (nearest rank)."""
     out = []
-    for lo in range(0, len(steps), width):
-        chunk = steps[lo:lo + width]
-        times = sorted(float(s.get("step_time_s") or 0.0) for s in chunk if s.get("phase") in (None, "train"))
-        parts = [s.get("time_breakdown") for s in chunk if s.get("time_breakdown")]
+    for lo in range(0, len(rows), width):
+        chunk = rows[lo:lo + width]
+        times = sorted(r.step_time_s for r in chunk if r.train)
+        parts = [r.time_breakdown for r in chunk if r.time_breakdown]
         out.append({
-            "first": int(chunk[0].get("index", lo)), "last": int(chunk[-1].get("index", lo + len(chunk) - 1)),
-            "count": len(chunk), "train": len(times), "steady": sum(1 for s in chunk if s.get("steady")),
+            "first": chunk[0].index, "last": chunk[-1].index, "count": len(chunk), "train": len(times),
+            "steady": sum(1 for r in chunk if r.steady),
             "step_time_p50_s": _pct(times, 0.5), "step_time_p90_s": _pct(times, 0.9),
             "step_time_max_s": times[-1] if times else None,
-            "wall_time_s": sum(float(s.get("wall_time_s") or 0.0) for s in chunk),
-            "compiles": sum(int(s.get("compiles") or 0) for s in chunk),
-            "host_reads": sum(int(s.get("host_reads") or 0) for s in chunk),
-            "executions": sum(int(s.get("executions") or 0) for s in chunk),
+            "wall_time_s": sum(r.wall_time_s for r in chunk),
+            "compiles": sum(r.compiles for r in chunk), "host_reads": sum(r.host_reads for r in chunk),
+            "executions": sum(r.executions for r in chunk),
             "time_breakdown_mean": ({c: sum(float(p.get(c) or 0.0) for p in parts) / len(parts) for c in COMPONENTS}
                                     if parts else None),
         })
     return out
 
 
-def trim(report: dict[str, Any], cfg: Retention, steps_file: str | None = None) -> dict[str, Any]:
-    """`report` with its `steps[]` trimmed (in place, and returned) when it has more than `trim_above` of them;
-    `run.step_retention` says what was kept, `step_buckets` holds every step's aggregates. A report at or under
-    the bound is left exactly as it was (only `steps_file`, when one is written, is named)."""
-    steps = report.get("steps") or []
-    run = report.setdefault("run", {})
-    n = len(steps)
+@dataclass
+class Plan:
+    """What a trimmed report keeps: positions of the iterations kept in full, the buckets of all of them, and the
+    `run.step_retention` record."""
+
+    keep: list[int]
+    buckets: list[dict[str, Any]]
+    info: dict[str, Any]
+
+    def trim_findings(self, findings: list[dict[str, Any]], rows: Sequence[Any]) -> None:
+        """A finding that names many steps (an every-step read) lists those kept in steps[]; `steps_total` says
+        how many it named (its message still says all of them)."""
+        kept = {rows[p].index for p in self.keep}
+        for f in findings:
+            named = f.get("steps") or []
+            if len(named) > self.info["first"] + self.info["last"]:
+                f["steps_total"], f["steps"] = len(named), [i for i in named if i in kept]
+
+
+def plan(rows: Sequence[Any], named: Iterable[Sequence[int]], cfg: Retention, p50_s: float | None,
+         steps_file: str | None = None) -> Plan | None:
+    """The trim of a run of `rows` (values.StepRow, every iteration): None at or under `trim_above` (the report
+    keeps every step, exactly as before)."""
+    n = len(rows)
     if n <= cfg.trim_above:
-        if steps_file:
-            run["step_retention"] = {"trimmed": False, "total": n, "kept": n, "steps_file": steps_file}
-        return report
-    p50 = ((report.get("summary") or {}).get("step_time_s") or {}).get("p50")
-    marks = anomalies(steps, report.get("findings") or [], cfg, p50)
+        return None
+    marks = anomalies(rows, named, cfg, p50_s)
     keep, dropped = kept_positions(n, marks, cfg)
     width = cfg.bucket_width(n)
-    report["step_buckets"] = buckets(steps, width)
-    report["steps"] = [steps[p] for p in keep]
-    kept_index = {s.get("index") for s in report["steps"]}
-    for f in report.get("findings") or []:  # an every-step finding's steps: those kept (how many: steps_total)
-        named = f.get("steps") or []
-        if len(named) > cfg.first + cfg.last:
-            f["steps_total"], f["steps"] = len(named), [i for i in named if i in kept_index]
-    run["step_retention"] = {
+    info = {
         "trimmed": True, "total": n, "kept": len(keep), "first": cfg.first, "last": cfg.last, "around": cfg.around,
         "anomalies": len(marks) - dropped, "anomalies_dropped": dropped, "bucket_width": width,
         "thresholds": asdict(cfg), "steps_file": steps_file,
@@ -137,7 +139,12 @@ def trim(report: dict[str, Any], cfg: Retention, steps_file: str | None = None) 
                  f"around each compile, outlier and finding's step); every step is counted in the summary, the "
                  f"findings and step_buckets ({width} steps each)"),
     }
-    return report
+    return Plan(keep, buckets(rows, width), info)
+
+
+def untrimmed(n: int, steps_file: str | None) -> dict[str, Any] | None:
+    """`run.step_retention` of a report that keeps every step: only where a steps file was written."""
+    return {"trimmed": False, "total": n, "kept": n, "steps_file": steps_file} if steps_file else None
 
 
 def retention_line(report: Mapping[str, Any]) -> str | None:

@@ -37,6 +37,7 @@ from .report import environment
 from .sampled_data import DataCharge
 from .sampler import StackSampler
 from .session_capture import CaptureWindow
+from .retention import Retention
 from .steps_file import StepsFile
 from .session_report import OutputConfig, ReportOutput, RunFacts, minimal_report, report_of, sections_of
 from .capture_owner import publish
@@ -154,9 +155,11 @@ class Session:
         run_info = {"kind": "api", "argv": list(sys.argv), **(run or {})}
         self.facts = RunFacts(backend, str(run_info.get("run_id") or ""),
                               process_index() if rank is None else int(rank), "", run_info)
-        self.out = OutputConfig(report_path, rank_suffix, console, summary, tensorboard_dir, _plain(retention),
-                                steps_file)
+        self.out = OutputConfig(report_path, rank_suffix, console, summary, tensorboard_dir, steps_file)
         self._steps_file: StepsFile | None = None  # opened at the first boundary, where the rank is known
+        self._steps_path: str | None = None
+        self.retention = Retention.of(_plain(retention))  # which steps a long run's report keeps (retention.py)
+        self._rows: list | None = None  # the last report's StepRows (every iteration): its scalars
         self.port = port
         self.port_fallback = port_fallback  # `port` is a default: a taken one gives way to the next free one
         self.max_warmup = max_warmup
@@ -385,7 +388,8 @@ class Session:
         if report is None:  # assembling failed: the run's facts and our failures, still written
             report = minimal_report(self.facts, end, FAULTS.since(self._faults_mark))
         self._finished = report
-        self.output.write(report, self.rank, final=True, faults=lambda: FAULTS.since(self._faults_mark))
+        self.output.write(report, self.rank, final=True, faults=lambda: FAULTS.since(self._faults_mark),
+                          rows=self._rows)
         return report
 
     def run(self, body: Callable[[], Any], on_end: Callable[[Outcome, BaseException | None], None] | None = None
@@ -419,7 +423,10 @@ class Session:
     def _report_or_merged(self, end: Outcome) -> dict[str, Any]:
         """A parent that only spawned: its children's merged report (spawn.Follower.merged), else its own."""
         own = self.report(end)
-        return self.follower.merged(own, self.child_reports) if self.follower and not self.steps else own
+        if self.follower and not self.steps:
+            self._rows = None  # the merged report's steps are the scalars'
+            return self.follower.merged(own, self.child_reports)
+        return own
 
     def report(self, end: Outcome) -> dict[str, Any]:
         """The report of the boundaries so far (session_report.report_of), `end` being how the run ended so far
@@ -432,9 +439,11 @@ class Session:
         sinks = roofline.sinks(self.extra_findings + analysis.findings + list((self.trace or {}).get("findings", [])))
         sections = sections_of(analysis, self.adapter, self.caps, env, self.trace, sinks, self.roofline_cfg,
                                final)
+        self._rows = analysis.figures.rows()  # every iteration: the TensorBoard scalars', where steps[] is trimmed
         return report_of(analysis, self.facts, sections, end=end, adapter=self.adapter, env=env, steps=self.steps,
                          tail=self.tail, extra_findings=self.extra_findings, profiler=self.profiler,
-                         extra=self.extra, trace=self.trace, faults=FAULTS.since(self._faults_mark))
+                         extra=self.extra, trace=self.trace, faults=FAULTS.since(self._faults_mark),
+                         rows=self._rows, retention=self.retention, steps_file=self._steps_path)
 
     def analysis(self, status: str | None = None) -> Analysis:
         """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says.
@@ -510,7 +519,7 @@ class Session:
         """The step's record to the steps file (opened at the first step: the rank is known by then)."""
         if self._steps_file is None:
             self._steps_file = StepsFile(self.out.path(self.rank, self.out.steps_file))
-            self.output.steps_file = self._steps_file.path
+            self._steps_path = self._steps_file.path
         self._steps_file.write(rec)
 
     def _tick(self, rec: StepRecord) -> None:
@@ -526,7 +535,8 @@ class Session:
         if self._clock - self._last_flush >= self.flush_every_s:
             self._last_flush = self._clock
             try:  # a hard kill (SIGKILL, OOM) still leaves the report of the steps so far
-                self.output.write(self.report(Outcome("running", None, None)), self.rank, final=False)
+                self.output.write(self.report(Outcome("running", None, None)), self.rank, final=False,
+                                  rows=self._rows)
             except Exception:
                 pass
 

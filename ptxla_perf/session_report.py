@@ -18,6 +18,7 @@ from .faults import FAULTS, Fault, check, errors_json, guarded
 from .findings import Analysis, Finding, run_end
 from .outcome import Outcome
 from .records import StepRecord
+from .values import StepRow
 from .verdicts import RUN, severity_counts
 from .tb_scalars import ScalarLog
 
@@ -64,7 +65,6 @@ class OutputConfig:
     console: bool = True  # asked for; only rank 0 prints
     summary: bool = True  # the console summary at the end
     tensorboard_dir: str | None = None  # per-step scalars (tb_scalars.py); None: not written
-    retention: Any = None  # which steps a long run's report keeps (retention.Retention or a dict of its fields)
     steps_file: str | None = None  # every step's record as a JSON line (steps_file.py); None: not written
 
     def path(self, rank: int, path: str | None = None) -> str | None:
@@ -100,9 +100,11 @@ def report_of(analysis: Analysis, facts: RunFacts, sections: Sections, *, end: O
               env: dict[str, Any], steps: Sequence[StepRecord], tail: StepRecord | None = None,
               extra_findings: Sequence[Finding] = (), profiler: dict[str, Any] | None = None,
               extra: dict[str, Any] | None = None, trace: dict[str, Any] | None = None,
-              faults: Sequence[Fault] = ()) -> dict[str, Any]:
-    """The report of the boundaries `steps` (analysed as `analysis`), assembled once (report.from_analysis);
-    `faults`: our own failures during the run (faults.py), as `profiler_errors` and a `profiler_error` finding."""
+              faults: Sequence[Fault] = (), rows: list[StepRow] | None = None,
+              retention: retention.Retention | None = None, steps_file: str | None = None) -> dict[str, Any]:
+    """The report of the boundaries `steps` (analysed as `analysis`, its StepRows `rows`), assembled once
+    (report.from_analysis); `faults`: our own failures during the run (faults.py), as `profiler_errors` and a
+    `profiler_error` finding; `retention`: a long run's steps[] trimmed (retention.py)."""
     run = facts.run_section(end)
     run.setdefault("step_detection", adapter.step_detection)
     run["attribution"] = dict(adapter.cfg, steps=[r.index for r in steps if r.attributed][:50],
@@ -117,7 +119,8 @@ def report_of(analysis: Analysis, facts: RunFacts, sections: Sections, *, end: O
     if faults:
         found.append(profiler_error(faults))
     rep = report_mod.from_analysis(analysis, backend=facts.backend, run=run, env=env, extra_findings=found,
-                                    profiler=profiler, extra=extra or None, trace=trace,
+                                    rows=rows, retention=retention, steps_file=steps_file, profiler=profiler,
+                                    extra=extra or None, trace=trace,
                                     roofline=sections.roofline, memory=sections.memory)
     if faults:
         rep["profiler_errors"] = errors_json(list(faults))
@@ -159,8 +162,6 @@ class ReportOutput:
         self.config = config
         self.say = say
         self._scalars: ScalarLog | None = None
-        self.retention = retention.Retention.of(config.retention)
-        self.steps_file: str | None = None  # the steps file being written, once the session knows its rank
 
     def open_scalars(self, rank: int, started_at: str | None) -> dict[str, Any] | None:
         if not self.config.tensorboard_dir:
@@ -170,12 +171,12 @@ class ReportOutput:
         return self._scalars.to_json()
 
     def write(self, report: dict[str, Any], rank: int, final: bool, scalars: bool = True,
-              faults: Callable[[], list[Fault]] | None = None) -> str | None:
-        """The report and its page; the scalars of the iterations so far; at the end, the console summary.
+              faults: Callable[[], list[Fault]] | None = None, rows: list[StepRow] | None = None) -> str | None:
+        """The report and its page; the scalars of the iterations so far (`rows`: every iteration's StepRow, where
+        the report's steps[] may be trimmed; else its steps[]); at the end, the console summary.
         `faults`: our failures so far; one in writing a view (scalars, page, summary) is added to the JSON."""
         if scalars:
-            self._write_scalars(report, final)  # from every step, before the trim
-        guarded("retention", retention.trim, report, self.retention, self.steps_file)
+            self._write_scalars(report["steps"] if rows is None else rows, final)
         path = self.config.path(rank)
         if not path:
             return None
@@ -193,13 +194,13 @@ class ReportOutput:
             print("\n".join(lines), file=sys.stderr, flush=True)
         return path
 
-    def _write_scalars(self, report: dict[str, Any], final: bool) -> None:
+    def _write_scalars(self, steps: Sequence[Any], final: bool) -> None:
         """TensorBoard scalars of the iterations so far (never per step: at a flush and at the end)."""
         if self._scalars is None:
             return
         try:
             check("tensorboard")
-            self._scalars.write(report["steps"], final)
+            self._scalars.write(steps, final)
         except Exception as exc:  # noqa: BLE001 - scalars are a view; the run and its report go on
             FAULTS.record("tensorboard", exc)
             self.say(f"ptxla_perf: note: no TensorBoard scalars in {self._scalars.logdir}: {exc}")

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import SCRIPTS, load_report, run_cli
 from ptxla_perf import retention
+from ptxla_perf.values import StepRow
 
 STEPS = 300
 KNOBS = "trim_above=100,first=20,last=20,around=2,bucket_min=50"
@@ -78,12 +79,12 @@ def test_view_diff_merge_read_trimmed(long_run, tmp_path):
     assert "trimmed" in page
 
 
-def test_under_the_bound_unchanged():
-    """A report at the bound keeps every step and gets no retention fields."""
-    steps = [{"index": i, "compiles": 0, "step_time_s": 0.01, "wall_time_s": 0.01} for i in range(50)]
-    rep = {"run": {}, "steps": list(steps), "summary": {}, "findings": []}
-    retention.trim(rep, retention.Retention(trim_above=50))
-    assert rep == {"run": {}, "steps": steps, "summary": {}, "findings": []}
-    retention.trim(rep, retention.Retention(trim_above=10, first=5, last=5, bucket_min=10))
-    assert len(rep["steps"]) == 10 and len(rep["step_buckets"]) == 5
-    assert rep["run"]["step_retention"]["total"] == 50
+def test_plan_keeps_every_step_at_the_bound():
+    """At the bound nothing is trimmed; above it the first/last and the steps around an anomaly are kept, and the
+    buckets cover every step."""
+    rows = [StepRow(i, "train", i > 0, int(i in (0, 25)), False, 0.01, 0.0, 0.01, 1, 1) for i in range(50)]
+    assert retention.plan(rows, [], retention.Retention(trim_above=50), 0.01) is None
+    plan = retention.plan(rows, [], retention.Retention(trim_above=10, first=5, last=5, bucket_min=10), 0.01)
+    assert plan.keep == [0, 1, 2, 3, 4, 23, 24, 25, 26, 27, 45, 46, 47, 48, 49]
+    assert [b["count"] for b in plan.buckets] == [10] * 5 and sum(b["host_reads"] for b in plan.buckets) == 50
+    assert plan.info["total"] == 50 and plan.info["kept"] == 15
