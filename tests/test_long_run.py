@@ -77,6 +77,9 @@ def test_view_diff_merge_read_trimmed(long_run, tmp_path):
     assert load_report(merged)["summary"]["steps"] >= STEPS
     page = (out / "report.html").read_text()
     assert "trimmed" in page
+    from ptxla_perf.notebook import load
+    nb = load(str(path))
+    assert len(nb.steps) == len(rep["steps"]) and nb.summary.steps == STEPS
 
 
 def test_plan_keeps_every_step_at_the_bound():
