@@ -40,11 +40,14 @@ class Retention:
         `PTXLA_PERF_STEP_RETENTION` ("trim_above=300,first=20") over both."""
         given = asdict(cfg) if is_dataclass(cfg) and not isinstance(cfg, type) else dict(cfg or {})
         base = cls(**{k: v for k, v in given.items() if k in _NAMES and v is not None})
-        env = os.environ.get(ENV, "").strip()
-        if env:
-            pairs = dict(p.split("=", 1) for p in env.split(",") if "=" in p)
-            base = replace(base, **{k.strip(): type(getattr(base, k.strip()))(v) for k, v in pairs.items()
-                                    if k.strip() in _NAMES})
+        for pair in os.environ.get(ENV, "").split(","):
+            key, _, text = pair.partition("=")
+            key = key.strip()
+            if key in _NAMES:
+                try:  # a value that does not parse is left at the config's: never an error in the user's run
+                    base = replace(base, **{key: type(getattr(base, key))(float(text))})
+                except ValueError:
+                    pass
         return base
 
     def bucket_width(self, n: int) -> int:
