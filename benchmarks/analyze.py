@@ -43,8 +43,8 @@ def child(which: str, path: str) -> None:
 
         def work():
             t = analyze_trace(path)
-            return {"steps": t["step_summary"]["steps"], "ops": len(t["top_ops"]),
-                    "collective_share": t["collective_share"]["mean"]}
+            return {"steps": t.step_summary.steps, "ops": len(t.top_ops),
+                    "collective_share": t.collective_share.mean}
     else:
         from xprof.convert import raw_to_tool_data
 

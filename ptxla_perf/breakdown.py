@@ -31,7 +31,9 @@ from .records import StepRecord
 
 DATA_SITE = "data_site"  # sampler.py: the loop's own line that pulls the next batch
 COMPONENTS = ("data", "host", "launch", "compile", "read_wait", "device", "profiler", "other")
-LABELS = {"read_wait": "read wait", "profiler": "ptxla_perf"}
+# the console's words: `device` is the time the host waited for the device (the roofline's "device busy" is the
+# device's whole busy time, which includes work overlapped with the host)
+LABELS = {"read_wait": "read wait", "profiler": "ptxla_perf", "device": "device wait"}
 _MEASURED = ("data", "compile", "read_wait", "launch", "device")
 
 

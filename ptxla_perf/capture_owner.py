@@ -15,6 +15,8 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from .trace_section import TraceSection
+
 SLACK_S = 2.0  # the report's times are whole seconds; a capture is written just after it stops
 RECORD = "ptxla_perf_run.json"  # beside a capture's xplanes: which run's server it came from
 _LOCAL = re.compile(r"(localhost|127\.0\.0\.1|\[?::1\]?)(_\d+)?")  # a host name that names no machine
@@ -133,10 +135,10 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.abspath(a) == os.path.abspath(b)
 
 
-def mismatch(report: dict, trace: dict) -> str | None:
+def mismatch(report: dict, trace: TraceSection) -> str | None:
     """Why the capture analysed in `trace` is not of the report's run, or None when it is (or nothing tells)."""
-    source = trace.get("source") or {}
-    files = [str(f) for f in source.get("files") or [source.get("path")] if f]
+    source = trace.source
+    files = [str(f) for f in source.files or [source.path] if f]
     prof = report.get("profiler") if isinstance(report.get("profiler"), dict) else {}
     for cap in prof.get("captures") or []:  # a window this run's session traced: its own
         if isinstance(cap, dict) and cap.get("path") and any(_same_file(cap["path"], f) for f in files):
@@ -156,7 +158,7 @@ def mismatch(report: dict, trace: dict) -> str | None:
         r = served[0]
         return (f"the capture is of run {r.get('run_id')} of {r.get('script') or r.get('recipe') or '?'} (its "
                 f"profiler server {r.get('service')}), the report of {ident}")
-    cap_hosts = {h for h in source.get("hosts") or [] if not _LOCAL.fullmatch(h)}
+    cap_hosts = {h for h in source.hosts if not _LOCAL.fullmatch(h)}
     if hosts and cap_hosts and not hosts & cap_hosts:
         return (f"the capture is of host(s) {', '.join(sorted(cap_hosts))}, the report's run ({ident}) ran on "
                 f"{', '.join(sorted(hosts))}")
@@ -170,7 +172,7 @@ def mismatch(report: dict, trace: dict) -> str | None:
         mtimes = [os.path.getmtime(f) for f in files if os.path.exists(f)]
         if not mtimes:
             return None
-        span = (min(mtimes) - ((trace.get("window") or {}).get("profile_ms") or 0) / 1e3, max(mtimes))
+        span = (min(mtimes) - (trace.window.profile_ms or 0) / 1e3, max(mtimes))
     if span[1] < started - SLACK_S or span[0] > ended + SLACK_S:
         until = "" if ended == float("inf") else f" to {_clock(ended)[11:]}"
         return (f"the capture was taken at {_clock(span[0])}, outside the report's run ({ident}, "

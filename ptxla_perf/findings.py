@@ -610,9 +610,33 @@ class HostToDeviceTransfer(Rule):
                 msg = (f"Host data passed into a compiled call{where(loc)} is copied to the device in {len(steps_hit)} "
                        f"of {len(it)} iterations: {'a fresh input batch each time (the input pipeline), expected' if not avoidable else 'infrequent'}. "
                        f"{advice.get('input_pipeline', '')}").strip()
+            timed = _eager_upload_time(evs, ctx)
+            if timed is not None:  # eager uploads cost their dispatch: said in time, rated by time
+                per, step, costly = timed
+                msg += (f" These uploads take {fmt.duration(per)} per iteration ({fmt.pct(per / step) if step else '?'} "
+                        f"of its {fmt.duration(step)}): an eager dispatch each, whatever their bytes"
+                        + ("." if costly else f", below the {fmt.duration(threshold('eager_upload_min_s'))} and "
+                           f"{fmt.pct(threshold('eager_upload_share'))} of a step that make them worth a warning."))
+                detail.update(seconds_per_iteration=round(per, 6), share_of_step=round(per / step, 4) if step else None)
+                recurring = recurring and costly
             out.append(Finding("host_to_device_transfer", "warning" if recurring else "info", msg, n, loc, detail,
                                n / max(1, len(it)), steps_hit))
         return out
+
+
+def _eager_upload_time(evs: list[tuple[int, Event]], ctx: Context) -> tuple[float, float, bool] | None:
+    """Eager uploads' own time (JAX: the jnp.array calls, `detail.seconds`) per iteration that made them, the mean
+    wall time of those iterations, and whether that is worth a warning (`eager_upload_min_s` and
+    `eager_upload_share` of the step). None when any of the events is not a timed eager upload."""
+    if not evs or not all(getattr(e.detail, "eager", False) and getattr(e.detail, "seconds", None) is not None
+                          for _, e in evs):
+        return None
+    hit = {j for j, _ in evs}
+    per = sum(e.detail.seconds for _, e in evs) / len(hit)
+    walls = [s.wall_time_s for s in ctx.iterations if s.index in hit and s.wall_time_s]
+    step = sum(walls) / len(walls) if walls else 0.0
+    costly = per >= threshold("eager_upload_min_s") and (not step or per >= threshold("eager_upload_share") * step)
+    return per, step, costly
 
 
 class CompileTime(Rule):

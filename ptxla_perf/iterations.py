@@ -99,7 +99,7 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
                                  None if None in h2d_bytes else sum(h2d_bytes)),
         fallback_ops=fallback, graph_hashes=[h for p in parts for h in p.graph_hashes],
         attributed=any(p.attributed for p in parts), phase=phase,
-        samples=close.samples, tokens=close.tokens,
+        samples=close.samples, tokens=close.tokens, model_flops=close.model_flops,
         # each event keeps the boundary it came from: compiles are judged per boundary slot (compiles.py)
         events=[Event(e.kind, e.location, replace(e.detail, boundary=p.index)) for p in parts for e in p.events],
         own_time_us=sum(p.own_time_us for p in parts) if all(p.own_time_us is not None for p in parts) else None,

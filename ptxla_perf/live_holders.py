@@ -10,10 +10,13 @@ Backend-neutral: the adapter passes what a device value is and how many bytes it
 from __future__ import annotations
 
 import collections
+import dataclasses
 import gc
+import itertools
 import linecache
 import os
 import re
+import types
 from typing import Any, Callable
 
 from .frames import USER, classify, function_at
@@ -55,8 +58,8 @@ def holder_counts(is_device: Callable[[Any], bool], min_items: int = 2) -> dict[
 def find_holder(is_device: Callable[[Any], bool], nbytes: Callable[[Any], int], frame,
                 before: dict[int, int] | None = None, min_items: int = 2
                 ) -> tuple[Location | None, dict[str, Any]] | None:
-    """The container whose device values grew since `before` (holder_counts at an earlier boundary) the most,
-    then the one holding the most; its name and the user's line that adds to it. None when no container holds
+    """The container whose device values grew since `before` (holder_counts at an earlier boundary) by the most
+    bytes, then the one holding the most; its name and the user's line that adds to it. None when no container holds
     `min_items` device values. `frame`: where to start looking for the user's frames."""
     try:
         return _find(is_device, nbytes, frame, min_items, before or {})
@@ -87,7 +90,9 @@ def _find(is_device, nbytes, frame, min_items, before):
     best = None
     for o, held in _containers(is_device, min_items):
         grew = len(held) - before[id(o)] if id(o) in before else 0
-        key = (grew > 0, grew, len(held))
+        # of the containers that grew, the one that grew by the most bytes (a dict of lists: the list of weights,
+        # not the list of scalar losses beside it)
+        key = (grew > 0, grew * nbytes(held[-1]) if grew > 0 else 0, grew, len(held))
         if best is None or key > best[0]:
             best = (key, o, held)
     if best is None:
@@ -102,7 +107,7 @@ def _find(is_device, nbytes, frame, min_items, before):
     loc = None
     if name:
         detail["holder"] = name
-        loc = _adding_line(name.split(".")[-1], code_frame, is_global, is_device)
+        loc = _adding_line(name, code_frame, is_global, is_device)
     if loc is None and code_frame is not None:
         loc = Location(os.path.abspath(code_frame.f_code.co_filename), code_frame.f_lineno, code_frame.f_code.co_name)
     return loc, detail
@@ -116,9 +121,19 @@ def _user_frames(frame):
         f = f.f_back
 
 
+# Bounds of the search for the container's name inside the user's values (dicts, lists, dataclasses, objects'
+# attributes): how deep below a frame's variable, how many items of one value, how many values in all.
+_NAME_DEPTH = 3
+_NAME_ITEMS = 64
+_NAME_VISITS = 5000
+_SKIP = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, str, bytes)
+
+
 def _name_of(container, frame):
     """(name, the frame whose code refers to it, whether it is a module global) for the container: a local or a
-    global of a user frame on the stack, or an attribute of an object one of them holds (`self.history`)."""
+    global of a user frame on the stack, or reached from one through dict values, list items and objects'
+    attributes (`metrics['loss']`, `self.history`, `state.logs['acc']`), breadth first so the shortest path
+    wins, within _NAME_DEPTH steps, _NAME_ITEMS items of a value and _NAME_VISITS values in all."""
     frames = list(_user_frames(frame))
     for f in frames:
         for k, v in f.f_locals.items():
@@ -128,19 +143,52 @@ def _name_of(container, frame):
         for k, v in f.f_globals.items():
             if v is container:
                 return k, f, True
-    for f in frames:
-        for k, v in list(f.f_locals.items()) + list(f.f_globals.items()):
-            d = getattr(v, "__dict__", None)
-            if isinstance(d, dict) and not isinstance(v, type) and type(v).__module__ != "builtins":
-                for a, w in d.items():
-                    if w is container:
-                        return f"{k}.{a}", f, False
+    seen: set[int] = {id(container)}
+    level = [(k, v, f, scope == "globals") for f in frames for scope in ("locals", "globals")
+             for k, v in list(getattr(f, "f_" + scope).items())]
+    visits = 0
+    for _ in range(_NAME_DEPTH):
+        nxt = []
+        for path, v, f, is_global in level:
+            if id(v) in seen or isinstance(v, _SKIP) or visits >= _NAME_VISITS:
+                continue
+            seen.add(id(v))
+            for step, w in _children(v):
+                visits += 1
+                if w is container:
+                    return path + step, f, is_global
+                nxt.append((path + step, w, f, is_global))
+        level = nxt
     return None, (frames[0] if frames else None), False
 
 
+def _children(v):
+    """(access as written in code, value) for what `v` holds: a dict's values (`['key']`), a list's or tuple's
+    items (`[i]`), an object's attributes (`.name`; dataclasses with slots too). At most _NAME_ITEMS of them."""
+    t = type(v)
+    if t.__module__ == "builtins" or isinstance(v, dict):
+        if isinstance(v, dict):
+            items = ((f"[{k!r}]", w) for k, w in v.items())
+        elif isinstance(v, (list, tuple, collections.deque)):
+            items = ((f"[{i}]", w) for i, w in enumerate(v))
+        else:
+            return []
+    else:
+        d = getattr(v, "__dict__", None)
+        if isinstance(d, dict):
+            items = ((f".{a}", w) for a, w in d.items())
+        elif dataclasses.is_dataclass(v):
+            items = ((f".{fl.name}", getattr(v, fl.name, None)) for fl in dataclasses.fields(v))
+        else:
+            return []
+    return list(itertools.islice(items, _NAME_ITEMS))
+
+
 def _adding_line(name: str, f, is_global: bool, is_device=None) -> Location | None:
-    """The user's line that adds to `name` (`name.append(`, `name +=`, `name[k] =`): in the frame's function,
-    else (a global) anywhere in its file. Of several, one that adds a variable holding a device value now
+    """The user's line that adds to the holder `name` (`losses`, `metrics['loss']`, `self.history`) —
+    `name.append(`, `name +=`, `name[k] =`, with any key where the name has one (`metrics[key].append(`), or the
+    name's tail after an attribute (`self.history.append(` for `trainer.history`): in the frame's function, else
+    (a global; an attribute's tail, which a method may fill) anywhere in its file. Of several, one that adds a variable holding a device value now
     (`losses.append(loss)`, not `losses.append(loss.item())`) wins, then the nearest above the current line."""
     if f is None:
         return None
@@ -148,28 +196,45 @@ def _adding_line(name: str, f, is_global: bool, is_device=None) -> Location | No
     lines = linecache.getlines(path)
     if not lines:
         return None
-    pat = re.compile(rf"(?<![\w.]){re.escape(name)}{_ADD}")
     code = f.f_code
     first = code.co_firstlineno
     last = max((ln for _, _, ln in code.co_lines() if ln), default=len(lines))
-    spans = [(first, last)] + ([(1, len(lines))] if is_global or code.co_name == "<module>" else [])
-    for lo, hi in spans:
-        hits = [i for i in range(lo, min(hi, len(lines)) + 1) if pat.search(lines[i - 1].split("#", 1)[0])]
-        if hits and is_device is not None:
-            device = [i for i in hits if _adds_device(lines[i - 1].split("#", 1)[0].rstrip(), name, f, is_device)]
-            hits = device or hits
-        if hits:
-            above = [i for i in hits if i <= f.f_lineno]
-            line = above[-1] if above else hits[0]
-            return Location(os.path.abspath(path), line, function_at(path, line))
+    whole = [(1, len(lines))]
+    spans = [(first, last)] + (whole if is_global or code.co_name == "<module>" else [])
+    for prefix in _access_patterns(name):
+        pat = re.compile(prefix + _ADD)
+        # an attribute's tail (`.metrics[...]`) may be filled in a method of the object's class: the whole file
+        for lo, hi in spans + (whole if prefix.startswith(r"\.") else []):
+            hits = [i for i in range(lo, min(hi, len(lines)) + 1) if pat.search(lines[i - 1].split("#", 1)[0])]
+            if hits and is_device is not None:
+                device = [i for i in hits
+                          if _adds_device(lines[i - 1].split("#", 1)[0].rstrip(), prefix, f, is_device)]
+                hits = device or hits
+            if hits:
+                above = [i for i in hits if i <= f.f_lineno]
+                line = above[-1] if above else hits[0]
+                return Location(os.path.abspath(path), line, function_at(path, line))
     return None
 
 
+def _access_patterns(name: str) -> list[str]:
+    """Regexes for the code that reaches the holder `name`: the whole path (a key written as any subscript),
+    then each tail that starts at an attribute, then the last attribute alone (the way it was matched before)."""
+    steps = re.findall(r"\.?\w+|\[[^\]]*\]", name)
+    def rx(parts):
+        return "".join(r"\[[^\]]*\]" if p.startswith("[") else re.escape(p) for p in parts)
+    out = [r"(?<![\w.])" + rx(steps)]
+    out += [rx(steps[j:]) for j in range(1, len(steps)) if steps[j].startswith(".")]
+    tail = name.split(".")[-1]
+    if re.fullmatch(r"\w+", tail):
+        out.append(r"(?<![\w.])" + re.escape(tail))
+    return list(dict.fromkeys(out))
 
 
-def _adds_device(text: str, name: str, f, is_device) -> bool:
-    """`name.append(var)` / `name += [var]` / `name[k] = var` where `var` is a device value in the frame now."""
-    m = re.search(rf"{re.escape(name)}(?:\.\w+\(\s*\[?\s*|\s*\+=\s*\[\s*|\s*\[[^\]]*\]\s*=\s*)([A-Za-z_]\w*)\s*(?:[\])]|$)",
+def _adds_device(text: str, prefix: str, f, is_device) -> bool:
+    """`name.append(var)` / `name += [var]` / `name[k] = var` where `var` is a device value in the frame now
+    (`prefix`: the regex of the name, _access_patterns)."""
+    m = re.search(rf"{prefix}(?:\.\w+\(\s*\[?\s*|\s*\+=\s*\[\s*|\s*\[[^\]]*\]\s*=\s*)([A-Za-z_]\w*)\s*(?:[\])]|$)",
                   text)
     if not m:
         return False

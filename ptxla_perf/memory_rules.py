@@ -10,6 +10,7 @@ from typing import Any
 
 from . import fmt
 from . import memory as M
+from .thresholds import value as threshold
 from .verdicts import Cost, Finding, Rule, where
 
 # `Context` in the annotations is findings.py's (which runs these rules): not imported, findings imports us
@@ -49,21 +50,58 @@ class MemoryGrowth(Rule):
         # one the count may be the framework's own bookkeeping (torch_xla SPMD: one more tensor per mark_sharding
         # call, measured in a plain run too), so the finding says what is unknown and stays info.
         known = bool(holder.get("holder"))  # a named container in the user's frames (an anonymous dict is no evidence)
-        tail = (f"Whatever a step keeps stays on the device until the run runs out of memory. {advice}" if known else
-                "No list, dict or other container in the program's frames was found holding them: what keeps them "
-                "is not known (it may be the framework's own bookkeeping); check the device's memory in use "
-                "(memory_stats on TPU/GPU) over a longer run before acting.")
+        projected, costly, against = projection(_rate(b, per, holder), holder.get("capacity_bytes"))
+        if known and costly:
+            tail = f"Whatever a step keeps stays on the device until the run runs out of memory. {advice}"
+        elif known:
+            tail = (f"At this rate a {int(threshold('memory_growth_run_steps')):,}-step run keeps "
+                    f"{fmt.nbytes(projected)} more, {against}: small, but it is kept on the device all the same. "
+                    f"{advice}")
+        else:
+            tail = ("No list, dict or other container in the program's frames was found holding them: what keeps "
+                    "them is not known (it may be the framework's own bookkeeping); check the device's memory in use "
+                    "(memory_stats on TPU/GPU) over a longer run before acting.")
         return [Finding(
-            "memory_growth", "warning" if known else "info",
+            "memory_growth", "warning" if known and costly else "info",
             f"Live device {'memory grows' if known else 'tensors/arrays rise'} every step{where(loc if known else None)}: "
             f"+{what} per step over {n_steps} steps after warm-up, rising at {g['rising_share']:.0%} of the samples."
             f"{held} {tail}",
             max(1, round(per * n_steps)), loc if known else None,
-            {"holder_found": known, "arrays_per_step": round(per, 3), "bytes_per_step": b, "samples": g["samples"],
+            {"holder_found": known, "arrays_per_step": round(per, 3), "bytes_per_step": b,
+             "projected_bytes": int(projected) if projected is not None else None,
+             "projected_steps": int(threshold("memory_growth_run_steps")), "samples": g["samples"],
              "live_arrays": g.get("live_arrays"), "live_bytes": g.get("live_bytes"),
              **{k: v for k, v in holder.items() if k not in ("location",)}},
             per, [s.index for s in ctx.train[ctx.warmup:] if s.live_arrays is not None][:20],
             cost=Cost(bytes_per_step=b))]
+
+
+def _rate(measured: float | None, arrays_per_step: float, holder: dict[str, Any]) -> float | None:
+    """Bytes a step keeps, for rating: the measured rise of all live bytes, or the held values' size times the
+    arrays added a step where that is less. The measured rise includes whatever step output happened to be in
+    flight at the last sample (one set of parameters over a dozen steps: hundreds of bytes a step on a loop that
+    keeps two scalars), which only the holder's own items tell apart."""
+    per_item = holder.get("bytes_per_item")
+    held = arrays_per_step * per_item if per_item else None
+    if measured is None or held is None:
+        return measured if held is None else held
+    return min(measured, held)
+
+
+def projection(bytes_per_step: float | None, capacity_bytes: int | None = None) -> tuple[float | None, bool, str]:
+    """What a growth costs: (bytes kept over a run of `memory_growth_run_steps`, whether that is worth a warning,
+    what it was compared with). Against a known capacity (the runtime's, on the holder's evidence: JAX on TPU/GPU):
+    `memory_growth_capacity_share` of it; unknown (a CPU; the iteration rules run before the memory section knows
+    an override): `memory_growth_min_bytes`. Bytes unknown: costly
+    (a rise in device values with a named holder is the program's own, and nothing says it is small)."""
+    if bytes_per_step is None:
+        return None, True, "its size unknown"
+    projected = max(bytes_per_step, 0.0) * threshold("memory_growth_run_steps")
+    if capacity_bytes:
+        limit = threshold("memory_growth_capacity_share") * capacity_bytes
+        return projected, projected >= limit, f"{projected / capacity_bytes:.2%} of the device's {fmt.nbytes(capacity_bytes)}"
+    limit = threshold("memory_growth_min_bytes")
+    return projected, projected >= limit, f"below the {fmt.nbytes(limit)} that would matter on any accelerator"
 
 
 class MissingDonation(Rule):

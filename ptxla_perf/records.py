@@ -67,6 +67,7 @@ class TransferEvidence(CallEvidence):
     origins: dict[str, int] | None = None  # bytes by origin: data | round_trip | host_random | host_made
     made_by: list[str] | None = None  # what made the non-data values (the source expression, the read line)
     eager: bool = False  # copied outside any jitted call (jnp.array / jnp.asarray of host data)
+    seconds: float | None = None  # eager: the jnp.array/jnp.asarray call's own time (its dispatch and copy)
 
 
 @dataclass
@@ -111,6 +112,7 @@ class HolderEvidence(CallEvidence):
     holder: str | None = None
     items: int | None = None
     bytes_per_item: int | None = None
+    capacity_bytes: int | None = None  # the device's memory as the runtime said it then (JAX memory_stats), if any
 
 
 @dataclass
@@ -235,6 +237,7 @@ class StepRecord:
     phase: str | None = None  # recipe-provided label, e.g. "train" / "eval"
     samples: int | None = None  # recipe-provided, for throughput
     tokens: int | None = None
+    model_flops: float | None = None  # user- or recipe-given model FLOPs of the step (roofline's model_mfu)
     events: list[Event] = field(default_factory=list)
     own_time_us: float | None = None  # ptxla_perf's own host time at this boundary (the overhead we add)
     # --- what the iteration grouping and the rules read (docs/report.md: "steps are iterations") ---
@@ -290,4 +293,6 @@ class StepRecord:
             del d["eager_launches"], d["eager_time_s"]
         if not d["hot_lines"]:
             del d["hot_lines"]
+        if d["model_flops"] is None:  # given only where the user or a recipe knows them
+            del d["model_flops"]
         return d

@@ -30,6 +30,7 @@ from .sources import attach
 from . import html as H
 from .roofline import RooflineSection
 from .trace_defer import defer_distorted
+from .trace_section import TraceSection
 from .values import StepRow, Summary
 from . import retention as R
 from .verdicts import TRACE, origin_of, severity_counts
@@ -49,7 +50,8 @@ def environment(extra: dict[str, Any]) -> dict[str, Any]:
 
 def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list[dict[str, Any]],
              summary: Summary | dict[str, Any], findings: list[dict[str, Any]], profiler: dict[str, Any] | None = None,
-             roofline: RooflineSection | dict[str, Any] | None = None, trace: dict[str, Any] | None = None,
+             roofline: RooflineSection | dict[str, Any] | None = None,
+             trace: TraceSection | dict[str, Any] | None = None,
              extra: dict[str, Any] | None = None, rules: dict[str, Any] | None = None,
              processes: list[dict[str, Any]] | None = None, aggregate: dict[str, Any] | None = None,
              memory: MemorySection | dict[str, Any] | None = None,
@@ -60,7 +62,8 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
     back through the same types, so an older report's summary comes out with today's keys."""
     if trace is not None:  # its findings in place of any earlier trace findings
         findings = [f for f in findings if origin_of(f) != TRACE]
-        trace = dict(trace, findings=defer_distorted(findings, list(trace.get("findings", []))))
+        trace = trace.to_json() if isinstance(trace, TraceSection) else dict(trace)
+        trace["findings"] = defer_distorted(findings, list(trace.get("findings", [])))
         findings += trace["findings"]
     if not isinstance(summary, Summary):
         summary = Summary.from_json(summary)
@@ -122,7 +125,7 @@ def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list
     return from_analysis(analysis, backend=backend, run=run, env=env, extra_findings=ended, **parts)
 
 
-def with_trace(report: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:
+def with_trace(report: dict[str, Any], trace: TraceSection | dict[str, Any]) -> dict[str, Any]:
     """A written report re-assembled with a capture's trace analysis (`analyze --report`)."""
     parts = {k: report.get(k) for k in ("profiler", "roofline", "extra", "rules", "processes", "aggregate",
                                       "memory", "step_buckets")}

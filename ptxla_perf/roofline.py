@@ -3,7 +3,11 @@
 Backend-neutral: the adapters put the cost of the graphs each step ran on its record (`StepRecord.flops`,
 `bytes_accessed`; hlo_cost.py), peaks.py says what the device could do. Over the steady steps:
 
-    achieved FLOP/s = sum(FLOPs) / sum(time)                 MFU = achieved FLOP/s / peak FLOP/s
+    achieved FLOP/s = sum(FLOPs) / sum(time)                 HFU = achieved FLOP/s / peak FLOP/s
+    FLOPs           = XLA's cost analysis of the compiled graphs: the hardware's FLOPs, rematerialised and
+                      auxiliary ops included, so their utilisation is HFU (`hfu`; `mfu` is its old name);
+                      model-FLOPs MFU (`model_mfu`) = the user's or a recipe's model FLOPs per step (the usual
+                      6·N·tokens of a transformer; `StepRecord.model_flops`) over the same time, where given
     time            = the device's busy time on the steps' graphs where the adapter measured it (torch_xla:
                       `StepRecord.device_time_s`), else the step's wall time (JAX) - a wall time the host ran
                       ahead in does not cover the device's work: below UNDER_RATIO x predicted, no MFU
@@ -86,7 +90,10 @@ class RooflineSection:
     costed_step_time_s: float | None = None
     achieved_flops_per_s: float | None = None
     achieved_bytes_per_s: float | None = None
-    mfu: float | None = None
+    mfu: float | None = None  # the hardware FLOPs utilisation under its old name (= hfu), kept for one version
+    hfu: float | None = None  # achieved (XLA-costed) FLOP/s / peak: hardware FLOPs utilisation
+    model_flops_per_step: float | None = None  # given by the user or a recipe (set_step_info(model_flops=...))
+    model_mfu: float | None = None  # model FLOPs per second over the same time / peak: model FLOPs utilisation
     bandwidth_utilization: float | None = None
     mfu_time_basis: str | None = None
     device_step_time_s: float | None = None
@@ -113,7 +120,7 @@ class RooflineSection:
     def summary_fields(self) -> dict[str, Any]:
         """The few roofline figures the summary carries (console, `diff`, the sweep table)."""
         achieved = self.achieved_flops_per_s
-        return {K.MFU: self.mfu, K.ACHIEVED_TFLOPS: achieved / 1e12 if achieved is not None else None,
+        return {K.MFU: self.mfu, K.HFU: self.hfu, K.MODEL_MFU: self.model_mfu, K.ACHIEVED_TFLOPS: achieved / 1e12 if achieved is not None else None,
                 K.FLOPS_PER_STEP: self.flops_per_step, K.ROOFLINE_VERDICT: self.verdict}
 
 
@@ -123,6 +130,40 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: floa
     `step_time_p50`: the summary's step time p50 (figures.Figures.step_time); `found`: the warnings that may say
     where time goes (sinks()); `breakdown`: the steady breakdown (figures.steady_breakdown), which names an
     overhead-bound step's bound."""
+    out = _section(steady, costs, peak, step_time_p50, found, breakdown)
+    out.hfu = out.mfu
+    _model_mfu(out, steady, peak)
+    return out
+
+
+def _model_mfu(out: RooflineSection, steady: list, peak: Peak) -> None:
+    """Model-FLOPs MFU where every rated step has model FLOPs (StepRecord.model_flops), over the time HFU was
+    measured over; not given where HFU is not (the time does not cover the work, no peak)."""
+    costed = [s for s in steady if s.flops is not None]
+    rated = ([s for s in costed if s.device_time_s is not None] if out.mfu_time_basis == "device" else costed)
+    model = [getattr(s, "model_flops", None) for s in rated]
+    if not rated or any(m is None for m in model):
+        return
+    out.model_flops_per_step = sum(model) / len(model)
+    time_s = sum(s.device_time_s if out.mfu_time_basis == "device" else step_time_s(s) for s in rated)
+    if out.hfu is None or not peak.flops_per_s or time_s <= 0:
+        return
+    mfu = sum(model) / time_s / peak.flops_per_s
+    if mfu > 1.0:
+        out.notes.append("model-FLOPs MFU not given: the model FLOPs given per step run faster than the peak (check "
+                         "--model-flops-per-step / set_step_info(model_flops=...))")
+        return
+    out.model_mfu = mfu
+
+
+def transformer_flops(n_params: int, tokens: int) -> float:
+    """A transformer's model FLOPs for one training step: 6 x parameters x tokens (forward 2N, backward 4N per
+    token; attention's own FLOPs left out, as usual) - what a recipe gives set_step_info(model_flops=...)."""
+    return 6.0 * n_params * tokens
+
+
+def _section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: float | None,
+             found: list[Sink] | None, breakdown: dict[str, Any] | None) -> RooflineSection:
     out = RooflineSection(costs.get("source", "unavailable"), costs.get("scope"), costs.get("method"),
                           peak.to_json(), costs.get("graphs", []), list(costs.get("notes", [])), len(steady),
                           ridge_flops_per_byte=peak.ridge, boundaries=costs.get("boundaries") or None)
@@ -322,9 +363,12 @@ def summary_lines(sec: dict[str, Any] | None) -> list[str]:
     first = f"  roofline    {_flops(sec['flops_per_step'])}FLOP/step ({sec.get('source')})"
     if sec.get("achieved_flops_per_s") is not None:
         first += f";  {sec['achieved_flops_per_s'] / 1e12:.3g} TFLOP/s achieved"
-    if sec.get("mfu") is not None:
-        first += (f";  MFU {sec['mfu']:.1%} of {peak['flops_per_s'] / 1e12:.3g} TFLOP/s {peak.get('dtype')} "
-                  f"({peak.get('name')}; {sec.get('mfu_time_basis') or 'wall'} time)")
+    hfu = sec.get("hfu", sec.get("mfu"))  # before issue 31: `mfu` only (the same figure)
+    if hfu is not None:
+        first += (f";  HFU {hfu:.1%} of {peak['flops_per_s'] / 1e12:.3g} TFLOP/s {peak.get('dtype')} "
+                  f"({peak.get('name')}; {sec.get('mfu_time_basis') or 'wall'} time; XLA's FLOPs, remat included)")
+    if sec.get("model_mfu") is not None:
+        first += f";  MFU {sec['model_mfu']:.1%} (model {_flops(sec['model_flops_per_step'])}FLOP/step)"
     lines = [first]
     if sec.get("predicted_step_time_s") is not None:
         why = f" (see {', '.join(sec['related_findings'])})" if sec.get("related_findings") and \
@@ -334,7 +378,8 @@ def summary_lines(sec: dict[str, Any] | None) -> list[str]:
             why = (f" ({by['component'].replace('_', ' ')} {_ms(by['seconds_per_step'])}/step, {by['share']:.0%}"
                    + (f"; see {by['finding']}" if by.get("finding") else "") + ")")
         device = sec.get("device_step_time_s")
-        busy = (f", device busy {_ms(device)}/step ({fmt_ratio(sec['device_over_predicted'])})"
+        busy = (f", device busy {_ms(device)}/step ({fmt_ratio(sec['device_over_predicted'])}; all its work, "
+                f"overlap with the host included)"
                 if device is not None and sec.get("device_over_predicted") is not None else "")
         lines.append(f"              predicted {_ms(sec['predicted_step_time_s'])} vs observed "
                      f"{_ms(sec['observed_step_time_s'])} ({fmt_ratio(sec['observed_over_predicted'])}){busy}: "

@@ -41,6 +41,7 @@ from .retention import Retention
 from .steps_file import StepsFile
 from .session_report import OutputConfig, ReportOutput, RunFacts, minimal_report, report_of, sections_of
 from .capture_owner import publish
+from .trace_section import TraceSection
 
 __all__ = ["Session", "RunStopped", "SessionError", "open_session"]
 
@@ -72,7 +73,7 @@ def check_port(port: int) -> None:
 def _roofline_cfg(cfg: dict | None) -> dict[str, Any]:
     """`peak_tflops` / `peak_gbps` overrides (null = from the device): positive numbers, or a SessionError."""
     cfg = dict(cfg or {})
-    for key in ("peak_tflops", "peak_gbps", "device_memory_gb"):
+    for key in ("peak_tflops", "peak_gbps", "device_memory_gb", "model_flops_per_step"):
         v = cfg.get(key)
         if v is None:
             continue
@@ -190,12 +191,14 @@ class Session:
         self._callbacks: list[Callable[[StepRecord], None]] = []
         self._closers: list[Callable[[], None]] = []
         self._step_info: dict[str, Any] = {}
+        if self.roofline_cfg.get("model_flops_per_step"):  # --model-flops-per-step: every step's model FLOPs
+            self._step_info["model_flops"] = float(self.roofline_cfg["model_flops_per_step"])
         self._stop: RunStopped | None = None
         self._old_handlers: dict[int, Any] = {}
         self._clock = self._last_progress = self._last_flush = 0.0
         self._finished: dict[str, Any] | None = None
         self.tail: StepRecord | None = None
-        self.trace: dict[str, Any] | None = None  # a capture's analysis (ptxla_perf.trace), merged into the report
+        self.trace: TraceSection | None = None  # a capture's analysis (ptxla_perf.trace), merged into the report
         self._capture: CaptureWindow | None = None  # the step window this session owns, closed in finish
         self.output = ReportOutput(self.out, self.say)  # the report, its page, TensorBoard scalars, the summary
         self.sample_hz = sample_hz  # the main thread's stack sampler (sampler.py); 0: off
@@ -290,10 +293,11 @@ class Session:
                  f"Capture Profile, or: python -m ptxla_perf capture --service localhost:{port}")
 
     def set_step_info(self, *, samples: int | None = None, tokens: int | None = None,
-                      phase: str | None = None) -> None:
-        """Sticky per-step facts from a recipe (batch size, tokens, train/eval) for throughput and labels."""
-        self._step_info.update({k: v for k, v in (("samples", samples), ("tokens", tokens), ("phase", phase))
-                                if v is not None})
+                      phase: str | None = None, model_flops: float | None = None) -> None:
+        """Sticky per-step facts from a recipe (batch size, tokens, train/eval) for throughput and labels;
+        `model_flops`: the model's FLOPs per step (6·N·tokens for a transformer) for model-FLOPs MFU."""
+        self._step_info.update({k: v for k, v in (("samples", samples), ("tokens", tokens), ("phase", phase),
+                                                  ("model_flops", model_flops)) if v is not None})
 
     def add_step_callback(self, fn: Callable[[StepRecord], None], close: Callable[[], None] | None = None) -> None:
         self._callbacks.append(fn)
@@ -333,7 +337,7 @@ class Session:
     def has_capture(self) -> bool:
         return self._capture is not None
 
-    def capture_analysis(self) -> dict[str, Any] | None:
+    def capture_analysis(self) -> TraceSection | None:
         """Close the capture window (idempotent) and analyze it, once: recipes that read the trace and the report's
         `trace` section share one analysis. None when there was no capture (the reason is in `profiler.captures`)."""
         if self._capture is None:
@@ -436,7 +440,7 @@ class Session:
             guarded("adapter.settle", self.caps.settle, final=final)
         env = environment(self.adapter.environment())
         analysis = self.analysis(end.status)
-        sinks = roofline.sinks(self.extra_findings + analysis.findings + list((self.trace or {}).get("findings", [])))
+        sinks = roofline.sinks(self.extra_findings + analysis.findings + (self.trace.findings if self.trace else []))
         sections = sections_of(analysis, self.adapter, self.caps, env, self.trace, sinks, self.roofline_cfg,
                                final)
         self._rows = analysis.figures.rows()  # every iteration: the TensorBoard scalars', where steps[] is trimmed
@@ -509,6 +513,7 @@ class Session:
             rec.samples = info.get("samples", rec.samples)
             rec.tokens = info.get("tokens", rec.tokens)
             rec.phase = info.get("phase", rec.phase)
+            rec.model_flops = info.get("model_flops", rec.model_flops)
 
     def _keep(self, rec: StepRecord) -> None:
         self.steps.append(rec)

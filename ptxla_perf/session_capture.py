@@ -9,6 +9,7 @@ from typing import Any, Callable
 from .capture import StepWindowCapture
 from . import fmt
 from .figures import median, step_time_s
+from .trace_section import TraceSection
 
 
 def traced_line(first: int, n: int, path, logdir) -> str:
@@ -29,13 +30,13 @@ class CaptureWindow:
         self.window = StepWindowCapture(logdir, int(start_step), int(num_steps), backend, tail_steps=1)
         self.into_report = analyze  # its analysis is the report's trace section (else only the caller's)
         self.done = False
-        self.trace: dict[str, Any] | None = None
+        self.trace: TraceSection | None = None
 
     def on_step(self, rec) -> None:
         self.window.on_step_end(rec.index)
 
     def close(self, captures: list[dict], say: Callable[[str], None], analysis: Callable[[], Any],
-              notes: list[str]) -> dict[str, Any] | None:
+              notes: list[str]) -> TraceSection | None:
         """Close the window (idempotent) and analyze it, once. `captures`: the report's `profiler.captures`,
         which records the window whatever happened; `analysis()`: the session's analysis, to number the traced
         steps as the report does."""
@@ -64,13 +65,13 @@ class CaptureWindow:
             self.window.close()
             captures.append(self.window.to_json())
 
-    def _relate(self, trace: dict[str, Any], a, notes: list[str]) -> None:
+    def _relate(self, trace: TraceSection, a, notes: list[str]) -> None:
         """Number the window's steps as the report does, keep phases apart, and compare traced with untraced step
         time (trace/relate.py)."""
         from .trace.relate import boundary_owners, relate  # the trace package: heavy, as above
         first = self.window.first_step
         owners = boundary_owners(a.iterations)
-        traced = set(owners[first:first + len(trace.get("steps") or [])])
+        traced = set(owners[first:first + len(trace.steps)])
         untraced = median(step_time_s(s) for s in a.steady if s.index not in traced)  # the summary's step time
         try:
             relate(trace, a.iterations, first, untraced)

@@ -21,6 +21,7 @@ from .records import StepRecord
 from .values import StepRow
 from .verdicts import RUN, severity_counts
 from .tb_scalars import ScalarLog
+from .trace_section import TraceSection
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class Sections:
     memory: memory.MemorySection | None
 
 
-def sections_of(analysis: Analysis, adapter: Adapter, caps: Capabilities, env: Mapping[str, Any], trace: Mapping[str, Any] | None,
+def sections_of(analysis: Analysis, adapter: Adapter, caps: Capabilities, env: Mapping[str, Any], trace: TraceSection | None,
                 sinks: list[roofline.Sink], roofline_cfg: Mapping[str, Any], final: bool) -> Sections:
     """The roofline and memory sections. A report flushed mid-run (`final` False) never calibrates the CPU peak and
     compiles no HLO for memory figures."""
@@ -99,7 +100,7 @@ def sections_of(analysis: Analysis, adapter: Adapter, caps: Capabilities, env: M
 def report_of(analysis: Analysis, facts: RunFacts, sections: Sections, *, end: Outcome, adapter: Adapter,
               env: dict[str, Any], steps: Sequence[StepRecord], tail: StepRecord | None = None,
               extra_findings: Sequence[Finding] = (), profiler: dict[str, Any] | None = None,
-              extra: dict[str, Any] | None = None, trace: dict[str, Any] | None = None,
+              extra: dict[str, Any] | None = None, trace: TraceSection | None = None,
               faults: Sequence[Fault] = (), rows: list[StepRow] | None = None,
               retention: retention.Retention | None = None, steps_file: str | None = None) -> dict[str, Any]:
     """The report of the boundaries `steps` (analysed as `analysis`, its StepRows `rows`), assembled once
@@ -222,7 +223,7 @@ def _memory(analysis: Analysis, caps: Capabilities, env: Mapping[str, Any], roof
         return memory.section({"graphs": [], "notes": [f"memory analysis failed: {exc}"]}, None, [], None, None)
 
 
-def _roofline(analysis: Analysis, adapter: Adapter, env: Mapping[str, Any], trace: Mapping[str, Any] | None,
+def _roofline(analysis: Analysis, adapter: Adapter, env: Mapping[str, Any], trace: TraceSection | None,
               sinks: list[roofline.Sink], roofline_cfg: Mapping[str, Any], measure_cpu: bool
               ) -> roofline.RooflineSection:
     """The roofline section (roofline.py). A report flushed mid-run never calibrates the CPU peak (it uses the
@@ -234,7 +235,7 @@ def _roofline(analysis: Analysis, adapter: Adapter, env: Mapping[str, Any], trac
         p50 = analysis.figures.step_time
         sec = roofline.section(analysis.steady, adapter.graph_costs(), peak, p50.p50 if p50 else None, sinks,
                                breakdown=analysis.figures.steady_breakdown())
-        ops = (trace or {}).get("top_ops")
+        ops = trace.top_ops if trace is not None else None
         if ops and sec.source != "unavailable":  # a capture's top ops, with their instructions' costs
             sec.top_ops = roofline.top_ops(ops, adapter.hlo_modules(), peak)
             if not sec.top_ops:

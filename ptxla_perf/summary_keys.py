@@ -47,6 +47,8 @@ HOST_TIME = "host_time_s"
 DATA_WAIT = "data_wait_s"
 FINDINGS_BY_SEVERITY = "findings_by_severity"
 MFU = "mfu"
+HFU = "hfu"
+MODEL_MFU = "model_mfu"
 ACHIEVED_TFLOPS = "achieved_tflops_per_s"
 FLOPS_PER_STEP = "flops_per_step"
 ROOFLINE_VERDICT = "roofline_verdict"
@@ -96,7 +98,10 @@ FIELDS: dict[str, tuple[str, str]] = {
     HOST_TIME: ("s", "stats of wall time minus device-to-host wait per steady iteration (null: not measured)"),
     DATA_WAIT: ("s", "stats of session.data_wait() time per steady iteration (null: not measured)"),
     FINDINGS_BY_SEVERITY: ("count by severity", "error / warning / info"),
-    MFU: ("fraction", "roofline.mfu"),
+    MFU: ("fraction", "roofline.mfu: the hardware FLOPs utilisation (= hfu) under its old name, for one version"),
+    HFU: ("fraction", "roofline.hfu: achieved FLOP/s (XLA's cost analysis: remat and auxiliary ops counted) / peak"),
+    MODEL_MFU: ("fraction", "roofline.model_mfu: model FLOPs per step (given) over the same time / peak; null: "
+                            "no model FLOPs given"),
     ACHIEVED_TFLOPS: ("TFLOP/s", "roofline achieved FLOP/s / 1e12"),
     FLOPS_PER_STEP: ("FLOP", "roofline.flops_per_step"),
     ROOFLINE_VERDICT: ("text", "roofline.verdict"),

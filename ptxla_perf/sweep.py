@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from . import fmt
 from .html import sweep_page
+from .trace_section import TraceSection
 from .values import Summary
 from .verdicts import short_path
 
@@ -40,9 +41,9 @@ def _extra(r: dict, key: str) -> Any:
     ex = r.get("extra") or {}
     if key in ex:
         return ex[key]
-    tr = r.get("trace") or {}
+    tr = TraceSection.from_json(r.get("trace"))
     if key == "all_reduce_share":
-        return (tr.get("collective_share") or {}).get("mean")
+        return tr.collective_share.mean if tr is not None else None
     return None
 
 

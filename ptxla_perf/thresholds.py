@@ -60,6 +60,18 @@ _ALL = (
               "every few steps)..."),
     Threshold("memory_growth_share", 0.75, "...the live count went up in at least this share of the intervals..."),
     Threshold("memory_growth_min_per_step", 0.5, "...by at least this many device arrays per step on average"),
+    Threshold("memory_growth_run_steps", 1_000_000,
+              "memory_growth is rated by what it costs over a realistic run of this many steps: bytes/step x this "
+              "is the projected growth..."),
+    Threshold("memory_growth_capacity_share", 0.1,
+              "...a warning when the projected growth is at least this share of a known device capacity..."),
+    Threshold("memory_growth_min_bytes", 1 << 30,
+              "...or, the capacity unknown, at least this many bytes (1 GiB: ~1 KiB/step; a few scalars a step, "
+              "megabytes in a million steps, are info with the projected figure)"),
+    Threshold("eager_upload_min_s", 0.001,
+              "JAX eager uploads (jnp.array of host data outside any jitted call) are rated by their dispatch "
+              "time: a warning when they recur and take at least this many seconds per step..."),
+    Threshold("eager_upload_share", 0.1, "...and at least this share of the steady step"),
     Threshold("memory_headroom_share", 0.1,
               "memory_headroom: the largest graph's peak leaves less than this share of a known device capacity free"),
     Threshold("host_bound_share", 0.5,

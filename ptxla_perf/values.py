@@ -180,6 +180,8 @@ class Summary:
     # added by the assembler (report.assemble) from the findings and the other sections
     findings_by_severity: Mapping[str, int] | None = None
     mfu: float | None = None
+    hfu: float | None = None
+    model_mfu: float | None = None
     achieved_tflops_per_s: float | None = None
     flops_per_step: float | None = None
     roofline_verdict: str | None = None

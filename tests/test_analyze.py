@@ -11,8 +11,13 @@ import pytest
 from trace_helpers import cli, run_job, xplanes
 
 from ptxla_perf import report as R
+from ptxla_perf.capture_owner import mismatch
+from ptxla_perf.trace.render import to_markdown
 from ptxla_perf.trace import TraceError, analyze_trace, locate_xplanes
 from ptxla_perf.trace.analyses import CATEGORIES, op_category
+from ptxla_perf.trace_section import CollectiveShare, Gaps, StepSummary, TraceSection, TraceSource, TraceWindow
+from ptxla_perf.values import Stats
+from ptxla_perf.verdicts import Finding
 
 
 # the module's two captures are shared by its tests (the JAX one with test_tensorboard_browser.py): one xdist
@@ -42,7 +47,8 @@ def _check_breakdown(trace):
 
 
 def test_torch_xla_capture(txla_capture):
-    t = analyze_trace(txla_capture)
+    sec = analyze_trace(txla_capture)
+    t = sec.to_json()
     assert t["source"]["op_source"] == "host executor events" and t["source"]["backend"] == "torch_xla"
     assert t["source"]["device_planes"] == []
     assert [s["step"] for s in t["steps"]] == [0, 1, 2, 3, 4]
@@ -62,10 +68,74 @@ def test_torch_xla_capture(txla_capture):
     assert t["collective_share"]["mean"] == 0
     # a tiny MLP on the CPU: Python graph building dominates
     assert any(f["kind"] == "host_bound" and f["evidence"]["source"] == "trace" for f in t["findings"])
+    # the same figures, typed (trace_section.py): what the session, the roofline and the renderers read
+    assert isinstance(sec.source, TraceSource) and sec.source.backend == "torch_xla"
+    assert isinstance(sec.step_summary, StepSummary) and isinstance(sec.step_summary.step_time_ms, Stats)
+    assert sec.step_summary.steady_steps == 3 and sec.step_summary.step_time_ms.n == 3
+    assert isinstance(sec.window, TraceWindow) and sec.window.duration_ms == t["window"]["duration_ms"] > 0
+    assert isinstance(sec.gaps, Gaps) and sec.gaps.count == t["gaps"]["count"] >= 1
+    assert isinstance(sec.collective_share, CollectiveShare) and sec.collective_share.mean == 0
+    assert sec.findings and all(isinstance(f, Finding) and f.origin == "trace" for f in sec.findings)
+    host = next(f for f in sec.findings if f.kind == "host_bound")
+    assert host.cost.share_of_wall == sec.step_summary.share("host") > 0
+
+
+def _round_trips(sec: TraceSection) -> None:
+    """from_json(to_json(x)) == x, and the JSON is plain (what json writes reads back the same)."""
+    j = sec.to_json()
+    assert TraceSection.from_json(j) == sec
+    assert TraceSection.from_json(json.loads(json.dumps(j))) == sec
+    assert json.loads(json.dumps(j)) == j
+
+
+def test_sections_of_real_captures_round_trip(txla_capture, jax_capture):
+    for path in (txla_capture, jax_capture):
+        sec = analyze_trace(path)
+        _round_trips(sec)
+        # what a report holds is the section's JSON (report.assemble serializes it once)
+        rep = R.with_trace(R.build(backend=sec.source.backend, run={"kind": "trace", "status": "completed"},
+                                   env=R.environment({}), steps=[]), sec)
+        assert rep["trace"] == sec.to_json()
+        assert [f for f in rep["findings"] if f.get("origin") == "trace"] == [f.to_json() for f in sec.findings]
+        jsonschema.validate(rep, R.schema())
+        assert TraceSection.from_json(rep["trace"]) == sec
+        # the renderers read the typed section: a written one renders the same
+        assert to_markdown(TraceSection.from_json(rep["trace"])) == to_markdown(sec) and "### Capture" in to_markdown(sec)
+    assert TraceSection.from_json(None) is None
+
+
+def test_capture_owner_reads_the_typed_section(txla_capture):
+    sec = analyze_trace(txla_capture)
+    own = {"profiler": {"captures": [{"path": str(txla_capture)}]}, "run": {"kind": "script"}}
+    assert mismatch(own, sec) is None  # a window the report's run traced itself
+    other = {"run": {"kind": "script", "run_id": "r1", "script": "x.py", "status": "completed",
+                     "started_at": "2001-01-01T00:00:00+00:00", "ended_at": "2001-01-01T00:01:00+00:00"}}
+    assert "outside the report's run" in mismatch(other, sec)
+
+
+def test_a_040_trace_section_reads_back():
+    """A 0.4.0 report's trace section: findings without origin or cost (their `evidence.source: trace` says it),
+    and keys a later version added absent: read with empty defaults, findings typed."""
+    old = {"source": {"path": "/x/vm.xplane.pb", "op_source": "host executor events", "backend": "jax"},
+           "step_summary": {"steps": 4, "steady_steps": 3, "step_time_ms": {"p50": 2.0, "p90": 3.0, "mean": 2.2,
+                                                                            "min": 1.0, "max": 3.0, "n": 3},
+                            "breakdown_ms_per_step": {"execution": 1.0, "host": 1.2},
+                            "breakdown_share": {"execution": 0.45, "host": 0.55}, "detection": "step annotations"},
+           "steps": [{"step": 0, "duration_ms": 2.0, "compiles": 0}], "collective_share": {"mean": 0.0},
+           "findings": [{"kind": "host_bound", "severity": "warning", "message": "host-bound", "count": 3,
+                         "location": None, "evidence": {"source": "trace", "host_share": 0.55,
+                                                        "host_ms_per_step": 1.2}}]}
+    sec = TraceSection.from_json(old)
+    assert sec.source.backend == "jax" and sec.step_summary.step_time_ms.p50 == 2.0
+    assert sec.step_summary.share("host") == 0.55 and sec.gaps.largest == [] and sec.per_host is None
+    (f,) = sec.findings
+    assert f.origin == "trace" and f.kind == "host_bound" and f.cost.ms_per_step is None
+    _round_trips(sec)
 
 
 def test_jax_capture_collectives(jax_capture):
-    t = analyze_trace(jax_capture)
+    sec = analyze_trace(jax_capture)
+    t = sec.to_json()
     assert t["source"]["backend"] == "jax" and t["source"]["op_source"] == "host executor events"
     assert [s["step"] for s in t["steps"]] == [1, 2, 3, 4, 5, 6]
     _check_breakdown(t)
@@ -80,6 +150,8 @@ def test_jax_capture_collectives(jax_capture):
                for o in t["top_ops"])
     assert t["op_categories"]["collective"] == pytest.approx(cs["mean"], abs=1e-3)
     assert t["gaps"]["largest"] is not None
+    assert sec.collective_share.mean == cs["mean"] and len(sec.collective_share.per_device) == 8
+    assert sec.source.hosts == t["source"]["hosts"] and sec.step_summary.detection == t["step_summary"]["detection"]
 
 
 def test_op_categories():
@@ -153,7 +225,7 @@ def test_windows_with_no_device_op_split_like_the_breakdown(txla_capture):
     device op is split into the breakdown's own categories (one derivation): its idle part is idle in the step
     bars too, and the page calls the windows what they are."""
     from ptxla_perf import html as H
-    t = analyze_trace(txla_capture)
+    t = analyze_trace(txla_capture).to_json()
     gaps = t["gaps"]["largest"]
     assert gaps
     for g in gaps:

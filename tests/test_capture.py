@@ -11,6 +11,7 @@ from trace_helpers import cli, free_port, run_job, start_server_job, stop, xplan
 
 from ptxla_perf.capture import CaptureError, StepWindowCapture, capture, parse_service_addr
 from ptxla_perf.trace import analyze_trace
+from ptxla_perf.trace_section import TraceSection
 
 
 def test_capture_live_torch_xla_job_via_cli(tmp_path):
@@ -26,7 +27,9 @@ def test_capture_live_torch_xla_job_via_cli(tmp_path):
     assert files[0].name == f"localhost_{port}.xplane.pb"  # LOGDIR/plugins/profile/<run>/<host>.xplane.pb
     assert files[0].parent.parent.name == "profile" and files[0].parent.parent.parent.name == "plugins"
     assert str(files[0]) in res.stdout
-    trace = analyze_trace(tmp_path)
+    sec = analyze_trace(tmp_path)
+    trace = sec.to_json()
+    assert TraceSection.from_json(trace) == sec and sec.step_summary.steps == trace["step_summary"]["steps"]
     assert trace["step_summary"]["steps"] >= 3  # the job ran StepTrace steps during the window
     assert trace["top_ops"]
 
@@ -103,7 +106,9 @@ def test_step_window_torch_xla(tmp_path):
     out = run_job("txla_window", tmp_path, 2, 2, 6).stdout
     files = xplanes(tmp_path)
     assert len(files) == 1 and f"XPLANE {files[0]} 2" in out
-    trace = analyze_trace(files[0])
+    sec = analyze_trace(files[0])
+    trace = sec.to_json()
+    assert TraceSection.from_json(trace) == sec and sec.compiles == trace["compiles"]
     assert [s["step"] for s in trace["steps"]] == [2, 3]  # whole steps 2 and 3, nothing else
     assert trace["compiles"] == []  # warm-up compiles are before the window
 
@@ -113,7 +118,9 @@ def test_step_window_jax_close_keeps_partial_capture(tmp_path):
     out = run_job("jax_window", tmp_path, 1, 50, 10, 3).stdout
     files = xplanes(tmp_path)
     assert len(files) == 1 and f"XPLANE {files[0]} 3" in out
-    trace = analyze_trace(files[0])
+    sec = analyze_trace(files[0])
+    trace = sec.to_json()
+    assert TraceSection.from_json(trace) == sec and sec.source.backend == "jax"
     assert [s["step"] for s in trace["steps"]] == [1, 2, 3]
 
 

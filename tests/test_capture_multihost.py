@@ -8,6 +8,7 @@ from trace_helpers import cli, free_port, start_server_job, stop, xplanes
 
 from ptxla_perf.report import validate
 from ptxla_perf.trace import analyze_trace
+from ptxla_perf.trace_section import TraceSection
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +26,9 @@ def test_capture_two_hosts_into_one_run_and_analyze_side_by_side(tmp_path):
     files = xplanes(tmp_path)
     assert sorted(f.name for f in files) == sorted([f"localhost_{p1}.xplane.pb", f"localhost_{p2}.xplane.pb"])
     assert len({f.parent for f in files}) == 1  # one run folder
-    trace = analyze_trace(tmp_path)
+    sec = analyze_trace(tmp_path)
+    trace = sec.to_json()
+    assert TraceSection.from_json(trace) == sec and sec.per_host == trace["per_host"]
     ph = trace["per_host"]
     assert sorted(h["host"] for h in ph["hosts"]) == sorted([f"localhost_{p1}", f"localhost_{p2}"])
     assert all(h["steps"] >= 3 for h in ph["hosts"])

@@ -274,4 +274,8 @@ def test_headline_shows_mfu_only_when_known():
     assert 'data-k="mfu"' not in H.render(rep)
     rep["roofline"] = {"mfu": 0.4217}
     page = H.render(rep)
-    assert re.search(r'data-k="mfu"><div class="k">MFU</div><div class="v">42.2%</div>', page)
+    # issue 31: XLA's FLOPs make it hardware FLOPs utilisation; model-FLOPs MFU beside it only where given
+    assert re.search(r'data-k="mfu"><div class="k">HFU</div><div class="v">42.2%</div>', page)
+    assert '<div class="k">MFU</div>' not in page
+    rep["roofline"] = {"mfu": 0.4217, "hfu": 0.4217, "model_mfu": 0.3512}
+    assert re.search(r'<div class="k">MFU</div><div class="v">35.1%</div>', H.render(rep))

@@ -98,7 +98,9 @@ def test_jax_missing_donation_only_when_nothing_is_donated(profiled):
 def test_jax_kept_losses_grow_at_their_line(profiled):
     run = _jax(profiled, "nodonate", "keep")
     (f,) = _kinds(run.report, "memory_growth")
-    assert f["severity"] == "warning"
+    # 4 bytes a step: 4 MB in a million steps, info with that figure (issue 31: rated by what it costs)
+    assert f["severity"] == "info" and f["evidence"]["holder_found"] is True
+    assert f["evidence"]["projected_bytes"] == pytest.approx(4e6, rel=0.1), f["evidence"]
     assert f["location"]["line"] == planted_line(JAX_SCRIPT), f
     ev = f["evidence"]
     # one f32 per step; the growth is of every live array between the first and last samples, so a step output
@@ -144,7 +146,7 @@ def test_torch_xla_kept_losses_grow_at_their_line(profiled):
     run = profiled(TORCH_SCRIPT, args=("keep",))
     assert run.proc.returncode == 0, run.proc.stderr[-3000:]
     (f,) = _kinds(run.report, "memory_growth")
-    assert f["severity"] == "warning" and f["location"]["line"] == planted_line(TORCH_SCRIPT), f
+    assert f["severity"] == "info" and f["location"]["line"] == planted_line(TORCH_SCRIPT), f  # 4 B a step
     ev = f["evidence"]
     assert ev["holder"] == "losses" and ev["arrays_per_step"] == pytest.approx(1.0, rel=0.05)
     assert ev["bytes_per_step"] == pytest.approx(4.0, rel=0.05)  # a float32 scalar per step

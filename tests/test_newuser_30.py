@@ -326,19 +326,23 @@ def test_a_distorted_windows_host_bound_defers_to_the_runtimes(mlp_capture, tmp_
     import copy
     from ptxla_perf import report as R
     from ptxla_perf.trace.relate import relate
+    from ptxla_perf.trace_section import TraceSection
     from ptxla_perf.verdicts import origin_of
     out, _ = mlp_capture
     window = json.loads((out / "run" / "report.json").read_text())["trace"]
     assert any(f["kind"] == "host_bound" for f in window["findings"]), window["findings"]  # the recipe's window
+    # the written section (the session's, or the one `analyze --report` put there) reads back to the same JSON
+    assert TraceSection.from_json(window).to_json() == window
     proc = run_cli("profile", "--report", "hh.json", str(SCRIPTS / "host_heavy.py"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runtime = json.loads((tmp_path / "hh.json").read_text())
     own = next(f for f in runtime["findings"] if f["kind"] == "host_bound")
     traced_p50_s = window["step_summary"]["step_time_ms"]["p50"] / 1e3
     for slowdown, deferred in ((3.0, True), (1.0, False)):  # a 3.0x slower window, and one as fast as the run
-        trace = relate(copy.deepcopy(window), [], None, traced_p50_s / slowdown)
-        for f in trace["findings"]:
-            f["severity"] = "warning"  # the trace rules' verdict on a window (the runtime's may be info)
+        trace = relate(TraceSection.from_json(copy.deepcopy(window)), [], None, traced_p50_s / slowdown)
+        assert trace.session["slowdown"] == slowdown and TraceSection.from_json(trace.to_json()) == trace
+        for f in trace.findings:
+            f.severity = "warning"  # the trace rules' verdict on a window (the runtime's may be info)
         merged = R.with_trace(runtime, trace)
         mine = next(f for f in merged["findings"] if f["kind"] == "host_bound" and origin_of(f) == "trace")
         theirs = next(f for f in merged["findings"] if f["kind"] == "host_bound" and origin_of(f) != "trace")

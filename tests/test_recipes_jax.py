@@ -69,6 +69,9 @@ def test_vit_mesh_all_reduce_share_and_sweep_table(tmp_path):
     assert ex["devices"] == 2 and ex["mesh_shape"] == [2]
     assert "trace_error" not in ex, ex
     assert 0 < ex["all_reduce_share"] <= 1
+    # the recipe read the session's capture analysis (a TraceSection, kept out of the report) by attribute
+    assert ex["capture"]["path"].endswith(".xplane.pb") and ex["capture"]["backend"] == "jax"
+    assert 0 < ex["collective_share"] <= 1 and ex["trace_step_time_ms"]["p50"] > 0
     assert not [f for f in rep["findings"] if f["severity"] != "info"], rep["findings"]
     (tmp_path / "mr" / "0").mkdir(parents=True)
     (tmp_path / "mr" / "0" / "report.json").write_text(json.dumps(rep))

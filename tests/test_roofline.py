@@ -144,7 +144,7 @@ def test_matmul_recipe_prints_the_roofline(tmp_path):
     lines = proc.stderr.splitlines()
     i = next(i for i, ln in enumerate(lines) if ln.strip().startswith("roofline"))
     text = "\n".join(lines[i:i + 2])
-    for part in ("FLOP/step", "TFLOP/s achieved", "MFU", "predicted", "observed"):
+    for part in ("FLOP/step", "TFLOP/s achieved", "HFU", "predicted", "observed"):
         assert part in text, text
 
 
@@ -266,7 +266,7 @@ def test_mfu_is_over_the_devices_busy_time_where_the_host_ran_ahead():
     assert sec["observed_over_predicted"] == pytest.approx(0.01)  # the wall figures stay what they are
     assert sec["verdict"] == "compute-bound" and "runs ahead of the device" in sec["explanation"]
     text = "\n".join(roofline.summary_lines(sec))
-    assert "MFU 83.3%" in text and "device time" in text and "device busy 1.2 ms/step (1.20x)" in text
+    assert "HFU 83.3%" in text and "device time" in text and "device busy 1.2 ms/step (1.20x; all its work, overlap with the host included)" in text
 
 
 def test_a_rate_just_above_a_calibrated_cpu_peak_is_mfu_100():
@@ -484,6 +484,12 @@ def test_capture_gives_per_op_costs(tmp_path):
     one = 2 * 2 * 32 * 64 * 128  # one projection: 2*B*T*D*F
     assert any(op["flops"] == one for op in ops), [(o["name"], o["flops"]) for o in ops]
     assert all(op["bound"] in ("compute", "memory", "collective") for op in ops)
+    # the session's trace section (typed in the run, serialized once) reads back the same; its top ops are the
+    # ones the roofline joined with their costs (session_report reads the section's `top_ops` attribute)
+    from ptxla_perf.trace_section import TraceSection
+    sec = TraceSection.from_json(report["trace"])
+    assert sec.to_json() == report["trace"] and sec.session["first_boundary"] == 2  # related by the session
+    assert {op["name"] for op in ops} <= {op["name"] for op in sec.top_ops}
 
 
 # --- MFU over the device's busy time (issue 18): real torch_xla runs of tests/scripts/mfu_programs.py -------------
@@ -512,7 +518,7 @@ def _profile_loop(tmp_path, program: str) -> tuple:
 
 def _percents(text: str) -> list[float]:
     import re
-    return [float(p) for p in re.findall(r"MFU\D{0,80}?([0-9.]+)%", text)]
+    return [float(p) for p in re.findall(r"[HM]FU\D{0,80}?([0-9.]+)%", text)]
 
 
 def test_mfu_of_steps_the_host_runs_ahead_of_is_the_devices_never_above_100(tmp_path):
@@ -535,7 +541,7 @@ def test_mfu_of_steps_the_host_runs_ahead_of_is_the_devices_never_above_100(tmp_
         assert roof["mfu"] == (1.0 if at_peak else pytest.approx(rate)), roof["notes"]
     console = proc.stdout + proc.stderr
     html = (tmp_path / "independent.html").read_text()
-    assert ("MFU" in console) == ("MFU" in html) == (roof["mfu"] is not None), console
+    assert ("HFU" in console) == ("HFU" in html) == (roof["mfu"] is not None), console
     assert all(p <= 100.0 for p in _percents(console) + _percents(html)), (_percents(console), _percents(html))
     assert "device time" in console if roof["mfu"] is not None else True
 

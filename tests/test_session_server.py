@@ -56,7 +56,7 @@ def test_capture_and_tensorboard_against_our_session_server(tmp_path):
         assert job.poll() is None, job.stderr.read()
         res = cli("capture", "--service", f"localhost:{port}", "--duration-ms", 1500, "--logdir", tmp_path / "cli")
         assert res.returncode == 0, res.stderr[-2000:]
-        assert analyze_trace(tmp_path / "cli")["step_summary"]["steps"] >= 2
+        assert analyze_trace(tmp_path / "cli").step_summary.steps >= 2
 
         tb_exe = Path(sys.executable).with_name("tensorboard")
         tb = subprocess.Popen([str(tb_exe), "--logdir", str(tmp_path / "tb"), "--host", "127.0.0.1", "--port",

@@ -189,3 +189,33 @@ def test_early_reports_in_the_fixtures_still_load(name, tmp_path):
     assert _diff_rows(path, path)["compiles"]["status"] == "same"
     res = run_cli("merge", str(path), "--report", str(tmp_path / "m.json"), cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_a_captures_trace_section_typed_to_the_views(jax_window_capture, tmp_path):
+    """The capture's `trace` section (trace_section.TraceSection) from the analysis to the report JSON, the HTML
+    page and the sweep table: the report holds its JSON, each view reads the same typed figures back, and a 0.4.0
+    form of it (findings without origin or cost) reads back to the same values."""
+    from ptxla_perf import html as H, report as R, sweep
+    from ptxla_perf.trace import analyze_trace
+    from ptxla_perf.trace_section import TraceSection
+    sec = analyze_trace(jax_window_capture)
+    assert TraceSection.from_json(sec.to_json()) == sec
+    rep = R.with_trace(R.build(backend="jax", run={"kind": "trace", "status": "completed"}, env=R.environment({}),
+                               steps=[]), sec)
+    assert rep["trace"] == sec.to_json() and TraceSection.from_json(rep["trace"]) == sec
+    page = H._trace(rep)
+    ss = sec.step_summary
+    assert f"{ss.steps} steps traced, {ss.steady_steps} steady" in page and ss.steps == 6
+    assert all(html.escape(o["name"]) in page for o in sec.top_ops[:15])
+    assert sweep._extra(rep, "all_reduce_share") == sec.collective_share.mean > 0
+    old = copy.deepcopy(rep)
+    for f in old["trace"]["findings"] + old["findings"]:
+        f.pop("origin", None), f.pop("cost", None)
+    back = TraceSection.from_json(old["trace"])
+    assert [(f.kind, f.origin, f.severity) for f in back.findings] == [(f.kind, f.origin, f.severity)
+                                                                       for f in sec.findings]
+    assert back.step_summary == ss and back.collective_share == sec.collective_share
+    assert H._trace(old) == page
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    assert run_cli("view", str(path), "--out", str(tmp_path / "old.html")).returncode == 0

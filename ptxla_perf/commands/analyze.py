@@ -9,7 +9,7 @@ import sys
 
 from ..cli import COMMANDS, UsageError, describe
 from .. import report as R
-from ..trace import TraceError, analyze_trace
+from ..trace import TraceError, TraceSection, analyze_trace
 from ..trace.render import print_table, to_markdown
 from ..html import html_path
 from ..capture_owner import mismatch
@@ -39,7 +39,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def merge_into_report(trace: dict, report_path: str | None, force: bool = True) -> dict:
+def merge_into_report(trace: TraceSection, report_path: str | None, force: bool = True) -> dict:
     """Existing report: replace its `trace` and append the trace findings (origin "trace", earlier trace
     findings replaced), after checking the capture is of that report's run (unless `force`). Otherwise a
     minimal valid report (run.kind = "trace", no steps)."""
@@ -54,9 +54,9 @@ def merge_into_report(trace: dict, report_path: str | None, force: bool = True) 
             if why:
                 raise UsageError(f"--report {report_path}: not merged: {why} (--force merges it anyway)")
     else:
-        backend = trace["source"].get("backend") or "torch_xla"
+        backend = trace.source.backend or "torch_xla"
         run = {"kind": "trace", "status": "completed", "argv": sys.argv[1:], "config": None,
-               "step_detection": trace["step_summary"]["detection"]}
+               "step_detection": trace.step_summary.detection}
         rep = R.build(backend=backend, run=run, env=R.environment({}), steps=[])
     return R.with_trace(rep, trace)
 
@@ -77,7 +77,7 @@ def run(args) -> int:
         rep = merge_into_report(trace, args.report, force=args.force)
         R.write(rep, args.report)
     if args.format == "json":
-        json.dump(trace, sys.stdout, indent=1)
+        json.dump(trace.to_json(), sys.stdout, indent=1)
         sys.stdout.write("\n")
     elif args.format == "markdown":
         print(to_markdown(trace))

@@ -42,6 +42,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--device-memory-gb", type=float, default=None, metavar="G",
                    help="the device's memory in GiB for the report's memory headroom, e.g. 16 to ask whether the step "
                         "would fit on a TPU v5e (default: from the runtime or the device kind; unknown on a CPU)")
+    p.add_argument("--model-flops-per-step", type=float, default=None, metavar="F",
+                   help="the model's FLOPs per training step (6 x parameters x tokens for a transformer) for "
+                        "model-FLOPs MFU beside HFU (default: not given; docs/roofline.md)")
     p.add_argument("script", help="the training script")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     return p
@@ -75,7 +78,8 @@ def run(args) -> int:
             attribution={"mode": args.attribution}, max_warmup=args.max_warmup,
             guard=None if args.guard == "off" else "default", tensorboard_dir=args.tensorboard,
             steps_file=os.path.abspath(args.steps_file) if args.steps_file else None,
-            roofline=RooflineConfig(args.peak_tflops, args.peak_gbps, args.device_memory_gb),
+            roofline=RooflineConfig(args.peak_tflops, args.peak_gbps, args.device_memory_gb,
+                                    model_flops_per_step=args.model_flops_per_step),
             port_fallback=args.port is None)
     except SessionError as exc:
         raise UsageError(str(exc)) from None

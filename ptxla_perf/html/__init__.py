@@ -12,6 +12,7 @@ from typing import Any
 from .. import fmt
 from .. import summary_keys as K
 from ..figures import basis_text
+from ..trace_section import TraceSection
 from ..verdicts import cost_of, worst_first
 from . import assets, charts, heatmap, memory_panel
 
@@ -113,10 +114,15 @@ def headline_section(report: dict[str, Any]) -> str:
     else:
         kpis.append(_kpi("throughput", fmt.MISSING, "no samples per step given", "throughput"))
     roof = report.get("roofline") if isinstance(report.get("roofline"), dict) else {}
-    if roof.get("mfu") is not None:  # over the time the section says (the device's busy time on torch_xla)
-        basis = roof.get("mfu_time_basis")
-        kpis.append(_kpi("MFU", fmt.pct(roof["mfu"], 1), "model FLOPs utilisation" + (
-            f", over the {'device' if basis == 'device' else 'wall'} time" if basis else ""), "mfu"))
+    hfu = roof.get("hfu", roof.get("mfu"))  # `mfu` before issue 31: the same, hardware, figure
+    basis = roof.get("mfu_time_basis")
+    over = f", over the {'device' if basis == 'device' else 'wall'} time" if basis else ""
+    if hfu is not None:  # over the time the section says (the device's busy time on torch_xla)
+        kpis.append(_kpi("HFU", fmt.pct(hfu, 1), "hardware FLOPs utilisation: XLA's FLOPs (rematerialised and "
+                         "auxiliary ops counted)" + over, "mfu"))
+    if roof.get("model_mfu") is not None:
+        kpis.append(_kpi("MFU", fmt.pct(roof["model_mfu"], 1), "model FLOPs utilisation: the model FLOPs given "
+                         "per step" + over, "model_mfu"))
     kpis += [_kpi("compiles", fmt.num(s.get(K.COMPILES)),
                   f"{fmt.seconds(s.get(K.COMPILE_TIME))}, {fmt.num(s.get(K.RECOMPILES))} "
                   "after warm-up", "compiles"),
@@ -203,8 +209,9 @@ def timeline_section(report: dict[str, Any], title: str = "Step time", zoom: boo
     if split:
         tb = (report.get("summary") or {}).get(K.TIME_BREAKDOWN) or {}
         share = tb.get("share") or {}
-        legend += [_legend_item(colour, f"{c.replace('_', ' ')}" + (f" {fmt.pct(share[c])}" if c in share else ""))
-                   for c, colour in charts.SPLIT.items()]
+        legend += ["<span>step time split:</span>"] + [
+            _legend_item(colour, f"{c.replace('_', ' ')}" + (f" {fmt.pct(share[c])}" if c in share else ""))
+            for c, colour in charts.SPLIT.items()]
     tools = ("<span class=\"tools\"><button id=\"tl-out\" type=\"button\">−</button><span id=\"tl-zoom\">1x</span>"
              "<button id=\"tl-in\" type=\"button\">+</button><button id=\"tl-reset\" type=\"button\">reset</button>"
              "</span>") if zoom else ""
@@ -298,20 +305,19 @@ def _evidence(ev: dict[str, Any]) -> str:
 
 
 def _trace(report: dict[str, Any]) -> str:
-    tr = report.get("trace")
-    if not isinstance(tr, dict):
+    tr = TraceSection.from_json(report.get("trace"))  # a written report's section, 0.4.0's too
+    if tr is None:
         return ""
-    ss = tr.get("step_summary") or {}
+    ss = tr.step_summary
     out = ["<h2>Capture</h2><section class=\"box\" id=\"capture\">"]
-    src = tr.get("source") or {}
-    out.append(f"<p class=\"sub\">{escape(str(src.get('path') or ''))} · {fmt.num(ss.get(K.STEPS))} steps traced, "
-               f"{fmt.num(ss.get('steady_steps'))} steady · {escape(str(ss.get('detection') or ''))}</p>")
-    share = ss.get("breakdown_share") or {}
+    out.append(f"<p class=\"sub\">{escape(str(tr.source.path or ''))} · {fmt.num(ss.steps)} steps traced, "
+               f"{fmt.num(ss.steady_steps)} steady · {escape(ss.detection)}</p>")
+    share = ss.breakdown_share
     if share:
         legend = "".join(_legend_item(c, f"{k} {fmt.pct(share.get(k))}") for k, c in charts.BREAKDOWN.items())
         out.append(f"<div class=\"legend\" style=\"margin-left:0\">{legend}</div>")
-    out.append(charts.breakdown(tr.get("steps") or []))
-    gaps = (tr.get("gaps") or {}).get("largest") or []
+    out.append(charts.breakdown(tr.steps))
+    gaps = tr.gaps.largest
     if gaps:
         rows = []
         for g in gaps:
@@ -327,7 +333,7 @@ def _trace(report: dict[str, Any]) -> str:
                    "split into the breakdown's categories: <em>idle</em> is only the part where nothing was traced"
                    "</p><table><tr><th class=\"r\">window</th><th class=\"r\">step</th><th>split</th>"
                    f"<th>what the host was doing</th></tr>{''.join(rows)}</table>")
-    ops = tr.get("top_ops") or []
+    ops = tr.top_ops
     if ops:
         rows = "".join(f"<tr><td><code>{escape(str(o.get('name')))}</code></td><td>{escape(str(o.get('category')))}"
                        f"</td><td class=\"r\">{fmt.pct(o.get('share'), 1)}</td><td class=\"r\">"

@@ -295,8 +295,10 @@ def counts(steps: list[dict[str, Any]]) -> dict[str, str]:
 
 
 # where each step's time went (steps[].time_breakdown), bottom to top
-SPLIT = {"device": "#3b6fd4", "read_wait": "#1c9a6c", "launch": "#8e44ad", "compile": "#d6322c",
-         "host": "#e39b1b", "data": "#2bb3c0", "profiler": "#7f7f7f", "other": "#bbbbbb"}
+# the step split's own colours: none is a colour of COLOURS (the series and flags share one legend with these, and
+# `compile` beside `compiled` or `read wait` beside `host read` in one colour read as the same thing)
+SPLIT = {"device": "#17becf", "read_wait": "#bcbd22", "launch": "#c5b0d5", "compile": "#ff9896",
+         "host": "#ffbb78", "data": "#98df8a", "profiler": "#7f7f7f", "other": "#bbbbbb"}
 SPLIT_H = 90.0
 
 

@@ -23,8 +23,8 @@ def section(report: dict[str, Any]) -> str:
     line = " ".join(M.summary_line(sec, largest=False)).replace("  memory      ", "")  # the table below has them
     out.append(f"<p class=\"sub\">{escape(line)}</p>")
     if rows:
-        out.append(_bars(rows, cap, sec.get("capacity") or {}))
-        out.append(_buffers(sec))
+        out.append(_bars(rows, cap, sec.get("capacity") or {}, places(report.get("steps") or [])))
+        out.append(_buffers(sec, places(report.get("steps") or [])))
     else:
         out.append(f"<p>{escape('; '.join(sec.get('notes') or ['no per-graph figures']))}</p>")
     out.append(_live(report.get("steps") or [], sec.get("live") or {}))
@@ -32,8 +32,23 @@ def section(report: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _bars(rows: list[dict[str, Any]], cap: int | None, capacity: dict[str, Any]) -> str:
-    width, label_w, bar_h, gap = 720, 180, 18, 8
+def places(steps: list[dict[str, Any]]) -> dict[str, str]:
+    """Graph id -> where it runs, as the user knows it: the step (or eval step) whose boundary ran it first
+    (`steps[].graph_hashes`, `site`): "step at train.py:273". A torch_xla graph's id is a hash nobody recognises."""
+    out: dict[str, str] = {}
+    for s in steps:
+        site = s.get("site") or {}
+        if not site.get("file"):
+            continue
+        what = "eval step" if s.get("phase") == "eval" else "step"
+        for h in s.get("graph_hashes") or []:
+            out.setdefault(h, f"{what} at {site['file'].rsplit('/', 1)[-1]}:{site['line']}")
+    return out
+
+
+def _bars(rows: list[dict[str, Any]], cap: int | None, capacity: dict[str, Any],
+          where: dict[str, str] | None = None) -> str:
+    width, label_w, bar_h, gap = 720, 200, 18, 8
     scale_max = max([r["peak"] for r in rows] + [cap or 0]) or 1
     h = len(rows) * (bar_h + gap) + 24
     px = (width - label_w - 80) / scale_max  # room on the right for the peak label
@@ -42,7 +57,9 @@ def _bars(rows: list[dict[str, Any]], cap: int | None, capacity: dict[str, Any])
     for i, r in enumerate(rows):
         y = i * (bar_h + gap) + 4
         name = str(r["id"])
-        parts.append(f"<text x=\"0\" y=\"{y + bar_h - 5}\" font-size=\"11\">{escape(name[:28])}</text>")
+        label = (where or {}).get(name, name)  # where it runs; the id (a hash) only where that is unknown
+        parts.append(f"<text x=\"0\" y=\"{y + bar_h - 5}\" font-size=\"11\"><title>{escape(name)}</title>"
+                     f"{escape(label[:32])}</text>")
         x = float(label_w)
         for key, colour in PARTS:
             w = r[key] * px
@@ -63,7 +80,7 @@ def _bars(rows: list[dict[str, Any]], cap: int | None, capacity: dict[str, Any])
     return f"<div class=\"legend\" style=\"margin-left:0\">{legend}</div>" + "".join(parts)
 
 
-def _buffers(sec: dict[str, Any], graphs: int = 3) -> str:
+def _buffers(sec: dict[str, Any], runs_at: dict[str, str], graphs: int = 3) -> str:
     """The largest buffers at each graph's peak (graphs[].largest_buffers), the largest graph first."""
     order = sorted((g for g in sec.get("graphs") or [] if g.get("largest_buffers")),
                    key=lambda g: (g.get("id") != sec.get("largest_graph"), -(g.get("peak_bytes") or 0)))[:graphs]
@@ -79,7 +96,9 @@ def _buffers(sec: dict[str, Any], graphs: int = 3) -> str:
                         f"<td>{escape(r.get('op_name') or r.get('instruction') or '')}</td>"
                         f"<td{title}>{escape(where)}</td></tr>")
         note = f"<p class=\"sub\">{escape(g['buffers_note'])}</p>" if g.get("buffers_note") else ""
-        out.append(f"<h3 style=\"margin-top:12px\">Largest buffers at the peak: {escape(str(g.get('id')))}</h3>"
+        gid = str(g.get("id"))
+        name = f"the {runs_at[gid]} (graph {gid[:12]})" if gid in runs_at else gid
+        out.append(f"<h3 style=\"margin-top:12px\">Largest buffers at the peak: {escape(name)}</h3>"
                    "<table><tr><th class=\"r\">bytes</th><th>kind</th><th>shape</th><th>op</th><th>name</th>"
                    f"<th>line</th></tr>{''.join(rows)}</table>{note}")
     return "".join(out)

@@ -1,4 +1,5 @@
-"""Trace analysis of a profile capture (.xplane.pb): `analyze_trace(path)` -> the report's `trace` section.
+"""Trace analysis of a profile capture (.xplane.pb): `analyze_trace(path)` -> the report's `trace` section, typed
+(trace_section.TraceSection; report.assemble serializes it).
 
 Uses xprof's converters where they compute something meaningful for the device at hand (device planes:
 `hlo_stats` for op statistics, `overview_page` for the device duty cycle), and its own reading of the XSpace for
@@ -15,11 +16,14 @@ import numpy as np
 from . import analyses as A
 from .events import Capture, load_capture
 from ..figures import stats
+from ..values import Stats
 from .locate import TraceError, list_runs, locate_xplanes
 from .hosts import per_host
-from .rules import judge as judge_window
+from .rules import findings as judge_window
+from ..trace_section import CollectiveShare, Gaps, StepSummary, TraceSection, TraceSource, TraceWindow
 
-__all__ = ["analyze_trace", "locate_xplanes", "list_runs", "TraceError", "load_capture", "Capture"]
+__all__ = ["analyze_trace", "locate_xplanes", "list_runs", "TraceError", "load_capture", "Capture", "TraceSection",
+           "summarize_steps"]
 
 SOURCE_HOST = "host executor events"
 SOURCE_XPROF = "xprof device tables"
@@ -69,7 +73,7 @@ def _ops_from_xprof(rows: list[dict], limit: int) -> tuple[list[dict], dict, dic
         {"mean": coll, "min": coll, "max": coll, "per_device": []}
 
 
-def summarize_steps(step_rows: list[dict], detection: str) -> dict:
+def summarize_steps(step_rows: list[dict], detection: str) -> StepSummary:
     """The `step_summary` of some trace step rows: steady steps (no compile, and not the first step after one: a
     fresh executable's first run warms up), their time and mean breakdown."""
     steady = [r for k, r in enumerate(step_rows)
@@ -78,17 +82,15 @@ def summarize_steps(step_rows: list[dict], detection: str) -> dict:
     per_step = {k: round(float(np.mean([r["breakdown_ms"][k] for r in steady])), 4) if steady else 0.0
                 for k in A.CATEGORIES}
     tot = sum(per_step.values()) or 1.0
-    return {"steps": len(step_rows), "steady_steps": len(steady) if step_rows else 0,
-            "step_time_ms": stats([r["duration_ms"] for r in steady], ndigits=4),
-            "breakdown_ms_per_step": per_step,
-            "breakdown_share": {k: round(v / tot, 4) for k, v in per_step.items()} if step_rows else {},
-            "detection": detection}
+    return StepSummary(len(step_rows), len(steady) if step_rows else 0,
+                       Stats.from_json(stats([r["duration_ms"] for r in steady], ndigits=4)), per_step,
+                       {k: round(v / tot, 4) for k, v in per_step.items()} if step_rows else {}, detection)
 
 
 def analyze_trace(path: str | Path, run: str | None = None, *, top_n: int = 15, gaps_n: int = 5,
-                  min_gap_ms: float | None = None, use_xprof: bool | None = None) -> dict:
+                  min_gap_ms: float | None = None, use_xprof: bool | None = None) -> TraceSection:
     """Analyze one capture (an .xplane.pb, a run folder, or a logdir: newest run or `run`). Returns the `trace`
-    section of a ptxla_perf report (docs/analyze.md). `use_xprof`: None = xprof's device tables when the capture
+    section of a ptxla_perf report (docs/analyze.md), typed. `use_xprof`: None = xprof's device tables when the capture
     has a device plane; True/False to force."""
     t0 = time.perf_counter()
     run_dir, files = locate_xplanes(path, run)
@@ -141,7 +143,8 @@ def analyze_trace(path: str | Path, run: str | None = None, *, top_n: int = 15, 
         compile_rows.append({"name": c["name"], "thread": c["thread"], "start_ms": A.ms(c["start"] - base),
                              "duration_ms": A.ms(c["end"] - c["start"]),
                              "step": rows[k]["step"] if 0 <= k < len(rows) and c["start"] < rows[k]["end"] else None})
-    found = judge_window(step_summary, collective, gaps, op_source)
+    coll, gap = CollectiveShare.from_json(collective), Gaps.from_json(gaps)
+    found = judge_window(step_summary, coll, gap, op_source)
     backend = None
     for line in cap.lines:
         if line.name.startswith("tf_pytorchxla") or any(n == "StepMarker" for n in line.names.values()):
@@ -149,28 +152,14 @@ def analyze_trace(path: str | Path, run: str | None = None, *, top_n: int = 15, 
             break
     if backend is None and any("PjitFunction" in n for l in cap.lines[:3] for n in l.names.values()):
         backend = "jax"
-    out = {
-        "source": {
-            "path": str(files[0] if len(files) == 1 else run_dir), "run": run_dir.name,
-            "files": [str(f) for f in files], "hosts": cap.hosts, "size_bytes": cap.size_bytes,
-            "backend": backend, "device_planes": cap.device_planes, "op_source": op_source,
-            "xprof_tools": xprof_tools, "errors": list(cap.errors)[:5],
-        },
-        "window": {"start_ms": A.ms(window[0] - cap.window[0]), "duration_ms": A.ms(window[1] - window[0]),
-                   "events_span_ms": A.ms(cap.window[1] - cap.window[0]),
-                   "profile_ms": round(cap.profile_ms, 3) if cap.profile_ms else None},
-        "step_summary": step_summary,
-        "steps": step_rows,
-        "devices": devices,
-        "gaps": gaps,
-        "top_ops": ops,
-        "op_categories": categories,
-        "collective_share": collective,
-        "compiles": compile_rows,
-        "findings": found,
-        "timing_s": {"load": round(t_load, 3), "total": round(time.perf_counter() - t0, 3)},
-    }
+    out = TraceSection(
+        TraceSource(str(files[0] if len(files) == 1 else run_dir), run_dir.name, [str(f) for f in files], cap.hosts,
+                    cap.size_bytes, backend, cap.device_planes, op_source, xprof_tools, list(cap.errors)[:5]),
+        TraceWindow(A.ms(window[0] - cap.window[0]), A.ms(window[1] - window[0]), A.ms(cap.window[1] - cap.window[0]),
+                    round(cap.profile_ms, 3) if cap.profile_ms else None),
+        step_summary, step_rows, devices, gap, ops, categories, coll, compile_rows, found,
+        {"load": round(t_load, 3), "total": round(time.perf_counter() - t0, 3)})
     if len(files) > 1:  # several hosts: each one's steps side by side, aligned on step numbers (trace/hosts.py)
-        out["per_host"] = per_host(files, lambda f: analyze_trace(f, top_n=top_n, gaps_n=gaps_n,
-                                                                   min_gap_ms=min_gap_ms, use_xprof=False))
+        out.per_host = per_host(files, lambda f: analyze_trace(f, top_n=top_n, gaps_n=gaps_n,
+                                                               min_gap_ms=min_gap_ms, use_xprof=False))
     return out

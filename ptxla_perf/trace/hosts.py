@@ -7,18 +7,20 @@ from pathlib import Path
 from typing import Callable
 
 from ..figures import stats
+from ..trace_section import TraceSection
 
 
-def per_host(files: list[Path], analyze_one: Callable[[Path], dict]) -> dict:
-    """`analyze_one(file)` is the single-host analysis (trace.analyze_trace of that file)."""
+def per_host(files: list[Path], analyze_one: Callable[[Path], TraceSection]) -> dict:
+    """`analyze_one(file)` is the single-host analysis (trace.analyze_trace of that file). The result stays a dict:
+    it is only rendered (trace/render.py) and written (the section's `per_host`)."""
     rows, durations = [], []
     for f in files:
         t = analyze_one(f)
-        ss = t["step_summary"]
-        rows.append({"host": (t["source"].get("hosts") or [f.stem])[0], "file": str(f), "steps": ss["steps"],
-                     "steady_steps": ss["steady_steps"], "step_time_ms": ss.get("step_time_ms"),
+        ss = t.step_summary.to_json()
+        rows.append({"host": (t.source.hosts or [f.stem])[0], "file": str(f), "steps": ss["steps"],
+                     "steady_steps": ss["steady_steps"], "step_time_ms": ss["step_time_ms"],
                      "breakdown_ms_per_step": ss["breakdown_ms_per_step"]})
-        durations.append({r["step"]: r["duration_ms"] for r in t["steps"] if r["compiles"] == 0})
+        durations.append({r["step"]: r["duration_ms"] for r in t.steps if r["compiles"] == 0})
     names = [r["host"] for r in rows]
     if len(set(names)) < len(names):  # several servers on one machine (tests, one process per chip): the file names
         for r in rows:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..records import StepRecord
+from ..trace_section import TraceSection
 from . import summarize_steps
-from .rules import judge as judge_window
+from .rules import findings as judge_window
 
 DISTORTED = 1.5  # traced steps this many times slower than untraced ones: the window is not the run as it runs
 
@@ -25,10 +26,10 @@ def boundary_owners(iterations: list[StepRecord]) -> list[int]:
     return out
 
 
-def relate(trace: dict[str, Any], iterations: list[StepRecord], first_boundary: int | None,
-           untraced_p50_s: float | None) -> dict[str, Any]:
+def relate(trace: TraceSection, iterations: list[StepRecord], first_boundary: int | None,
+           untraced_p50_s: float | None) -> TraceSection:
     """Renumber, split by phase and judge distortion, in place; returns the trace section."""
-    rows = trace.get("steps") or []
+    rows = trace.steps
     owners = boundary_owners(iterations)
     phases = {it.index: it.phase or "train" for it in iterations}
     info: dict[str, Any] = {"first_boundary": first_boundary}
@@ -47,20 +48,20 @@ def relate(trace: dict[str, Any], iterations: list[StepRecord], first_boundary: 
         keep = "train" if "train" in in_window else in_window[0]
         info["phases"] = {p: sum(r.get("phase") == p for r in rows) for p in in_window}
         info["summary_phase"] = keep
-        ss = summarize_steps([r for r in rows if r.get("phase") == keep], trace["step_summary"]["detection"])
-        trace["step_summary"] = ss
-        trace["findings"] = judge_window(ss, trace.get("collective_share") or {}, trace.get("gaps") or {},
-                                       trace["source"]["op_source"])
-    traced = (trace["step_summary"].get("step_time_ms") or {}).get("p50")
+        trace.step_summary = summarize_steps([r for r in rows if r.get("phase") == keep],
+                                             trace.step_summary.detection)
+        trace.findings = judge_window(trace.step_summary, trace.collective_share, trace.gaps, trace.source.op_source)
+    st = trace.step_summary.step_time_ms
+    traced = st.p50 if st is not None else None
     if traced and untraced_p50_s:
         ratio = traced / (untraced_p50_s * 1e3)
         info["traced_p50_ms"], info["untraced_p50_ms"] = traced, round(untraced_p50_s * 1e3, 4)
         info["slowdown"] = round(ratio, 2)
         if ratio >= DISTORTED:
             info["distorted"] = True
-            for f in trace.get("findings", []):
-                f["message"] += (f" (the traced steps ran {ratio:.1f}x slower than the untraced steps of this run: "
-                                 "tracing overhead distorts this window, so read the shares with care)")
-                f.setdefault("evidence", {})["distorted_window"] = round(ratio, 2)
-    trace["session"] = info
+            for f in trace.findings:
+                f.message += (f" (the traced steps ran {ratio:.1f}x slower than the untraced steps of this run: "
+                              "tracing overhead distorts this window, so read the shares with care)")
+                f.evidence = dict(f.evidence_json(), distorted_window=round(ratio, 2))
+    trace.session = info
     return trace

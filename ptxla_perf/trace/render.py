@@ -1,9 +1,8 @@
-"""Console table / markdown for a `trace` section."""
+"""Console table / markdown for a `trace` section (trace_section.TraceSection)."""
 from __future__ import annotations
 
 from .. import fmt
-
-
+from ..trace_section import TraceSection
 from .analyses import CATEGORIES as A_CATEGORIES
 
 
@@ -11,23 +10,22 @@ def _pct(x) -> str:
     return fmt.pct(x if isinstance(x, (int, float)) else None, 1)
 
 
-def _rows(trace: dict) -> list[tuple[str, list[str], list[list[str]]]]:
+def _rows(trace: TraceSection) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) blocks shared by the table and markdown renderers."""
     blocks = []
-    src = trace["source"]
-    ss = trace["step_summary"]
-    st = ss.get("step_time_ms") or {}
-    info = [["capture", src["path"]], ["backend (guessed)", str(src.get("backend"))],
-            ["op statistics from", src["op_source"]],
-            ["steps", f"{ss['steps']} ({ss['steady_steps']} steady) via {ss['detection']}"],
-            ["step time", f"p50 {st.get('p50', 0):.3f} ms, mean {st.get('mean', 0):.3f} ms" if st else "-"],
-            ["window", f"{trace['window']['duration_ms']:.1f} ms"]]
+    src, ss = trace.source, trace.step_summary
+    st = ss.step_time_ms
+    info = [["capture", str(src.path)], ["backend (guessed)", str(src.backend)],
+            ["op statistics from", str(src.op_source)],
+            ["steps", f"{ss.steps} ({ss.steady_steps} steady) via {ss.detection}"],
+            ["step time", f"p50 {st.p50:.3f} ms, mean {st.mean:.3f} ms" if st else "-"],
+            ["window", f"{trace.window.duration_ms:.1f} ms"]]
     blocks.append(("Capture", ["", ""], info))
-    if ss["steps"]:
-        per, share = ss["breakdown_ms_per_step"], ss["breakdown_share"]
+    if ss.steps:
+        per, share = ss.breakdown_ms_per_step, ss.breakdown_share
         blocks.append(("Step breakdown (per steady step)", ["category", "ms/step", "share"],
                        [[k, f"{per[k]:.3f}", _pct(share.get(k))] for k in per]))
-    ph = trace.get("per_host")
+    ph = trace.per_host
     if ph:
         sp = ph.get("step_spread_ms") or {}
         slow = ph.get("slowest_host") or {}
@@ -38,39 +36,39 @@ def _rows(trace: dict) -> list[tuple[str, list[str], list[list[str]]]]:
                        [[h["host"], str(h["steps"]), f"{(h.get('step_time_ms') or {}).get('p50', 0):.3f}"]
                         + [f"{h['breakdown_ms_per_step'].get(k, 0):.3f}" for k in A_CATEGORIES]
                         for h in ph["hosts"]]))
-    devs = trace["devices"]
+    devs = trace.devices
     if devs:
         blocks.append(("Executor / device activity", ["device", "busy ms", "duty cycle", "idle gaps",
                                                       "largest gap ms", "collective share"],
                        [[d["device"], f"{d['busy_ms']:.2f}", _pct(d["duty_cycle"]), str(d["idle_gaps"]),
                          f"{d['largest_gap_ms']:.3f}", _pct(d.get("collective_share"))] for d in devs[:16]]))
-    g = trace["gaps"]
-    if g["largest"]:
+    g = trace.gaps
+    if g.largest:
         rows = []
-        for x in g["largest"]:
+        for x in g.largest:
             what = "; ".join(f"{a['thread']}: {a['path']} ({a['overlap_ms']:.2f} ms)" for a in x["host_activity"][:2])
             idle = (x.get("breakdown_ms") or {}).get("idle")
             rows.append([f"{x['duration_ms']:.3f}", f"{x['start_ms']:.2f}", str(x["step"]),
                          "-" if idle is None else f"{idle:.3f}", what or "untraced"])
-        blocks.append((f"Largest windows with no op running (>= {g['min_gap_ms']} ms: {g['count']}, "
-                       f"{g['total_ms']:.1f} ms; idle = nothing traced, as in the breakdown)",
+        blocks.append((f"Largest windows with no op running (>= {g.min_gap_ms} ms: {g.count}, "
+                       f"{g.total_ms:.1f} ms; idle = nothing traced, as in the breakdown)",
                        ["ms", "at ms", "step", "idle ms", "host threads meanwhile"], rows))
-    if trace["top_ops"]:
-        blocks.append((f"Top HLO ops by self time (per device; collectives {_pct(trace['collective_share']['mean'])})",
+    if trace.top_ops:
+        blocks.append((f"Top HLO ops by self time (per device; collectives {_pct(trace.collective_share.mean)})",
                        ["op", "category", "count", "ms/device", "share"],
                        [[o["name"], o["category"], str(o["occurrences"]), f"{o['self_time_ms_per_device']:.3f}",
-                         _pct(o["share"])] for o in trace["top_ops"]]))
-    if trace["compiles"]:
-        blocks.append((f"Compiles in the window ({len(trace['compiles'])})", ["name", "thread", "ms", "step"],
+                         _pct(o["share"])] for o in trace.top_ops]))
+    if trace.compiles:
+        blocks.append((f"Compiles in the window ({len(trace.compiles)})", ["name", "thread", "ms", "step"],
                        [[c["name"], c["thread"], f"{c['duration_ms']:.1f}", str(c["step"])]
-                        for c in trace["compiles"][:10]]))
-    if trace["findings"]:
+                        for c in trace.compiles[:10]]))
+    if trace.findings:
         blocks.append(("Findings", ["severity", "kind", "message"],
-                       [[f["severity"], f["kind"], f["message"]] for f in trace["findings"]]))
+                       [[f.severity, f.kind, f.message] for f in trace.findings]))
     return blocks
 
 
-def to_markdown(trace: dict) -> str:
+def to_markdown(trace: TraceSection) -> str:
     out = []
     for title, header, rows in _rows(trace):
         out.append(f"### {title}\n")
@@ -84,7 +82,7 @@ def to_markdown(trace: dict) -> str:
     return "\n".join(out)
 
 
-def print_table(trace: dict, file=None) -> None:
+def print_table(trace: TraceSection, file=None) -> None:
     from rich.console import Console
     from rich.table import Table
 

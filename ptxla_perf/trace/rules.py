@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..thresholds import value as threshold
+from ..trace_section import CollectiveShare, Gaps, StepSummary
 from ..verdicts import TRACE_SCOPE, Cost, Finding, Rule, run as run_rules
 
 
@@ -14,20 +15,20 @@ from ..verdicts import TRACE_SCOPE, Cost, Finding, Rule, run as run_rules
 class Window:
     """What a trace rule reads: the traced window's step summary, collective share, gaps and op source."""
 
-    step_summary: dict[str, Any]
-    collective: dict[str, Any] = field(default_factory=dict)
-    gaps: dict[str, Any] = field(default_factory=dict)
+    step_summary: StepSummary
+    collective: CollectiveShare = field(default_factory=CollectiveShare)
+    gaps: Gaps = field(default_factory=Gaps)
     op_source: str | None = None
 
     @property
     def steps(self) -> int:
-        return self.step_summary.get("steady_steps") or 0
+        return self.step_summary.steady_steps
 
     def share(self, part: str) -> float:
-        return (self.step_summary.get("breakdown_share") or {}).get(part, 0.0)
+        return self.step_summary.share(part)
 
     def ms(self, part: str) -> float:
-        return (self.step_summary.get("breakdown_ms_per_step") or {}).get(part, 0.0)
+        return self.step_summary.ms(part)
 
 
 def _finding(kind: str, severity: str, message: str, count: int, evidence: dict[str, Any], cost: Cost) -> Finding:
@@ -87,21 +88,30 @@ class CollectiveBound(Rule):
     kind, scope = "collective_bound", TRACE_SCOPE
 
     def run(self, w: Window) -> list[Finding]:
-        cs = w.collective.get("mean", 0.0)
+        cs = w.collective.mean
         if cs < threshold("trace_collective_share"):
             return []
         return [_finding(
             "collective_bound", "warning",
-            f"collectives take {cs:.0%} of op time per device (max {w.collective.get('max', 0):.0%}); on the CPU "
-            f"this includes waiting at the rendezvous for the slowest device", len(w.collective.get("per_device", [])),
-            {"collective_share_mean": cs, "collective_share_max": w.collective.get("max", 0.0),
+            f"collectives take {cs:.0%} of op time per device (max {w.collective.max:.0%}); on the CPU "
+            f"this includes waiting at the rendezvous for the slowest device", len(w.collective.per_device),
+            {"collective_share_mean": cs, "collective_share_max": w.collective.max,
              "op_source": w.op_source}, Cost())]
 
 
 RULES: tuple[Rule, ...] = (TraceInputBound(), TraceHostBound(), CollectiveBound())
 
 
-def judge(step_summary: dict, collective: dict, gaps: dict, op_source: str | None) -> list[dict[str, Any]]:
-    """The trace scope's findings of a window, as the trace section's JSON holds them."""
-    v = run_rules(RULES, Window(step_summary, collective or {}, gaps or {}, op_source))
-    return [f.to_json() for f in v.findings]
+def findings(step_summary: StepSummary, collective: CollectiveShare, gaps: Gaps, op_source: str | None
+             ) -> list[Finding]:
+    """The trace scope's findings of a window (the trace section holds them as Finding objects)."""
+    return run_rules(RULES, Window(step_summary, collective, gaps, op_source)).findings
+
+
+def judge(step_summary: StepSummary | dict, collective: CollectiveShare | dict, gaps: Gaps | dict,
+          op_source: str | None) -> list[dict[str, Any]]:
+    """The same findings as JSON, from typed parts or a written section's dicts (offline tools, tests)."""
+    typed = (step_summary if isinstance(step_summary, StepSummary) else StepSummary.from_json(step_summary),
+             collective if isinstance(collective, CollectiveShare) else CollectiveShare.from_json(collective),
+             gaps if isinstance(gaps, Gaps) else Gaps.from_json(gaps))
+    return [f.to_json() for f in findings(*typed, op_source)]

@@ -26,6 +26,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig
 
 from ptxla_perf.frames import hide_frames
+from ptxla_perf.roofline import transformer_flops
 
 from . import compat
 from .model import build_mmbt, cache_root, ensure_random_bert, mmf_config
@@ -234,9 +235,15 @@ def train(cfg: DictConfig, session: Any = None) -> dict:
     cap = int(cfg.get("anomaly_sync_cap", 10))
     bs, tokens = info["samples_per_step"], int(cfg.data.tokens)
 
+    n_params = int(info.get("model_params") or 0)
+
     def step_info(phase: str, samples: int) -> None:
         if session is not None:
-            session.set_step_info(samples=samples, tokens=samples * tokens, phase=phase)
+            # model FLOPs for model-FLOPs MFU beside HFU (roofline.py): 6·N·tokens a training step, 2·N·tokens
+            # a forward-only evaluation step
+            flops = transformer_flops(n_params, samples * tokens) * (1.0 if phase == "train" else 1 / 3)
+            session.set_step_info(samples=samples, tokens=samples * tokens, phase=phase,
+                                  model_flops=flops if n_params else None)
 
     evals: list[dict] = []
     stopped: str | None = None

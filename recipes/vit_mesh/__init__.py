@@ -124,15 +124,15 @@ def trace_shares(session) -> dict:
         captures = session.profiler.get("captures") or [{}]
         return {"trace_error": captures[-1].get("error") or "the capture window was never reached "
                 "(steps < start_step + num_steps?)"}
-    coll = trace.get("collective_share") or {}
-    ops: list[TopOp] = trace.get("top_ops") or []
+    coll = trace.collective_share
+    ops: list[TopOp] = trace.top_ops
     all_reduce = [o for o in ops if "all-reduce" in o["name"]]
     fusions = [o for o in ops if "fusion" in o["name"] or o["category"] == "fusion"]
-    return {"capture": trace.get("source") or (session.profiler.get("captures") or [{}])[-1].get("path"),
-            "collective_share": coll.get("mean"),
-            "all_reduce_share": round(sum(o["share"] for o in all_reduce), 4) if all_reduce else coll.get("mean"),
-            "op_categories": trace.get("op_categories") or {},
+    return {"capture": trace.source.to_json(),
+            "collective_share": coll.mean,
+            "all_reduce_share": round(sum(o["share"] for o in all_reduce), 4) if all_reduce else coll.mean,
+            "op_categories": trace.op_categories,
             "largest_fusions": [{"name": o["name"], "share": o["share"],
                                  "self_time_ms_per_device": o["self_time_ms_per_device"],
                                  "occurrences": o["occurrences"]} for o in fusions[:3]],
-            "trace_step_time_ms": (trace.get("step_summary") or {}).get("step_time_ms")}
+            "trace_step_time_ms": st.to_json() if (st := trace.step_summary.step_time_ms) else None}

@@ -120,10 +120,12 @@ class Hooks:
         def pmap(fun=None, *args, **kwargs):
             if fun is None:
                 return lambda f: pmap(f, *args, **kwargs)
-            static = kwargs.get("static_broadcasted_argnums")
+            # what JitInfo reads in jit's words: static arguments, and donation (missing_donation, memory.py)
+            info = {"static_argnums": kwargs.get("static_broadcasted_argnums"),
+                    "donate_argnums": kwargs.get("donate_argnums")}
             mapped = real_pmap(fun, *args, **kwargs)
-            return guarded("jax.jit", Jitted, mapped, calls, fun,
-                           {"static_argnums": static} if static is not None else {}, default=mapped)
+            return guarded("jax.jit", Jitted, mapped, calls, fun, {k: v for k, v in info.items() if v is not None},
+                           default=mapped)
         self._patch(jax, "jit", _like(jit, real_jit))
         self._patch(jax, "pmap", _like(pmap, real_pmap))
         if self._caps.shard_map:
@@ -151,9 +153,10 @@ class Hooks:
             real = getattr(jnp, name)
 
             def upload(obj, *args, _real=real, _name=f"jnp.{name}", **kwargs):
+                t0 = time.perf_counter()
                 out = _real(obj, *args, **kwargs)
                 if type(obj) is not P.ArrayImpl and not isinstance(obj, SCALARS):
-                    guarded("jax.upload", transfers.upload, obj, out, _name, sys._getframe(1))
+                    guarded("jax.upload", transfers.upload, obj, out, _name, sys._getframe(1), time.perf_counter() - t0)
                 return out
             self._patch(jnp, name, _like(upload, real, name))
         if not self._caps.reads:

@@ -84,6 +84,8 @@ class Ledger:
         for e in self.events:
             if e.kind == kind and e.location == loc and kind != "compile":
                 e.detail.transfers += detail.get("transfers", 1)
+                if detail.get("seconds") is not None and getattr(e.detail, "seconds", None) is not None:
+                    e.detail.seconds += detail["seconds"]  # eager uploads: their time adds up too
                 return
         self.events.append(Event(kind, loc, detail))
 

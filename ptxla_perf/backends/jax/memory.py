@@ -89,8 +89,8 @@ class Memory:
 
     def _donation(self, outs: list, fn: JitInfo, args: tuple, kwargs: dict, frame) -> None:
         alive = {id(x): x for x in (r() for r in outs) if x is not None}
-        if not alive:
-            return
+        if not alive or (self._graph_mem.get(fn.name) or {}).get("alias_bytes"):
+            return  # XLA aliased outputs to inputs: something is donated, however the wrapper was asked
         n = nbytes = 0
         shapes: list = []
         argnames: list[str] = []
@@ -116,7 +116,9 @@ class Memory:
             before, self._holders_before = self._holders_before, None
             found = find_holder(_is_array, _array_bytes, frame, before)
             if found is not None:
-                rec.events.append(Event("memory_growth", found[0], found[1]))
+                # the capacity the growth is rated against (memory_rules.projection): the runtime's, where it has one
+                cap = (self.device_memory() or {}).get("bytes_limit")
+                rec.events.append(Event("memory_growth", found[0], {**found[1], "capacity_bytes": cap}))
             rec.attributed = True
         if nsteps < self._next_live or not self._caps.live_arrays:
             return

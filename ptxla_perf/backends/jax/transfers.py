@@ -120,9 +120,10 @@ class Transfers:
         return hit if hit is not None and hit[0]() is x else None
 
     # --- host -> device ---------------------------------------------------------------------------------------
-    def upload(self, obj, out, call: str, frame) -> None:
+    def upload(self, obj, out, call: str, frame, seconds: float | None = None) -> None:
         """`jnp.array(host_data)` outside any jitted function: an implicit host->device copy, counted like one
-        made by a jitted call's argument (data, a round trip, or a value the loop makes on the host)."""
+        made by a jitted call's argument (data, a round trip, or a value the loop makes on the host). `seconds`:
+        the call's own time, what an eager upload costs (the rule rates it by time, not bytes)."""
         if self._scope.depth or self._scope.costing or type(obj) is P.ArrayImpl or isinstance(obj, SCALARS) \
                 or not isinstance(out, P.ArrayImpl):
             return
@@ -160,6 +161,7 @@ class Transfers:
         led.event("host_to_device_transfer", user_frame(frame)[0],
                   {"call": call, "shapes": [list(out.shape)], "bytes": nbytes, "transfers": 1, "arrays": 1,
                    "source": [kind], "origins": {where: nbytes}, "made_by": made, "eager": True,
+                   "seconds": seconds,
                    "avoidable": where != "data"})
 
     def scan(self, fn: JitInfo, args: tuple, kwargs: dict, frame) -> bool:

@@ -109,11 +109,12 @@ class Compiles:
             elif event.detail.cause == "internal_shapes":
                 # the line that made the size: a root op built on a user line, else the user line that called the
                 # torch function (F.interpolate) the root ops were built in - seen on a calls step
-                roots = d.shape_roots()
-                event.location = next((loc for loc in map(user_line, roots) if loc), None)
-                if event.location is None:
-                    fn = next((function_at(i.source_file, i.source_line) for i in roots
-                               if i.source_file and i.source_line), None)
+                # the earliest root with a source (graph order: the resize before the loss's grid that follows
+                # its size): its user line, or, built inside torch, the torch function the user called
+                first = next((i for i in d.shape_roots() if i.source_file and i.source_line), None)
+                event.location = user_line(first) if first is not None else None
+                if event.location is None and first is not None:
+                    fn = function_at(first.source_file, first.source_line)
                     if fn and fn not in ("?", "<module>"):
                         event.detail.shape_call = fn
                         event.detail.differences.insert(0, f"shapes start to change inside {fn}() (torch)")

@@ -121,6 +121,8 @@ class DeviceTimes:
             if rec.device_wait_s is not None:
                 rec.device_wait_s = self._capped(rec, in_sync, explicit, own)
             self.recent.extend(own)
+            while in_sync is not None and self.recent and self.recent[0][1] <= in_sync[0]:
+                self.recent.popleft()  # later syncs begin after this one: a graph that ended before it never counts
             if rec.device_time_s is None:
                 self.recent.clear()  # graphs without times: what was pending is unknown
             self.prev_busy = rec.device_time_s
