@@ -77,6 +77,10 @@ def test_view_diff_merge_read_trimmed(long_run, tmp_path):
     assert load_report(merged)["summary"]["steps"] >= STEPS
     page = (out / "report.html").read_text()
     assert "trimmed" in page
+    from ptxla_perf.html import charts  # the timeline's step labels are the kept steps' own indices
+    ticks = [k for _, k in charts.x_ticks(len(rep["steps"]))]
+    assert any(rep["steps"][k]["index"] != k for k in ticks)
+    assert all(f'%">{rep["steps"][k]["index"]}</span>' in page for k in ticks)
     from ptxla_perf.notebook import load
     nb = load(str(path))
     assert len(nb.steps) == len(rep["steps"]) and nb.summary.steps == STEPS

@@ -198,7 +198,8 @@ def timeline_section(report: dict[str, Any], title: str = "Step time", zoom: boo
     split = charts.step_split(steps)  # where each step's time went, aligned under its bar
     if split:
         ct = {"plot": split["plot"] + ct["plot"], "labels": split["labels"] + ct["labels"]}
-    ticks = "".join(f"<span style=\"left:{x:.3f}%\">{k}</span>" for x, k in charts.x_ticks(len(steps)))
+    ticks = "".join(f"<span style=\"left:{x:.3f}%\">{steps[k].get('index', k)}</span>"  # a trimmed report's
+                    for x, k in charts.x_ticks(len(steps)))  # kept steps: labelled with their own indices
     c = charts.COLOURS
     legend = [_legend_item(c["train"], "train step"), _legend_item(c["eval"], "eval step"),
               _legend_item(c["compile"], "compiled"), _legend_item(c["attributed"], "attribution step"),
