@@ -394,6 +394,7 @@ class Session:
         self._finished = report
         self.output.write(report, self.rank, final=True, faults=lambda: FAULTS.since(self._faults_mark),
                           rows=self._rows)
+        self._rows = None  # every iteration's row: only the scalars needed them
         return report
 
     def run(self, body: Callable[[], Any], on_end: Callable[[Outcome, BaseException | None], None] | None = None
@@ -542,6 +543,7 @@ class Session:
             try:  # a hard kill (SIGKILL, OOM) still leaves the report of the steps so far
                 self.output.write(self.report(Outcome("running", None, None)), self.rank, final=False,
                                   rows=self._rows)
+                self._rows = None
             except Exception:
                 pass
 
