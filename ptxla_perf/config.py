@@ -42,6 +42,8 @@ class ProfilerConfig:
                                            "it; the default gives way to the next free port when taken, a port you "
                                            "set does not")
     scalars: bool = _f(True, "per-step scalars as TensorBoard event files in <run dir>/tensorboard (docs/html.md)")
+    steps_file: Optional[str] = _f(None, "stream every step's record to this JSON-lines file as it happens (relative: "
+                                         "in the run directory); null = none (docs/report.md#step-retention)")
     capture: CaptureConfig = _f(CaptureConfig, "in-process capture of a step window", factory=True)
 
 
@@ -67,6 +69,21 @@ class RooflineConfig:
 
 
 @dataclass
+class RetentionConfig:
+    trim_above: int = _f(2000, "a report of at most this many iterations keeps every step; above it, steps[] is "
+                               "trimmed and step_buckets sum up every step (docs/report.md#step-retention)")
+    first: int = _f(200, "iterations kept in full at the start (warm-up, compiles, attribution)")
+    last: int = _f(200, "iterations kept in full at the end")
+    around: int = _f(2, "iterations kept on each side of an anomaly (a compile, an outlier, a finding's step)")
+    max_anomalies: int = _f(500, "anomalies kept between the first and the last steps (the earliest)")
+    outlier_ratio: float = _f(3.0, "a steady step slower than this multiple of the run's p50 step time is an anomaly")
+    named_share: float = _f(0.1, "a finding's steps mark anomalies only when they are at most this share of the run "
+                                 "(an every-step pattern marks none)")
+    bucket_min: int = _f(100, "the narrowest step bucket, in iterations")
+    max_buckets: int = _f(1000, "buckets widen (by bucket_min iterations) so that a run never has more")
+
+
+@dataclass
 class GuardConfig:
     runaway_compiles: int = _f(40, "torch_xla: a step with this many compiles...")
     runaway_reads: int = _f(40, "...and this many host reads is runaway (graph after graph at host reads)")
@@ -80,6 +97,8 @@ class Config:
     profiler: ProfilerConfig = _f(ProfilerConfig, "profiler server and capture window", factory=True)
     attribution: AttributionConfig = _f(AttributionConfig, "line attribution (docs/attribution.md)", factory=True)
     max_warmup: int = _f(MAX_WARMUP, "most iterations counted as warm-up")
+    step_retention: RetentionConfig = _f(RetentionConfig, "which steps a long run's report keeps in full "
+                                                          "(docs/report.md#step-retention)", factory=True)
     roofline: RooflineConfig = _f(RooflineConfig, "MFU and predicted step time (docs/roofline.md)", factory=True)
     guard: Optional[GuardConfig] = _f(GuardConfig, "runaway-compilation guard (docs/guard.md); null turns it off",
                                       factory=True)

@@ -165,7 +165,7 @@ def _merge(reports: list[dict[str, Any]], paths: list[str] | None,
                     summary=base.get("summary", {}), findings=findings, profiler=base.get("profiler"),
                     roofline=base.get("roofline"), trace=trace, extra=base.get("extra"), rules=base.get("rules"),
                     processes=procs, aggregate=agg,
-                    memory=_memory(base, reports))
+                    memory=_memory(base, reports), step_buckets=base.get("step_buckets"))
 
 
 def _memory(base: dict[str, Any], reports: list[dict[str, Any]]) -> MemorySection | None:

@@ -31,7 +31,8 @@ from . import html as H
 from .roofline import RooflineSection
 from .trace_defer import defer_distorted
 from .trace_section import TraceSection
-from .values import Summary
+from .values import StepRow, Summary
+from . import retention as R
 from .verdicts import TRACE, origin_of, severity_counts
 
 
@@ -53,7 +54,8 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
              trace: TraceSection | dict[str, Any] | None = None,
              extra: dict[str, Any] | None = None, rules: dict[str, Any] | None = None,
              processes: list[dict[str, Any]] | None = None, aggregate: dict[str, Any] | None = None,
-             memory: MemorySection | dict[str, Any] | None = None) -> dict[str, Any]:
+             memory: MemorySection | dict[str, Any] | None = None,
+             step_buckets: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The report from its parts. A trace's findings replace any earlier trace findings; severity counts are
     over the final findings; the summary carries the sections' own summary fields. Typed parts (Summary, the
     sections) are serialized here, once; dict parts are a written report's (`merge`, `with_trace`) and are read
@@ -73,6 +75,8 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
         "schema": SCHEMA_ID, "tool_version": __version__, "backend": backend, "run": run, "environment": env,
         "profiler": profiler or {}, "steps": steps, "summary": summary.to_json(), "findings": findings,
     }
+    if step_buckets is not None:  # a trimmed report's aggregates of every step (retention.py)
+        report["step_buckets"] = step_buckets
     for key, part in (("trace", trace), ("roofline", roofline), ("extra", extra or None), ("rules", rules),
                       ("processes", processes), ("aggregate", aggregate),
                       ("memory", memory)):
@@ -83,14 +87,30 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
 
 
 def from_analysis(analysis: Analysis, *, backend: str, run: dict[str, Any], env: dict[str, Any],
-                  extra_findings: list[Finding] | None = None, **parts: Any) -> dict[str, Any]:
-    """A process's own report: steps (each with its StepRow), summary (figures.py) and findings of its analysis."""
+                  extra_findings: list[Finding] | None = None, rows: list[StepRow] | None = None,
+                  retention: R.Retention | None = None, steps_file: str | None = None, **parts: Any) -> dict[str, Any]:
+    """A process's own report: steps (each with its StepRow), summary (figures.py) and findings of its analysis.
+    `rows`: the analysis's StepRows when the caller has them already; `retention`: trim a long run's steps[] to
+    those a person looks at, with step_buckets of all (retention.py; None: every step, as `build` does)."""
     findings = (extra_findings or []) + analysis.findings
     fig = analysis.figures
-    steps = [fig.step_json(s, row) for s, row in zip(analysis.iterations, fig.rows())]
-    return assemble(backend=backend, run=run, env=env, steps=steps, summary=fig.summary(),
-                    findings=[f.to_json() for f in findings],
-                    rules={"judged": analysis.judged, "not_judged": analysis.not_judged}, **parts)
+    rows = fig.rows() if rows is None else rows
+    its = analysis.iterations
+    trim = None
+    if retention is not None:  # a long run: only the steps kept in full are serialized (retention.py)
+        p50 = fig.step_time.p50 if fig.step_time else None
+        trim = R.plan(rows, [f.steps for f in findings], retention, p50, steps_file)
+        kept = R.untrimmed(len(rows), steps_file) if trim is None else trim.info
+        if kept is not None:
+            run = dict(run, step_retention=kept)
+    positions = range(len(rows)) if trim is None else trim.keep
+    rep = assemble(backend=backend, run=run, env=env, steps=[fig.step_json(its[p], rows[p]) for p in positions],
+                   summary=fig.summary(), findings=[f.to_json() for f in findings],
+                   rules={"judged": analysis.judged, "not_judged": analysis.not_judged},
+                   step_buckets=trim.buckets if trim else None, **parts)
+    if trim is not None:
+        trim.trim_findings(rep["findings"], rows)
+    return rep
 
 
 def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list[StepRecord],
@@ -108,7 +128,7 @@ def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list
 def with_trace(report: dict[str, Any], trace: TraceSection | dict[str, Any]) -> dict[str, Any]:
     """A written report re-assembled with a capture's trace analysis (`analyze --report`)."""
     parts = {k: report.get(k) for k in ("profiler", "roofline", "extra", "rules", "processes", "aggregate",
-                                      "memory")}
+                                      "memory", "step_buckets")}
     return assemble(backend=report["backend"], run=report.get("run", {}), env=report.get("environment", {}),
                     steps=report.get("steps", []), summary=report.get("summary", {}),
                     findings=report.get("findings", []), trace=trace, **parts)

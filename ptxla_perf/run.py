@@ -92,6 +92,8 @@ def run_recipe(cfg: DictConfig) -> int:
             attribution=conf.attribution, max_warmup=conf.max_warmup, guard=conf.guard,
             progress_every_s=conf.progress_every_s,
             tensorboard_dir=os.path.join(out_dir, "tensorboard") if conf.profiler.scalars else None,
+            retention=conf.step_retention,
+            steps_file=os.path.join(out_dir, conf.profiler.steps_file) if conf.profiler.steps_file else None,
             roofline=conf.roofline, port_fallback=not any(o.lstrip("+").startswith("profiler.port=")
                                                           for o in overrides))
     except SessionError as exc:

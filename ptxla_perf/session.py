@@ -38,8 +38,11 @@ from .sampled_data import DataCharge
 from .sampler import StackSampler
 from .training_thread import TRAINING
 from .session_capture import CaptureWindow
+from .retention import Retention
+from .steps_file import StepsFile
 from .session_report import OutputConfig, ReportOutput, RunFacts, minimal_report, report_of, sections_of
 from .capture_owner import publish
+from .boundary_path import BoundaryPath
 from .trace_section import TraceSection
 
 __all__ = ["Session", "RunStopped", "SessionError", "open_session"]
@@ -140,20 +143,26 @@ def open_session(backend: str, *, server_off: str, **options: Any) -> "Session":
         raise SessionError(str(exc).replace("turn the server off", f"turn the server off: {server_off}")) from None
 
 
-class Session:
+class Session(BoundaryPath):
     def __init__(self, backend: str = "torch_xla", *, report_path: str | None = "ptxla_perf_report.json",
                  port: int | None = DEFAULT_PORT, run: dict[str, Any] | None = None, attribution: Any = None,
                  max_warmup: int = MAX_WARMUP, guard: Any = "default", progress_every_s: float | None = 10.0,
                  flush_every_s: float | None = 30.0, console: bool = True, handle_signals: bool = True,
                  rank: int | None = None, rank_suffix: bool = False, summary: bool = True,
                  tensorboard_dir: str | None = None, roofline: Any = None, port_fallback: bool = False,
-                 sample_hz: float = 100.0):
+                 sample_hz: float = 100.0, retention: Any = None, steps_file: str | None = None):
         """`attribution`, `guard` and `roofline` are the typed configs of config.py (AttributionConfig,
-        GuardConfig, RooflineConfig) or dicts of their fields; guard None turns it off, "default" keeps it on."""
+        GuardConfig, RooflineConfig) or dicts of their fields; guard None turns it off, "default" keeps it on.
+        `retention`: which steps a long run's report keeps (retention.Retention or a dict of its fields; None: the
+        defaults); `steps_file`: stream every step's record to this JSON-lines file (steps_file.py)."""
         run_info = {"kind": "api", "argv": list(sys.argv), **(run or {})}
         self.facts = RunFacts(backend, str(run_info.get("run_id") or ""),
                               process_index() if rank is None else int(rank), "", run_info)
-        self.out = OutputConfig(report_path, rank_suffix, console, summary, tensorboard_dir)
+        self.out = OutputConfig(report_path, rank_suffix, console, summary, tensorboard_dir, steps_file)
+        self._steps_file: StepsFile | None = None  # opened at the first boundary, where the rank is known
+        self._steps_path: str | None = None
+        self.retention = Retention.of(_plain(retention))  # which steps a long run's report keeps (retention.py)
+        self._rows: list | None = None  # the last report's StepRows (every iteration): its scalars
         self.port = port
         self.port_fallback = port_fallback  # `port` is a default: a taken one gives way to the next free one
         self.max_warmup = max_warmup
@@ -372,7 +381,9 @@ class Session:
                 guarded("finish.capture", self._capture.close_unanalysed, self.profiler.setdefault("captures", []))
         if self.sampler is not None:
             guarded("finish.sampler", self.sampler.stop)
-        self.tail = guarded("adapter.stop", self.adapter.stop)
+        self.tail = guarded("adapter.stop", self.adapter.stop)  # may still give the last boundary (JAX)
+        if self._steps_file is not None:
+            guarded("finish.steps_file", self._steps_file.close)
         for sig, handler in self._old_handlers.items():
             signal.signal(sig, handler)
         self._old_handlers.clear()
@@ -381,11 +392,13 @@ class Session:
         end = Outcome(status, exit_code, stop_reason)
         report = guarded("report", self.report, end)
         if report is not None and self.follower and not self.steps:  # a parent that only spawned: its children's
-            report = guarded("report.merge", self.follower.merged, report, self.child_reports) or report  # merged
+            report, self._rows = guarded("report.merge", self.follower.merged, report, self.child_reports) or report, None
         if report is None:  # assembling failed: the run's facts and our failures, still written
             report = minimal_report(self.facts, end, FAULTS.since(self._faults_mark))
         self._finished = report
-        self.output.write(report, self.rank, final=True, faults=lambda: FAULTS.since(self._faults_mark))
+        self.output.write(report, self.rank, final=True, faults=lambda: FAULTS.since(self._faults_mark),
+                          rows=self._rows)
+        self._rows = None  # every iteration's row: only the scalars needed them
         return report
 
     def run(self, body: Callable[[], Any], on_end: Callable[[Outcome, BaseException | None], None] | None = None
@@ -427,9 +440,11 @@ class Session:
         sinks = roofline.sinks(self.extra_findings + analysis.findings + (self.trace.findings if self.trace else []))
         sections = sections_of(analysis, self.adapter, self.caps, env, self.trace, sinks, self.roofline_cfg,
                                final)
+        self._rows = analysis.figures.rows()  # every iteration: the TensorBoard scalars', where steps[] is trimmed
         return report_of(analysis, self.facts, sections, end=end, adapter=self.adapter, env=env, steps=self.steps,
                          tail=self.tail, extra_findings=self.extra_findings, profiler=self.profiler,
-                         extra=self.extra, trace=self.trace, faults=FAULTS.since(self._faults_mark))
+                         extra=self.extra, trace=self.trace, faults=FAULTS.since(self._faults_mark),
+                         rows=self._rows, retention=self.retention, steps_file=self._steps_path)
 
     def analysis(self, status: str | None = None) -> Analysis:
         """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says.
@@ -446,84 +461,6 @@ class Session:
     def __exit__(self, exc_type, exc, tb) -> bool:
         self.end(exc)
         return isinstance(exc, RunStopped) and exc.signum is None  # a guard stop is handled; the rest goes on
-
-    # --- the step boundary: a short list of stages, each (rec) -> None -----------------------------------
-    def _boundary_stages(self) -> list[Callable[[StepRecord], None]]:
-        """The boundary path, chosen once at start: a stage that is off (no sampler, no progress, no flush) is
-        not in the list."""
-        stages = [self._number]
-        if self.sampler is not None:
-            stages.append(self._sampled)
-        stages += [self._label, self._keep, self._check_guard, self._tick]
-        if self.progress_every_s:
-            stages.append(self._progress)
-        if self.flush_every_s and self.report_path:
-            stages.append(self._flush)
-        return stages
-
-    def _on_boundary(self, rec: StepRecord) -> None:
-        """Each stage guarded (faults.py): one that fails is a profiler error, and the others still run; a stop
-        (guard, signal) is raised here, at the user's step boundary."""
-        if not self._up:
-            if not TRAINING.settled:  # the thread that calls the first boundary trains (training_thread.py)
-                guarded("boundary.training_thread", TRAINING.settle)
-            guarded("boundary.runtime_up", self._runtime_up)
-            self._up = True
-        for stage in self._stages:
-            guarded(f"boundary.{stage.__name__.lstrip('_')}", stage, rec)
-        if self._stop is not None:
-            stop, self._stop = self._stop, None
-            raise stop
-
-    def _number(self, rec: StepRecord) -> None:
-        """The boundary's index, and the data_wait() time since the previous one."""
-        rec.index = len(self.steps)
-        if self._data_wait is not None:
-            rec.data_wait_s, self._data_wait_mark = self._data_wait - self._data_wait_mark, self._data_wait
-
-    def _sampled(self, rec: StepRecord) -> None:
-        """The lines sampled since the previous boundary, and the data time among them (sampled_data.py)."""
-        if self.sampler.learning:
-            self.sampler.learn_loop(sys._getframe(3))  # the frame that called _on_boundary (the adapter's hook)
-        self._data_charge.charge(rec, self.sampler)
-
-    def _label(self, rec: StepRecord) -> None:
-        """The recipe's sticky step facts (set_step_info)."""
-        info = self._step_info
-        if info:
-            rec.samples = info.get("samples", rec.samples)
-            rec.tokens = info.get("tokens", rec.tokens)
-            rec.phase = info.get("phase", rec.phase)
-            rec.model_flops = info.get("model_flops", rec.model_flops)
-
-    def _keep(self, rec: StepRecord) -> None:
-        self.steps.append(rec)
-        for fn in self._callbacks:
-            fn(rec)
-
-    def _tick(self, rec: StepRecord) -> None:
-        self._clock += rec.wall_time_s  # no clock call of our own per step
-
-    def _progress(self, rec: StepRecord) -> None:
-        if self._clock - self._last_progress >= self.progress_every_s:
-            self._last_progress = self._clock
-            self.say(f"ptxla_perf: step {rec.index}, last {rec.wall_time_s * 1e3:.1f} ms, "
-                     f"{sum(s.compiles for s in self.steps)} compiles so far")
-
-    def _flush(self, rec: StepRecord) -> None:
-        if self._clock - self._last_flush >= self.flush_every_s:
-            self._last_flush = self._clock
-            try:  # a hard kill (SIGKILL, OOM) still leaves the report of the steps so far
-                self.output.write(self.report(Outcome("running", None, None)), self.rank, final=False)
-            except Exception:
-                pass
-
-    def _check_guard(self, rec: StepRecord) -> None:
-        decision = self.guard.check(rec)
-        if decision.warn:
-            self.say(decision.warn)
-        if decision.stop:
-            self.request_stop(decision.stop)
 
     def _on_signal(self, signum, frame) -> None:
         if self._stop is not None and self._stop.signum:

@@ -11,13 +11,14 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from . import memory, peaks, render, report as report_mod, roofline
+from . import memory, peaks, render, report as report_mod, retention, roofline
 from .backends.base import Adapter, Capabilities
 from . import summary_keys as K
 from .faults import FAULTS, Fault, check, errors_json, guarded
 from .findings import Analysis, Finding, run_end
 from .outcome import Outcome
 from .records import StepRecord
+from .values import StepRow
 from .verdicts import RUN, severity_counts
 from .tb_scalars import ScalarLog
 from .trace_section import TraceSection
@@ -65,10 +66,12 @@ class OutputConfig:
     console: bool = True  # asked for; only rank 0 prints
     summary: bool = True  # the console summary at the end
     tensorboard_dir: str | None = None  # per-step scalars (tb_scalars.py); None: not written
+    steps_file: str | None = None  # every step's record as a JSON line (steps_file.py); None: not written
 
-    def path(self, rank: int) -> str | None:
-        """The report's path for this rank: REPORT.rankN.json for any rank but an unsuffixed 0."""
-        path = self.report_path
+    def path(self, rank: int, path: str | None = None) -> str | None:
+        """The report's path for this rank: REPORT.rankN.json for any rank but an unsuffixed 0 (`path`: another
+        file of the rank's, e.g. the steps file, named the same way)."""
+        path = self.report_path if path is None else path
         if path and (rank or self.rank_suffix):
             root, ext = os.path.splitext(path)
             path = f"{root}.rank{rank}{ext or '.json'}"
@@ -98,9 +101,11 @@ def report_of(analysis: Analysis, facts: RunFacts, sections: Sections, *, end: O
               env: dict[str, Any], steps: Sequence[StepRecord], tail: StepRecord | None = None,
               extra_findings: Sequence[Finding] = (), profiler: dict[str, Any] | None = None,
               extra: dict[str, Any] | None = None, trace: TraceSection | None = None,
-              faults: Sequence[Fault] = ()) -> dict[str, Any]:
-    """The report of the boundaries `steps` (analysed as `analysis`), assembled once (report.from_analysis);
-    `faults`: our own failures during the run (faults.py), as `profiler_errors` and a `profiler_error` finding."""
+              faults: Sequence[Fault] = (), rows: list[StepRow] | None = None,
+              retention: retention.Retention | None = None, steps_file: str | None = None) -> dict[str, Any]:
+    """The report of the boundaries `steps` (analysed as `analysis`, its StepRows `rows`), assembled once
+    (report.from_analysis); `faults`: our own failures during the run (faults.py), as `profiler_errors` and a
+    `profiler_error` finding; `retention`: a long run's steps[] trimmed (retention.py)."""
     run = facts.run_section(end)
     run.setdefault("step_detection", adapter.step_detection)
     run["attribution"] = dict(adapter.cfg, steps=[r.index for r in steps if r.attributed][:50],
@@ -115,7 +120,8 @@ def report_of(analysis: Analysis, facts: RunFacts, sections: Sections, *, end: O
     if faults:
         found.append(profiler_error(faults))
     rep = report_mod.from_analysis(analysis, backend=facts.backend, run=run, env=env, extra_findings=found,
-                                    profiler=profiler, extra=extra or None, trace=trace,
+                                    rows=rows, retention=retention, steps_file=steps_file, profiler=profiler,
+                                    extra=extra or None, trace=trace,
                                     roofline=sections.roofline, memory=sections.memory)
     if faults:
         rep["profiler_errors"] = errors_json(list(faults))
@@ -166,11 +172,12 @@ class ReportOutput:
         return self._scalars.to_json()
 
     def write(self, report: dict[str, Any], rank: int, final: bool, scalars: bool = True,
-              faults: Callable[[], list[Fault]] | None = None) -> str | None:
-        """The report and its page; the scalars of the iterations so far; at the end, the console summary.
+              faults: Callable[[], list[Fault]] | None = None, rows: list[StepRow] | None = None) -> str | None:
+        """The report and its page; the scalars of the iterations so far (`rows`: every iteration's StepRow, where
+        the report's steps[] may be trimmed; else its steps[]); at the end, the console summary.
         `faults`: our failures so far; one in writing a view (scalars, page, summary) is added to the JSON."""
         if scalars:
-            self._write_scalars(report, final)
+            self._write_scalars(report["steps"] if rows is None else rows, final)
         path = self.config.path(rank)
         if not path:
             return None
@@ -178,6 +185,9 @@ class ReportOutput:
         lines = None
         if final and self.config.prints(rank) and self.config.summary:
             lines = guarded("summary", render.summary_lines, report, path)
+            trimmed = retention.retention_line(report)
+            if lines and trimmed:
+                lines = [*lines, trimmed]
         if faults is not None and len(faults()) > len(report.get("profiler_errors") or []):
             with_faults(report, faults())
             report_mod.write(report, path, html=False)
@@ -185,13 +195,13 @@ class ReportOutput:
             print("\n".join(lines), file=sys.stderr, flush=True)
         return path
 
-    def _write_scalars(self, report: dict[str, Any], final: bool) -> None:
+    def _write_scalars(self, steps: Sequence[Any], final: bool) -> None:
         """TensorBoard scalars of the iterations so far (never per step: at a flush and at the end)."""
         if self._scalars is None:
             return
         try:
             check("tensorboard")
-            self._scalars.write(report["steps"], final)
+            self._scalars.write(steps, final)
         except Exception as exc:  # noqa: BLE001 - scalars are a view; the run and its report go on
             FAULTS.record("tensorboard", exc)
             self.say(f"ptxla_perf: note: no TensorBoard scalars in {self._scalars.logdir}: {exc}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import queue
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .breakdown import COMPONENTS
 from .values import StepRow
@@ -47,8 +47,8 @@ class ScalarLog:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
-    def write(self, steps: list[dict[str, Any]], final: bool) -> int:
-        """Hand over the iterations not written yet; before the end, the last one is held back (more boundaries
+    def write(self, steps: Sequence[StepRow | dict[str, Any]], final: bool) -> int:
+        """Hand over the iterations not written yet (StepRows, or a report's steps[] records); before the end, the last one is held back (more boundaries
         may still join it). `final` waits until everything is on disk and closes the file. Returns how many
         iterations were handed over now."""
         self._raise()
@@ -59,7 +59,7 @@ class ScalarLog:
                 self._thread = threading.Thread(target=self._run, name="ptxla_perf-scalars", daemon=True)
                 self._thread.start()
             self._queue.put((todo, self._clock))
-            self._clock += sum(s["wall_time_s"] for s in todo)
+            self._clock += sum(_wall(s) for s in todo)
             self.written = upto
         if final and self._thread is not None:
             self._queue.put(None)
@@ -83,7 +83,7 @@ class ScalarLog:
                         raise ModuleNotFoundError(f"{exc} (pip install 'ptxla_perf[tensorboard]')") from exc
                     writer = Writer(self.logdir)
                 for s in todo:
-                    row = StepRow.from_json(s)
+                    row = s if isinstance(s, StepRow) else StepRow.from_json(s)
                     clock += row.wall_time_s  # the step's end as wall time: "relative" in TensorBoard is run time
                     for name, get in SCALARS.items():
                         v = get(row)
@@ -105,6 +105,10 @@ class ScalarLog:
         if self._error is not None:
             exc, self._error = self._error, None
             raise RuntimeError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _wall(s: StepRow | dict[str, Any]) -> float:
+    return s.wall_time_s if isinstance(s, StepRow) else s["wall_time_s"]
 
 
 def _epoch(iso: str | None) -> float:

@@ -31,6 +31,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--tensorboard", default=None, metavar="DIR",
                    help="write per-step scalars (step time, compiles, transfers) as TensorBoard event files into "
                         "DIR, e.g. the logdir your captures go to (default: none)")
+    p.add_argument("--steps-file", default=None, metavar="PATH",
+                   help="stream every step's record to PATH as JSON lines while the run goes (a long run's report "
+                        "keeps only some steps in full; docs/report.md#step-retention) (default: none)")
     p.add_argument("--peak-tflops", type=float, default=None, metavar="X",
                    help="the device's peak FLOP/s in TFLOP/s for MFU (default: from the device kind; "
                         "calibrated on a CPU; docs/roofline.md)")
@@ -74,6 +77,7 @@ def run(args) -> int:
                  "backend_choice": args.backend},
             attribution={"mode": args.attribution}, max_warmup=args.max_warmup,
             guard=None if args.guard == "off" else "default", tensorboard_dir=args.tensorboard,
+            steps_file=os.path.abspath(args.steps_file) if args.steps_file else None,
             roofline=RooflineConfig(args.peak_tflops, args.peak_gbps, args.device_memory_gb,
                                     model_flops_per_step=args.model_flops_per_step),
             port_fallback=args.port is None)

@@ -198,7 +198,8 @@ def timeline_section(report: dict[str, Any], title: str = "Step time", zoom: boo
     split = charts.step_split(steps)  # where each step's time went, aligned under its bar
     if split:
         ct = {"plot": split["plot"] + ct["plot"], "labels": split["labels"] + ct["labels"]}
-    ticks = "".join(f"<span style=\"left:{x:.3f}%\">{k}</span>" for x, k in charts.x_ticks(len(steps)))
+    ticks = "".join(f"<span style=\"left:{x:.3f}%\">{steps[k].get('index', k)}</span>"  # a trimmed report's
+                    for x, k in charts.x_ticks(len(steps)))  # kept steps: labelled with their own indices
     c = charts.COLOURS
     legend = [_legend_item(c["train"], "train step"), _legend_item(c["eval"], "eval step"),
               _legend_item(c["compile"], "compiled"), _legend_item(c["attributed"], "attribution step"),
@@ -219,6 +220,10 @@ def timeline_section(report: dict[str, Any], title: str = "Step time", zoom: boo
     each = "one bar each" if tl["bin"] == 1 else f"one bar per {tl['bin']} steps (the slowest; the largest counts)"
     note = (f"{len(steps)} steps, {each}; {'logarithmic' if tl['scale'] == 'log' else 'linear'} time axis; "
             "hover a bar for its numbers")
+    kept = (report.get("run") or {}).get("step_retention") or {}
+    if kept.get("trimmed"):  # a long run's report (retention.py): the bars are the kept steps, side by side
+        note += (f". Steps trimmed: {kept.get('kept')} of {kept.get('total')} steps are kept in full (the first, "
+                 f"the last and those around anomalies); step_buckets in the report sum up every step")
     return (f"<h2>{escape(title)}</h2><section class=\"box timeline\">"
             f"<div class=\"legend\">{''.join(legend)}{tools}</div>"
             f"<div class=\"chart\"><div class=\"ycol\">{tl['labels']}<div class=\"spacer\"></div>{ct['labels']}</div>"
