@@ -156,7 +156,7 @@ class _Kernel:
 
 
 def _run(kc: _Kernel, code: str, timeout: float = 120) -> tuple[dict, str]:
-    """Run `code` in the kernel; its reply's content and its stdout/stderr. A request the kernel aborts (ipykernel
+    """Run `code` in the kernel; its reply's content and its stdout (and errors). A request the kernel aborts (ipykernel
     aborts what reaches it right after a cell's error, here the interrupt) is sent again once."""
     content, out = _run_once(kc, code, timeout)
     return _run_once(kc, code, timeout) if content["status"] == "aborted" else (content, out)
@@ -169,8 +169,8 @@ def _run_once(kc: _Kernel, code: str, timeout: float) -> tuple[dict, str]:
         msg = kc.get_iopub_msg(timeout=timeout)
         if msg["parent_header"].get("msg_id") != msg_id:
             continue
-        if msg["msg_type"] == "stream":
-            out.append(msg["content"]["text"])
+        if msg["msg_type"] == "stream" and msg["content"]["name"] == "stdout":  # the cell's prints (the progress
+            out.append(msg["content"]["text"])  # bar's stderr can arrive interleaved with them)
         elif msg["msg_type"] == "error":
             out.append("ERROR " + msg["content"]["ename"])
         elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
