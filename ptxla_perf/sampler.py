@@ -116,50 +116,51 @@ class StackSampler:
             now = time.perf_counter()
             dt, last = min(now - last, 3 * self.interval), now
             stacks = frames()
-            frame = stacks.get(TRAINING.ident)  # looked up each time: the first step boundary may settle it
+            frame = stacks.pop(TRAINING.ident, None)  # looked up each time: the first step boundary may settle it
             if frame is None:
                 stacks = None
                 continue
+            chain = []  # the training thread's codes and lines, taken at once: none of its frames is held while we
+            while frame is not None:  # work (a GIL switch mid-sample could let a call return and its locals live on)
+                chain.append((frame.f_code, frame.f_lineno))
+                frame = frame.f_back
             try:
                 check("sampler")
-                self._sample(frame, dt, stacks)
+                self._sample(chain, dt, stacks)
             except Exception as exc:  # noqa: BLE001 - a diagnostic never takes the run down (faults.py)
                 FAULTS.record("sampler", exc)
             # never hold a frame of any thread between samples: a frame object outliving its call keeps the call's
             # locals alive (tensors: torch_xla would sync them as extra graph outputs and recompile)
             frame = stacks = None
 
-    def _sample(self, frame, dt: float, stacks: dict | None = None) -> None:
+    def _sample(self, chain: list, dt: float, stacks: dict | None = None) -> None:
+        """One sample of the training thread's stack (`chain`: (code, line), innermost first)."""
         self.samples += 1
-        f = frame
         call_codes, data_codes = self.call_codes, self.data_codes
         data = False
-        while f is not None:
-            code = id(f.f_code)
+        for code_obj, _ in chain:
+            code = id(code_obj)
             if code in call_codes:
                 self.seconds[CALL] += dt
                 return
             data = data or code in data_codes
-            f = f.f_back
         user = site = None
         innermost = None
         callee = None
         loop = self._loop
         kinds = _by_code
-        f = frame
-        while f is not None:
-            code = f.f_code
+        for code, lineno in chain:
             kind = kinds.get(id(code))
             if kind is None:
                 kind = code_kind(code)  # keeps the code alive: the ids below stay its own
             if innermost is None:
                 innermost = kind
             if user is None and kind == USER:
-                user = (code.co_filename, f.f_lineno, code.co_name)
+                user = (code.co_filename, lineno, code.co_name)
             if site is None and callee is not None and id(code) in loop and (
                     data or callee.co_name in _DATA_NAMES or
                     (callee.co_flags & _CO_GENERATOR and code_kind(callee) != TOOL)):
-                data, site = True, (code.co_filename, f.f_lineno, code.co_name)
+                data, site = True, (code.co_filename, lineno, code.co_name)
             elif not data:
                 is_data = self._data_code.get(id(code))
                 if is_data is None:
@@ -167,7 +168,6 @@ class StackSampler:
                     is_data = self._data_code[id(code)] = any(d in name for d in _DATA_DIRS)
                 data = is_data
             callee = code
-            f = f.f_back
         # the user's own line at the top of the stack is theirs to fix; torch/JAX tracing and installed libraries'
         # Python (a model zoo, a trainer) are the framework's, named by the user line that called them
         kind = DATA if data else (USER_KIND if innermost == USER else FRAMEWORK)
