@@ -42,7 +42,7 @@ def main():
     y = jnp.asarray(rng.standard_normal((4096, 32)).astype(np.float32))
     history = History()
     metrics = defaultdict(list)
-    for step in range(80):
+    for step in range(160):  # enough steps for live memory to be sampled often even on a loaded machine
         w, loss, acc = train_step(w, x, y)
         w.block_until_ready()  # each step waits for its weights (as loops that time their steps do)
         logged = {"loss": loss, "acc": acc, **({"w": w} if WEIGHTS else {})}
