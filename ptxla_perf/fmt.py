@@ -152,3 +152,15 @@ def value(v: float | None, unit: str | None, signed: bool = False) -> str:
     if v == int(v) and abs(v) < 1e15:
         return f"{sign}{int(v)}"
     return f"{sign}{v:.4g}"
+
+
+def slowest_rank(aggregate: dict) -> str | None:
+    """A merged report's slowest rank (merge.aggregate) as the console and the page say it: the straggler the others
+    wait for, or (no straggler, or a report from before `slowest_rank_basis`) the rank with the largest p50."""
+    rank = aggregate.get("slowest_rank")
+    if rank is None:
+        return None
+    spread = ms(aggregate.get("step_time_spread_s"), 2)
+    if aggregate.get("slowest_rank_basis") == "straggler":
+        return f"slowest rank {rank}, the straggler the others wait for (p50 spread {spread})"
+    return f"slowest rank {rank} (largest p50; p50 spread {spread})"

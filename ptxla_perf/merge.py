@@ -160,7 +160,8 @@ def _merge(reports: list[dict[str, Any]], paths: list[str] | None,
         trace = dict(trace, findings=[f for f in findings if origin_of(f) == TRACE])
     straggler = next((f for f in findings if f.get("kind") == "straggler"), None)
     heat = rank_heatmap.heatmap(reports, [p["rank"] for p in procs], [p.get("host") for p in procs], straggler)
-    agg = dict(aggregate(procs), **({"notes": notes} if notes else {}), **({"heatmap": heat} if heat else {}))
+    agg = dict(aggregate(procs, straggler), **({"notes": notes} if notes else {}),
+               **({"heatmap": heat} if heat else {}))
     return assemble(backend=base["backend"], run=run, env=env, steps=base.get("steps", []),
                     summary=base.get("summary", {}), findings=findings, profiler=base.get("profiler"),
                     roofline=base.get("roofline"), trace=trace, extra=base.get("extra"), rules=base.get("rules"),
@@ -219,10 +220,12 @@ def _stats(v: Stats | None) -> dict[str, float] | None:
     return v.to_json() if v is not None else None
 
 
-def aggregate(procs: list[dict[str, Any]]) -> dict[str, Any]:
+def aggregate(procs: list[dict[str, Any]], straggler: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a pod user quotes: samples/s and tokens/s of the whole job - the ranks' work per step summed, over
     the slowest rank's mean step time (a synchronous job moves at its slowest rank's pace; with balanced ranks
-    this is the sum of their rates, kept as `*_sum`). Also the spread of the ranks' typical step times."""
+    this is the sum of their rates, kept as `*_sum`). Also the spread of the ranks' typical step times, and the
+    slowest rank: the straggler the cross-rank rule named (`straggler`, the merged finding: in a synchronous job
+    every rank's step is as long, and the largest p50 may be any rank's), else the rank with the largest p50."""
     tp: dict[str, float] = {}
     timed = [p for p in procs if p.get("step_time_s")]
     for key in ("samples_per_s", "tokens_per_s"):
@@ -241,7 +244,12 @@ def aggregate(procs: list[dict[str, Any]]) -> dict[str, Any]:
                            "step_time_p50_s": stats(p50s)}
     if len(p50s) > 1:
         out["step_time_spread_s"] = max(p50s) - min(p50s)
-        out["slowest_rank"] = max(timed, key=lambda p: p["step_time_s"]["p50"])["rank"]
+        named = ((straggler or {}).get("evidence") or {}).get("rank")
+        if isinstance(named, int) and any(p["rank"] == named for p in procs):
+            out["slowest_rank"], out["slowest_rank_basis"] = named, "straggler"
+        else:
+            out["slowest_rank"] = max(timed, key=lambda p: p["step_time_s"]["p50"])["rank"]
+            out["slowest_rank_basis"] = "step_time_p50"
     return out
 
 

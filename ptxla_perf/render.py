@@ -13,6 +13,7 @@ from .figures import basis_text
 from .findings import short_path as _rel
 from .fmt import ms as _ms
 from .fmt import num as _fixed
+from .fmt import slowest_rank as _slowest_rank
 from .html import html_path
 
 _SEV = {"error": "ERROR", "warning": "WARN ", "info": "info "}
@@ -113,7 +114,9 @@ def _processes_lines(report: dict[str, Any]) -> list[str]:
     if not procs:
         return []
     agg = report.get("aggregate") or {}
-    lines = [f"  processes   {len(procs)} on {agg.get('hosts', 1)} host(s); the lines above are rank {procs[0]['rank']}'s"]
+    slowest = _slowest_rank(agg)
+    lines = [f"  processes   {len(procs)} on {agg.get('hosts', 1)} host(s); the lines above are rank "
+             f"{procs[0]['rank']}'s" + (f"; {slowest}" if slowest else "")]
     shown = procs
     if len(procs) > MAX_RANK_LINES:  # a pod: the stragglers, then the slowest ranks; the rest in the report
         first = {k: i for i, k in enumerate((agg.get("heatmap") or {}).get("slow_ranks") or [])}

@@ -95,6 +95,33 @@ def test_no_rank_slowed_no_straggler(jobs, tmp_path):
     merged = load_report(out)
     assert not _stragglers(merged), [f["message"] for f in _stragglers(merged)]
     assert [p["rank"] for p in merged["processes"]] == [0, 1]
+    # no straggler: the slowest rank is the one with the largest p50, as before
+    agg, p50 = merged["aggregate"], {p["rank"]: p["step_time_s"]["p50"] for p in merged["processes"]}
+    assert agg["slowest_rank"] == max(p50, key=p50.get) and agg["slowest_rank_basis"] == "step_time_p50", agg
+
+
+def test_slowest_rank_is_the_straggler_not_the_largest_p50(jobs, tmp_path):
+    """A synchronous job: both ranks' steps are as long (the collective), so the waiting rank's p50 can be a hair
+    above the straggler's. The slowest rank is the one the others wait for: in the report, the console and the page."""
+    from ptxla_perf import html
+    names = ("report.json", "report.rank1.json")
+    reports = {n: json.loads((jobs["slow"] / n).read_text()) for n in names}
+    rank1_p50 = reports["report.rank1.json"]["summary"]["step_time_s"]["p50"]
+    reports["report.json"]["summary"]["step_time_s"]["p50"] = rank1_p50 * 1.002  # rank 0 waits: jitter above
+    pod = tmp_path / "pod"
+    pod.mkdir()
+    for n, r in reports.items():
+        (pod / n).write_text(json.dumps(r))
+    out = tmp_path / "merged.json"
+    proc = _merge(str(pod), "--report", str(out), cwd=tmp_path)
+    merged = load_report(out)
+    assert [f["evidence"]["rank"] for f in _stragglers(merged)] == [1]
+    p50 = {p["rank"]: p["step_time_s"]["p50"] for p in merged["processes"]}
+    assert p50[0] > p50[1]  # the largest p50 is the waiting rank's
+    agg = merged["aggregate"]
+    assert agg["slowest_rank"] == 1 and agg["slowest_rank_basis"] == "straggler", agg
+    assert "slowest rank 1, the straggler the others wait for" in proc.stderr
+    assert "slowest rank 1, the straggler the others wait for" in html.render(merged)
 
 
 def test_256_ranks_from_a_directory_name_the_two_slow_ones(jobs, tmp_path):
@@ -116,7 +143,7 @@ def test_256_ranks_from_a_directory_name_the_two_slow_ones(jobs, tmp_path):
     host_runs = [h for i, h in enumerate(hm["hosts"]) if i == 0 or h != hm["hosts"][i - 1]]
     assert len(host_runs) == len(set(hm["hosts"]))  # each host's rows together
     # the console names the slow ranks and no long list of the others
-    line = next(ln for ln in proc.stderr.splitlines() if "straggler" in ln)
+    line = next(ln for ln in proc.stderr.splitlines() if "straggler" in ln and "slowest rank" not in ln)
     assert all(str(k) in line for k in slow) and "and " not in line.split(":")[0]
     rank_lines = [ln.split()[1] for ln in proc.stderr.splitlines() if ln.startswith("    rank ")]
     assert len(rank_lines) <= 8 and rank_lines[:2] == [str(k) for k in slow]

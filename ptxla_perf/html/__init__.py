@@ -168,7 +168,7 @@ def _processes(report: dict[str, Any]) -> str:
     if total > len(procs):
         note.append(f"the {len(procs)} slowest ranks shown")
     if agg.get("slowest_rank") is not None:
-        note.append(f"slowest rank {agg['slowest_rank']} (p50 spread {fmt.ms(agg.get('step_time_spread_s'), 2)})")
+        note.append(fmt.slowest_rank(agg))
     tp = agg.get("throughput") or {}
     if "samples_per_s" in tp:
         note.append(f"{tp['samples_per_s']:.1f} samples/s all ranks, at the slowest rank's pace")

@@ -13,6 +13,7 @@ the runtime compile, execute early or copy to the host (attribution.py). See doc
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import asdict
 from typing import Any, Callable
 
@@ -121,13 +122,15 @@ class TorchXlaAdapter:
 
     def _watch_dynamo_graphs(self) -> Callable[[], None] | None:
         """torch.compile's openxla bridge runs each compiled graph through `_run_cached_graph`, outside any sync:
-        count those calls (a Python call each), so that they are not taken for a pending graph run early."""
+        count those calls (a Python call each), so that they are not taken for a pending graph run early; in a loop
+        that neither syncs nor pulls from a DataLoader, the graph's hash tells where an iteration starts again
+        (Marker.count_graph)."""
         if not P.CAPS.dynamo_graphs:
             return None
         real, marker = X._run_cached_graph, self.marker
 
-        def run_cached_graph(*args, **kwargs):
-            guarded("torch_xla.dynamo_graph", marker.count_graph)
+        def run_cached_graph(*args, **kwargs):  # args[0]: the graph's hash (a loop's periodic boundary)
+            guarded("torch_xla.dynamo_graph", marker.count_graph, args[0] if args else None, sys._getframe(1))
             return real(*args, **kwargs)
         X._run_cached_graph = run_cached_graph
         return lambda: setattr(X, "_run_cached_graph", real)

@@ -85,6 +85,13 @@ class Marker:
         self._in_marker = False
         self._real_state, self._real_out = 0, None  # the real sync: 0 not called, 1 raised, 2 returned
         self.dynamo_graphs = 0  # torch.compile graphs run since the last boundary (loop_boundary)
+        # the periodic boundary (count_graph): the first compiled graph since the last boundary, the optimizer
+        # steps counted at that boundary, and what turns the rule off for the run (a loop that syncs after its
+        # compiled graphs; a DataLoader's next() that ended a batch: loop_boundary)
+        self.first_graph: Any = None
+        self.opt_mark = 0
+        self.syncs_after_graphs = False
+        self.loader_cut = False
         self.not_early = 0  # graph launches since the last boundary that ran no pending lazy graph early
         self.eager_outside: tuple[int, float] | None = None  # eager mode: (ops, seconds) before the compiled step
         self.left_at = 0.0  # when the last boundary's own work ended
@@ -92,7 +99,8 @@ class Marker:
     def install(self, snap: Callable[[], Snapshot]) -> None:
         self.snap = snap
         self.real = X._xla_step_marker
-        not_traced(Marker.wrapper, Marker._sync, Marker._step, Marker._call_real, Marker.loop_boundary)
+        not_traced(Marker.wrapper, Marker._sync, Marker._step, Marker._call_real, Marker.loop_boundary,
+                   Marker.count_graph)
         X._xla_step_marker = self.wrapper
 
     def uninstall(self) -> None:
@@ -100,8 +108,20 @@ class Marker:
             X._xla_step_marker = self.real
             self.real = None
 
-    def count_graph(self) -> None:
-        """torch.compile ran one of its graphs outside any sync: not a pending graph run early."""
+    def count_graph(self, graph: Any = None, frame=None) -> None:
+        """torch.compile is about to run one of its graphs (`graph`: the openxla bridge's hash of it) outside any
+        sync: not a pending graph run early. In a loop that never syncs and pulls no batch from a DataLoader (a
+        plain list or generator of batches), the compiled step's graphs run in the same order at every iteration:
+        when the first graph since the last boundary is about to run again after an optimizer step, the iteration
+        before ended here (a periodic boundary, which syncs nothing). Graph breaks inside the compiled function
+        only add graphs to the sequence; a compiled model called more than once per iteration (micro-batches,
+        a compiled block per layer) repeats its graph with no optimizer step between, and is no boundary."""
+        if (graph is not None and self.dynamo_graphs and graph == self.first_graph and not self._in_marker
+                and not self.syncs_after_graphs and not self.loader_cut
+                and self.training.optimizer_steps != self.opt_mark):
+            self._step(frame, False, time.perf_counter(), None, None)
+        if not self.dynamo_graphs:
+            self.first_graph = graph
         self.not_early += 1
         self.dynamo_graphs += 1
 
@@ -169,7 +189,10 @@ class Marker:
             result = self._call_real(args, kwargs) if args is not None else None
             t2 = time.perf_counter()
             c2 = self.training.cpu() if args is not None else c1
+            if args is not None and self.dynamo_graphs:  # the loop syncs after its compiled graphs: its syncs
+                self.syncs_after_graphs = True  # are its steps (count_graph's periodic rule is off from here)
             not_early, self.not_early, self.dynamo_graphs = self.not_early, 0, 0
+            self.first_graph, self.opt_mark = None, self.training.optimizer_steps
             rec = self._after(Sync(frame, site, eager, grad, t2 - t1, c2 - c1, c2, uncached0, launches0, not_early,
                                    (t1, t2) if args is not None else None), prepared)
             self.left_at = time.perf_counter()
@@ -183,6 +206,7 @@ class Marker:
         outside any sync): the DataLoader's next() after a batch whose compiled graphs ran with no sync since is
         that batch's step boundary. A loop that syncs resets the count at its sync, and gets no second boundary."""
         if self.dynamo_graphs and not self._in_marker:
+            self.loader_cut = True  # the loader's batches are the steps (count_graph's periodic rule is off)
             self._step(frame, False, time.perf_counter(), None, None)
 
     def take_eager_outside(self, rec: StepRecord) -> None:
