@@ -7,6 +7,7 @@ import sys
 from typing import Callable
 
 from .faults import guarded
+from .fold import Folded
 from .outcome import Outcome
 from .records import StepRecord
 from .steps_file import StepsFile
@@ -46,7 +47,8 @@ class BoundaryPath:
 
     def _number(self, rec: StepRecord) -> None:
         """The boundary's index, and the data_wait() time since the previous one."""
-        rec.index = len(self.steps)
+        rec.index = self._boundary_count
+        self._boundary_count += 1
         if self._data_wait is not None:
             rec.data_wait_s, self._data_wait_mark = self._data_wait - self._data_wait_mark, self._data_wait
 
@@ -67,8 +69,18 @@ class BoundaryPath:
 
     def _keep(self, rec: StepRecord) -> None:
         self.steps.append(rec)
+        self._compiles += rec.compiles
         for fn in self._callbacks:
             fn(rec)
+        if len(self.steps) >= self.retention.fold_after:
+            guarded("boundary.fold", self._fold)
+
+    def _fold(self) -> None:
+        """A long run: the iterations of all but the latest `fold_window` boundaries go to the folded part
+        (fold.py), which keeps the plain ones as repeat-counted records; the boundaries held stay bounded."""
+        if self._folded is None:
+            self._folded = Folded(self.retention.fold_records, self.retention.outlier_ratio)
+        self.steps = self._folded.take(self.steps, self.retention.fold_window)
 
     def _stream(self, rec: StepRecord) -> None:
         """The step's record to the steps file (opened at the first step: the rank is known by then)."""
@@ -84,7 +96,7 @@ class BoundaryPath:
         if self._clock - self._last_progress >= self.progress_every_s:
             self._last_progress = self._clock
             self.say(f"ptxla_perf: step {rec.index}, last {rec.wall_time_s * 1e3:.1f} ms, "
-                     f"{sum(s.compiles for s in self.steps)} compiles so far")
+                     f"{self._compiles} compiles so far")
 
     def _flush(self, rec: StepRecord) -> None:
         if self._clock - self._last_flush >= self.flush_every_s:

@@ -54,6 +54,8 @@ def data_s(s: StepRecord) -> float | None:
 def components(s: StepRecord) -> dict[str, float] | None:
     """The iteration's wall time split into COMPONENTS (seconds; they sum to `wall_time_s`), or None where the
     adapter did not measure them."""
+    if s.parts is not None:  # a long run's folded record: the exact mean of its iterations' parts (fold.py)
+        return dict(s.parts)
     if not measured(s):
         return None
     wall = max(float(s.wall_time_s), 0.0)
@@ -85,16 +87,17 @@ def steady(steps: Iterable[StepRecord]) -> dict[str, Any] | None:
     rows = [(s, c) for s in steps if (c := components(s)) is not None]
     if not rows:
         return None
-    n = len(rows)
-    wall = sum(s.wall_time_s for s, _ in rows) / n
-    mean = {k: sum(c[k] for _, c in rows) / n for k in COMPONENTS}
+    n = sum(s.repeat for s, _ in rows)  # a folded record (fold.py) stands for `repeat` iterations
+    wall = sum(s.wall_time_s * s.repeat for s, _ in rows) / n
+    mean = {k: sum(c[k] * s.repeat for s, c in rows) / n for k in COMPONENTS}
     largest = max(COMPONENTS, key=lambda k: mean[k])
     return {"steps": n, "wall_s": round(wall, 7), "components_s": {k: round(v, 7) for k, v in mean.items()},
             "share": {k: round(v / wall, 4) if wall else 0.0 for k, v in mean.items()}, "largest": largest}
 
 
 def per_step(steps: Iterable[StepRecord], component: str) -> list[float]:
-    """One component over iterations, in order: empty when any of them lacks the breakdown."""
+    """One component over iterations, in order: empty when any of them lacks the breakdown (a folded record's
+    mean: one value per record; weigh by `repeat`)."""
     values = [components(s) for s in steps]
     return [] if any(v is None for v in values) else [v[component] for v in values]
 
@@ -133,5 +136,5 @@ def top_lines(steps: Iterable[StepRecord], kinds: tuple[str, ...], limit: int = 
                                          "kind": h["kind"], "s": 0.0})
             row["s"] += h["s"]
     rows = sorted(total.values(), key=lambda r: -r["s"])[:limit]
-    n = max(1, len(steps))
+    n = max(1, sum(s.repeat for s in steps))
     return [dict(r, s=round(r["s"], 6), ms_per_step=round(r["s"] / n * 1e3, 3)) for r in rows]

@@ -56,7 +56,7 @@ class CompileUnit:
     """The compiles of one key in one iteration."""
 
     key: GraphKey
-    iteration: int  # index into the iteration list
+    iteration: int  # the iteration's index (a long run's folded records hold no compile: fold.py)
     position: int  # position among the iterations of the same phase
     phase: str
     count: int
@@ -91,16 +91,16 @@ def units(iterations: list[StepRecord]) -> list[CompileUnit]:
     with detail unit=True; compiles not covered by such events are keyed by the boundary's site."""
     out: list[CompileUnit] = []
     positions: Counter = Counter()
-    for j, it in enumerate(iterations):
+    for it in iterations:
         pos = positions[it.phase]
-        positions[it.phase] += 1
+        positions[it.phase] += it.repeat  # a folded record (fold.py) stands for `repeat` iterations
         compile_events = [e for e in it.events if e.kind == "compile"]
         covered = 0
         for e in compile_events:
             if e.detail.unit:
                 n = int(e.detail.count)
                 covered += n
-                out.append(CompileUnit(GraphKey.parse(e.detail.key), j, pos, it.phase or "train", n,
+                out.append(CompileUnit(GraphKey.parse(e.detail.key), it.index, pos, it.phase or "train", n,
                                        float(e.detail.seconds), e.location, [e]))
         rest = it.compiles - covered
         if rest <= 0:
@@ -115,7 +115,7 @@ def units(iterations: list[StepRecord]) -> list[CompileUnit]:
                 e.detail.boundary == b.index if e.detail.boundary is not None and b.index >= 0
                 else (e.detail.key or key) == site_key(b.site))]
             loc = next((e.location for e in ev if e.location), None) or b.site
-            out.append(CompileUnit(GraphKey.parse(key), j, pos, it.phase or "train", b.compiles, b.compile_time_s,
+            out.append(CompileUnit(GraphKey.parse(key), it.index, pos, it.phase or "train", b.compiles, b.compile_time_s,
                                    loc, ev, site=b.site))
     return out
 

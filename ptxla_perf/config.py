@@ -81,6 +81,10 @@ class RetentionConfig:
                                  "(an every-step pattern marks none)")
     bucket_min: int = _f(100, "the narrowest step bucket, in iterations")
     max_buckets: int = _f(1000, "buckets widen (by bucket_min iterations) so that a run never has more")
+    fold_after: int = _f(4096, "step boundaries held in full in memory; past them the older plain iterations are "
+                               "folded into repeat-counted records (memory and finish time bounded at any length)")
+    fold_window: int = _f(1024, "the latest step boundaries never folded (measurements still settling)")
+    fold_records: int = _f(2000, "the most records the folded part of a run holds (neighbours merge beyond)")
 
 
 @dataclass

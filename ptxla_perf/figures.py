@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from . import breakdown as B
+from . import fold
+from . import iterations as I
 from . import summary_keys as K
 from .records import StepRecord
 from .values import StepRow, Stats, Summary, steady_of
@@ -90,14 +92,128 @@ def host_time_s(s: StepRecord) -> float | None:
     return max(s.wall_time_s - s.device_to_host_time_s, 0.0)
 
 
+# --- a long run's folded records (fold.py): figures per iteration, weighed --------------------------------------
+def figures_of(s: StepRecord) -> dict[str, float | None]:
+    """One iteration's figures by name (fold.FIELDS, the breakdown's parts, its wall time and data_s)."""
+    parts = B.components(s) or {}
+    return {"step": step_time_s(s), "host_time": host_time_s(s), "data_wait": s.data_wait_s, "own": s.own_time_us,
+            "wall": s.wall_time_s, "data_s": B.data_s(s), **{c: parts.get(c) for c in B.COMPONENTS}}
+
+
+def _columns(s: StepRecord, names: tuple[str, ...]) -> dict[str, list]:
+    """A folded record's sampled figures by name (fold.column), with `wall` (its step time: folded iterations
+    compile nothing) and `data_s` (the data wait, else the sampled estimate)."""
+    cols = {n: fold.column(s, n) for n in names if n in fold.FIELDS}
+    if "wall" in names:
+        cols["wall"] = fold.column(s, "step")
+    if "data_s" in names:
+        cols["data_s"] = [v if v is not None else s.sampled_data_s for v in fold.column(s, "data_wait")]
+    return cols
+
+
+def per_iteration(records: list[StepRecord], names: tuple[str, ...]
+                  ) -> Iterable[tuple[StepRecord, float, dict[str, float | None]]]:
+    """(record, weight, figures by name) for each iteration the records stand for, the figures `names` only
+    (`figures_of`'s names): a record in full is one of weight 1; a folded record gives each sampled iteration,
+    weighing repeat / sampled (exact while it holds at most fold.SAMPLE iterations)."""
+    for s in records:
+        if s.sample is None:
+            d = figures_of(s)
+            yield s, 1.0, {n: d[n] for n in names}
+            continue
+        cols = _columns(s, names)
+        n = fold.sampled(s)
+        w = s.repeat / n
+        for i in range(n):
+            yield s, w, {name: col[i] for name, col in cols.items()}
+
+
+def weighed(records: list[StepRecord], what: str, partial: bool = False) -> list[tuple[float, float]]:
+    """(value, weight) of one figure over the iterations the records stand for (`per_iteration`). Empty when any
+    iteration lacks it (a figure half measured compares nothing), unless `partial`: then those are left out."""
+    out = []
+    for s in records:
+        if s.sample is None:
+            v, w = figures_of(s)[what], 1.0
+            values = [v]
+        else:
+            values, w = _columns(s, (what,))[what], s.repeat / fold.sampled(s)
+        for v in values:
+            if v is None:
+                if partial:
+                    continue
+                return []
+            out.append((float(v), w))
+    return out
+
+
+def hits(records: list[StepRecord], share: Callable[[dict], float | None], bound: float,
+         names: tuple[str, ...]) -> tuple[int, list[int]]:
+    """The iterations whose `share` (of their figures `names`) reaches `bound`: how many (folded records weighed)
+    and their indices (a folded record's whole range where any of its sampled iterations does)."""
+    n, marked = 0.0, {}
+    for s, w, d in per_iteration(records, names):
+        v = share(d)
+        if v is not None and v >= bound:
+            n += w
+            marked[id(s)] = s
+    return round(n), I.indices(marked.values())
+
+
+def wstats(pairs: list[tuple[float, float]]) -> dict[str, float] | None:
+    """`stats` of weighed values (`weighed`): the same figures as over the values repeated by their weights."""
+    if not pairs:
+        return None
+    if all(w == 1.0 for _, w in pairs):
+        return stats([v for v, _ in pairs])
+    pairs = sorted(pairs)
+    total = sum(w for _, w in pairs)
+    cum, acc = [], 0.0
+    for _, w in pairs:
+        acc += w
+        cum.append(acc)
+
+    def at(rank: float) -> float:
+        lo, hi = 0, len(cum) - 1
+        while lo < hi:  # the first value whose cumulative weight passes the rank
+            mid = (lo + hi) // 2
+            if cum[mid] > rank:
+                hi = mid
+            else:
+                lo = mid + 1
+        return pairs[lo][0]
+
+    def pct(p: float) -> float:
+        k = (total - 1) * p
+        lo = int(k)
+        a, b = at(lo), at(min(lo + 1, total - 1))
+        return a + (b - a) * (k - lo)
+
+    return {"p50": pct(0.5), "p90": pct(0.9), "mean": sum(v * w for v, w in pairs) / total, "min": pairs[0][0],
+            "max": pairs[-1][0], "n": round(total)}
+
+
 def series(steady: list[StepRecord], what: str) -> list[float]:
     """A per-iteration figure over the steady iterations, in order: "step" (step time), "host" (host_time_s),
-    "data" (data wait). Empty when any iteration lacks it (a figure half measured compares nothing)."""
+    "data" (data wait). Empty when any iteration lacks it (a figure half measured compares nothing). A folded
+    record (fold.py) gives its mean: one value per record (`spread` gives one per iteration)."""
     if what == "step":
         return [step_time_s(s) for s in steady]
     get = host_time_s if what == "host" else (lambda s: s.data_wait_s)
     values = [get(s) for s in steady]
     return [] if any(v is None for v in values) else [float(v) for v in values]
+
+
+def _exact(d: dict[str, float] | None, records: list[StepRecord], what: str) -> dict[str, float] | None:
+    """Statistics over folded records (fold.py) with the figures they keep exactly: the mean (from each record's
+    means) and, of the step time, the fastest and slowest step. Unchanged where nothing is folded."""
+    if d is None or all(s.sample is None for s in records):
+        return d
+    d = dict(d, mean=sum(figures_of(s)[what] * s.repeat for s in records) / sum(s.repeat for s in records))
+    if what == "step":
+        ranges = [s.step_range or (step_time_s(s), step_time_s(s)) for s in records]
+        d.update(min=min(lo for lo, _ in ranges), max=max(hi for _, hi in ranges))
+    return d
 
 
 # --- host reads net of CPU-fallback copies -------------------------------------------------------------------
@@ -168,7 +284,7 @@ class Figures:
     # over the run
     @property
     def steps(self) -> int:
-        return len(self.train)
+        return I.count(self.train)
 
     @property
     def evals(self) -> list[StepRecord]:
@@ -179,11 +295,11 @@ class Figures:
 
     @property
     def host_reads(self) -> int:
-        return sum(self.reads(s) for s in self.train)
+        return sum(self.reads(s) * s.repeat for s in self.train)
 
     @property
     def fallback_copies(self) -> int:
-        return sum(self.copies(s) for s in self.train)
+        return sum(self.copies(s) * s.repeat for s in self.train)
 
     @property
     def fallback_ops(self) -> dict[str, int]:
@@ -195,20 +311,21 @@ class Figures:
     def throughput(self) -> dict[str, float]:
         """Rates over the steady iterations' step time (net of compile, as the summary's step time)."""
         steady = self.steady
-        t = sum(step_time_s(s) for s in steady)
+        t = sum(step_time_s(s) * s.repeat for s in steady)
         out: dict[str, float] = {}
         if not t:
             return out
         moved = [s.host_to_device.bytes for s in steady if s.host_to_device.bytes is not None]
         if moved and len(moved) == len(steady) and sum(moved):
-            out["mb_per_s"] = sum(moved) / t / 1e6  # host->device bytes per second of steady steps
+            out["mb_per_s"] = sum(s.host_to_device.bytes * s.repeat for s in steady) / t / 1e6  # host->device bytes per second of steady steps
         samples = [s.samples for s in steady if s.samples]
         if samples and len(samples) == len(steady):
-            out["samples_per_s"] = sum(samples) / t
-            out["us_per_sample"] = 1e6 * t / sum(samples)
+            n = I.total(steady, "samples")
+            out["samples_per_s"] = n / t
+            out["us_per_sample"] = 1e6 * t / n
         tokens = [s.tokens for s in steady if s.tokens]
         if tokens and len(tokens) == len(steady):
-            out["tokens_per_s"] = sum(tokens) / t
+            out["tokens_per_s"] = I.total(steady, "tokens") / t
         return out
 
     def row(self, s: StepRecord, steady: set[int] | None = None) -> StepRow:
@@ -217,7 +334,7 @@ class Figures:
         return StepRow(s.index, s.phase, s.index in steady, s.compiles, s.attributed, s.wall_time_s,
                        s.compile_time_s, step_time_s(s), self.reads(s), s.device_to_host.count, host_time_s(s),
                        s.data_wait_s, self.breakdown(s), s.executions, s.host_to_device.count, s.live_arrays,
-                       s.live_bytes)
+                       s.live_bytes, s.repeat)
 
     def rows(self) -> list[StepRow]:
         steady = {r.index for r in self.steady}
@@ -234,25 +351,26 @@ class Figures:
     @property
     def step_time(self) -> Stats | None:
         """The run's step time: statistics over the steady iterations, each net of its compile time."""
-        return Stats.from_json(stats(series(self.steady, "step")))
+        return Stats.from_json(_exact(wstats(weighed(self.steady, "step")), self.steady, "step"))
 
     def summary(self) -> Summary:
         """The report's `summary` (findings_by_severity and the sections' figures are the assembler's)."""
-        train = self.train
-        d2h_bytes = sum(s.device_to_host.bytes or 0 for s in train)
+        train, its = self.train, self.iterations
+        d2h_bytes = sum((s.device_to_host.bytes or 0) * s.repeat for s in train)
         h2d_bytes = self.host_to_device_bytes_total if self.steps else None
-        transfers = sum(s.device_to_host.count for s in train)
-        executions = sum(s.executions for s in train)
-        h2d = sum(s.host_to_device.count for s in train)
+        transfers = sum(s.device_to_host.count * s.repeat for s in train)
+        executions = I.total(train, "executions")
+        h2d = sum(s.host_to_device.count * s.repeat for s in train)
         return Summary(
-            steps=self.steps, warmup_steps=self.warmup, steady_steps=len(self.steady), eval_steps=len(self.evals),
-            boundaries=sum(max(1, len(s.boundaries)) for s in self.iterations),
-            wall_time_s=sum(s.wall_time_s for s in self.iterations),
+            steps=self.steps, warmup_steps=self.warmup, steady_steps=I.count(self.steady),
+            eval_steps=len(self.evals),
+            boundaries=sum(max(1, len(s.boundaries)) * s.repeat for s in its),
+            wall_time_s=I.total(its, "wall_time_s"),
             step_time_s=self.step_time, step_time_basis=basis(self.steady),
             eval_step_time_s=Stats.from_json(stats([s.wall_time_s for s in self.evals if not s.compiles])),
             compiles=sum(s.compiles for s in self.iterations),
             compile_time_s=sum(s.compile_time_s for s in self.iterations),
-            cached_compiles=sum(s.cached_compiles for s in self.iterations),
+            cached_compiles=I.total(self.iterations, "cached_compiles"),
             recompiles_after_warmup=self.recompiles_after_warmup,
             distinct_graphs=len({h for s in self.iterations for h in s.graph_hashes}) or None,
             executions=executions, device_to_host=self.host_reads, device_to_host_transfers=transfers,
@@ -264,9 +382,8 @@ class Figures:
             device_to_host_transfer_bytes_per_step=self.per_step(d2h_bytes),
             host_to_device_bytes_per_step=self.per_step(h2d_bytes),
             fallback_ops=self.fallback_ops, throughput=self.throughput(),
-            overhead_us_per_step=Stats.from_json(stats([s.own_time_us for s in self.steady
-                                                        if s.own_time_us is not None])),
-            host_time_s=Stats.from_json(stats(series(self.steady, "host"))),
-            data_wait_s=Stats.from_json(stats(series(self.steady, "data"))),
+            overhead_us_per_step=Stats.from_json(wstats(weighed(self.steady, "own", partial=True))),
+            host_time_s=Stats.from_json(_exact(wstats(weighed(self.steady, "host_time")), self.steady, "host_time")),
+            data_wait_s=Stats.from_json(_exact(wstats(weighed(self.steady, "data_wait")), self.steady, "data_wait")),
             time_breakdown=self.steady_breakdown())
 

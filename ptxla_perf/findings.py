@@ -25,6 +25,7 @@ from . import compiles as C
 from . import control_flow
 from .config import MAX_WARMUP
 from . import iterations as I
+from . import figures as F
 from .figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
 from . import fmt
 from .fmt import ms as _ms
@@ -32,6 +33,9 @@ from . import memory_rules
 from .end_rules import run_end  # noqa: F401 - the run-end scope's entry point (session_report calls it)
 from .records import Event, Location, StepRecord
 from .thresholds import value as threshold
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from .fold import Folded
 from . import transfer_origin
 from .verdicts import Cost, Finding, Rule, run as run_rules, short_path, where  # noqa: F401 - Finding, Rule,
 #                                                                  short_path and where: the backends' rules import them here
@@ -136,7 +140,15 @@ def _warmup(train: list[StepRecord], units: list[C.CompileUnit], max_warmup: int
 def _compile_scope(ctx: Context) -> tuple[float, Counter]:
     """Compiles are judged over the iterations and the work after the last one: its wall time, iterations per
     phase."""
-    return sum(s.wall_time_s for s in ctx.with_tail) or 1.0, Counter(s.phase for s in ctx.with_tail)
+    return I.total(ctx.with_tail, "wall_time_s") or 1.0, _phase_lengths(ctx.with_tail, raw=True)
+
+
+def _phase_lengths(its: list[StepRecord], raw: bool = False) -> Counter:
+    """Iterations per phase (None counted as train unless `raw`), folded records by their weight."""
+    out: Counter = Counter()
+    for s in its:
+        out[s.phase if raw else (s.phase or I.TRAIN)] += s.repeat
+    return out
 
 
 def _graph_keys(ctx: Context):
@@ -189,7 +201,7 @@ class NewGraph(Rule):
                 f"A new graph compiled {when}{where(first.location)} "
                 f"({first.count} compile(s), {first.seconds:.2f} s): its first compile ({what}); expected once.",
                 first.count, first.location, {"key": str(key), "compile_time_s": round(first.seconds, 4),
-                                              "phase": first.phase}, None, [ctx.with_tail[first.iteration].index],
+                                              "phase": first.phase}, None, [first.iteration],
                 cost=Cost(compile_s=round(first.seconds, 4))))
         return out
 
@@ -324,9 +336,22 @@ def _by_location(events: Iterable[tuple[int, Event]]) -> dict[tuple, list[tuple[
     return groups
 
 
-def _merge_details(events: list[Event]) -> dict[str, Any]:
+def _weight(evs: list[tuple[int, Event]], span: Mapping[int, int]) -> int:
+    """How many events these are: one from a folded record (fold.py) stands for `repeat`, `span[id(event)]`."""
+    return sum(span.get(id(e), 1) for _, e in evs)
+
+
+def _indices(evs: list[tuple[int, Event]], span: Mapping[int, int]) -> list[int]:
+    """The iterations these events came from, a folded record's as every iteration it stands for."""
+    return sorted({i for j, e in evs for i in range(j, j + span.get(id(e), 1))})
+
+
+def _merge_details(events: list[Event], span: Mapping[int, int] | None = None) -> dict[str, Any]:
     detail: dict[str, Any] = {}
-    calls = Counter(e.detail.call for e in events if e.detail.call)
+    calls: Counter = Counter()
+    for e in events:
+        if e.detail.call:
+            calls[e.detail.call] += span.get(id(e), 1) if span else 1
     if calls:
         detail["calls"] = dict(calls)
     for key in ("via", "shapes", "bytes", "ops", "dtype", "source"):
@@ -360,27 +385,30 @@ class DeviceToHostSync(Rule):
                 continue
             events = [(s.index, e) for s in steps for e in s.events
                       if e.kind == "device_to_host_sync" and not e.detail.closure]
+            # a folded record stands for `repeat` iterations, each with its events (fold.py)
+            span = {id(e): s.repeat for s in steps if s.repeat > 1 for e in s.events}
+            nh, ns = I.count(hit), I.count(steps)
             per_pass = _once_per_pass(it, phase, hit, reads)
-            recurring = recurs(len(hit), len(steps)) and not per_pass
-            total = sum(reads(s) for s in hit)
-            waited = _steady_wait(hit) * len(hit)
+            recurring = recurs(nh, ns) and not per_pass
+            total = sum(reads(s) * s.repeat for s in hit)
+            waited = _steady_wait(hit) * nh
             early = sum(s.early_executions for s in hit)
             groups = _by_location(events) or {("?", 0): []}
-            seen_total = sum(len(v) for v in groups.values()) or 1
+            seen_total = sum(_weight(v, span) for v in groups.values()) or 1
             for (_, _), evs in groups.items():
                 loc = evs[0][1].location if evs else None
                 # the steps the card's header and its text both name: where the reads were (one line), else
                 # where this line's reads were caught
-                at = sorted({j for j, _ in evs}) if len(groups) > 1 and evs else [s.index for s in hit]
-                share = len(evs) / seen_total if evs else 1.0
-                n = max(len(evs), round(total * share))
-                detail = _merge_details([e for _, e in evs])
-                per = n / len(steps)
-                detail.update(phase=phase, iterations_with_reads=len(hit), phase_iterations=len(steps),
-                              wait_ms_per_step=round(1e3 * waited * share / len(steps), 3),
-                              bytes_total=sum(s.device_to_host.bytes or 0 for s in hit))
+                at = _indices(evs, span) if len(groups) > 1 and evs else I.indices(hit)
+                share = _weight(evs, span) / seen_total if evs else 1.0
+                n = max(_weight(evs, span), round(total * share))
+                detail = _merge_details([e for _, e in evs], span)
+                per = n / ns
+                detail.update(phase=phase, iterations_with_reads=nh, phase_iterations=ns,
+                              wait_ms_per_step=round(1e3 * waited * share / ns, 3),
+                              bytes_total=sum((s.device_to_host.bytes or 0) * s.repeat for s in hit))
                 if early:
-                    detail["extra_executions_per_step"] = round(early * share / len(steps), 3)
+                    detail["extra_executions_per_step"] = round(early * share / ns, 3)
                 calls = ", ".join(detail.get("calls", {})) or "a host read"
                 read_advice = advice.get('device_to_host_sync', GENERIC_ADVICE['device_to_host_sync'])
                 decides = control_flow.read_use(loc.file, loc.line) if loc else None
@@ -390,22 +418,22 @@ class DeviceToHostSync(Rule):
                     read_advice = (f"The value decides control flow on the host (`{decides.statement}`): "
                                    f"{fits[:1].lower()}{fits[1:]}")
                 split = (f" Each read forces the pending graph to run early: the {phase} step runs as "
-                         f"{1 + early * share / max(1, len(hit)):.0f} graphs instead of 1." if early else "")
-                cost = f"{_ms(waited * share / len(steps))} per {phase} step waiting" if waited else "cost not measured"
+                         f"{1 + early * share / max(1, nh):.0f} graphs instead of 1." if early else "")
+                cost = f"{_ms(waited * share / ns)} per {phase} step waiting" if waited else "cost not measured"
                 if recurring:
                     # how often: per step that reads ("once per train step"), and in how many of the phase's steps
-                    often = fmt.times(n / len(hit)) + f" per {phase} step" + (
-                        "" if len(hit) == len(steps) else f", in {len(hit)} of {len(steps)} {phase} steps")
+                    often = fmt.times(n / nh) + f" per {phase} step" + (
+                        "" if nh == ns else f", in {nh} of {ns} {phase} steps")
                     msg = (f"Device-to-host sync{where(loc)}: {calls} copies a value to the host {often} "
                            f"({fmt.steps(at)}), stalling the host until the device finishes "
                            f"({cost}).{split} {read_advice}")
                 elif per_pass:
                     detail["once_per_pass"] = True
-                    msg = (f"Host read{where(loc)}: {calls} once per {phase} pass ({len(hit)} passes), {cost}. Reading "
+                    msg = (f"Host read{where(loc)}: {calls} once per {phase} pass ({nh} passes), {cost}. Reading "
                            f"a pass's result once, after its loop, is the normal pattern: not a per-step cost.{split}")
                 else:
-                    often = fmt.period([s.index for s in hit], len(steps))
-                    msg = (f"Host read{where(loc)}: {calls} in {len(hit)} of {len(steps)} {phase} iterations "
+                    often = fmt.period(I.indices(hit), ns)
+                    msg = (f"Host read{where(loc)}: {calls} in {nh} of {ns} {phase} iterations "
                            f"({often}: {fmt.steps(at)}), amortised {cost}.{split} "
                            "Infrequent reads (logging every N steps) are fine.")
                 if loc is None:
@@ -442,7 +470,7 @@ def _steady_wait(hit: list[StepRecord]) -> float:
     """Mean time a read waited per iteration, from iterations that compiled nothing (a compile step's read also
     waits for the compile and first run: that is compile time, reported apart) and ran without attribution."""
     steady = steady_steps(hit, 0)
-    return sum(s.device_to_host_time_s or 0.0 for s in steady) / len(steady)
+    return I.total(steady, "device_to_host_time_s") / I.count(steady)
 
 
 def _closure_reads(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
@@ -454,9 +482,9 @@ def _closure_reads(it: list[StepRecord], advice: Mapping[str, str]) -> list[Find
     n = sum(s.closure_reads for s in hit)
     return [Finding(
         "device_to_host_sync", "info",
-        f"Values read inside step closures{where(loc)} in {len(hit)} of {len(it)} iterations ({n} reads): the "
+        f"Values read inside step closures{where(loc)} in {len(hit)} of {I.count(it)} iterations ({n} reads): the "
         f"recommended pattern, run after the step's graph was launched. {advice.get('closure_read', '')}".strip(),
-        n, loc, {"closure": True, **_merge_details(events)}, n / max(1, len(it)), [s.index for s in hit])]
+        n, loc, {"closure": True, **_merge_details(events)}, n / max(1, I.count(it)), [s.index for s in hit])]
 
 
 # --- graph breaks ---------------------------------------------------------------------------------------------
@@ -498,13 +526,13 @@ class GraphBreak(Rule):
         out = []
         for key, hits in by_site.items():
             loc = sites[key]
-            recurring = recurs(len(hits), len(train))
+            recurring = recurs(len(hits), I.count(train))
             out.append(Finding(
                 "graph_break", "warning" if recurring else "info",
-                f"A sync{where(loc)} runs inside the step in {len(hits)} of {len(train)} training iterations: each "
+                f"A sync{where(loc)} runs inside the step in {len(hits)} of {I.count(train)} training iterations: each "
                 "such iteration executes as several graphs instead of one (more launches, lost fusion). "
                 f"{advice.get('graph_break', GENERIC_ADVICE['graph_break'])}", len(hits), loc,
-                {"sites_per_iteration": 1 + len(by_site)}, len(hits) / max(1, len(train)), hits))
+                {"sites_per_iteration": 1 + len(by_site)}, len(hits) / max(1, I.count(train)), hits))
         out += self._cycles(it, advice) if not out and not any(s.optimizer_steps or s.backward_calls for s in it) else []
         out += self._early(it, advice)
         return out
@@ -540,15 +568,15 @@ class GraphBreak(Rule):
             return []
         out = []
         groups = _by_location(events) or {("?", 0): []}
-        recurring = recurs(len(hit), len(it))
+        recurring = recurs(len(hit), I.count(it))
         for _, evs in groups.items():
             loc = evs[0][1].location if evs else None
             n = sum(s.early_executions - s.device_to_host.count for s in hit)
             out.append(Finding(
                 "graph_break", "warning" if recurring else "info",
-                f"The pending graph was executed early{where(loc)} in {len(hit)} of {len(it)} iterations: the step "
+                f"The pending graph was executed early{where(loc)} in {len(hit)} of {I.count(it)} iterations: the step "
                 f"runs as several smaller graphs. {advice.get('early_execution', GENERIC_ADVICE['early_execution'])}",
-                n, loc, _merge_details([e for _, e in evs]), n / max(1, len(it)), [s.index for s in hit]))
+                n, loc, _merge_details([e for _, e in evs]), n / max(1, I.count(it)), [s.index for s in hit]))
         return out
 
 
@@ -562,19 +590,19 @@ class OpFallback(Rule):
         for s in it:
             totals.update(s.fallback_ops)
         events = [e for s in it for e in s.events if e.kind == "op_fallback"]
-        out = []
+        out, n_it = [], max(1, I.count(it))
         for op, n in totals.most_common():
             ev = [e for e in events if op in e.detail.ops]
             loc = next((e.location for e in ev if e.location), None)
             hit = [s.index for s in it if op in s.fallback_ops]
-            recurring = recurs(len(hit), len(it))
+            recurring = recurs(len(hit), n_it)
             out.append(Finding(
                 "op_fallback", "warning" if recurring else "info",
-                f"{op} ran on the CPU (no device lowering){where(loc)}: {n / max(1, len(it)):.2f} times per step in "
+                f"{op} ran on the CPU (no device lowering){where(loc)}: {n / n_it:.2f} times per step in "
                 f"{len(hit)} iterations, each one copying its inputs to the host and back. "
                 f"{advice.get('op_fallback', GENERIC_ADVICE['op_fallback'])}", n, loc,
                 {"op": op, "calls": dict(Counter(e.detail.call for e in ev)) if ev else {}},
-                n / max(1, len(it)), hit))
+                n / n_it, hit))
         return out
 
 
@@ -588,27 +616,27 @@ class HostToDeviceTransfer(Rule):
         every call (adapter: detail.avoidable). A fresh batch per call is the input pipeline: info."""
         it, advice = ctx.iterations, ctx.advice
         events = [(s.index, e) for s in it for e in s.events if e.kind == "host_to_device_transfer"]
-        out = []
+        out, n_it = [], I.count(it)
         for _, evs in _by_location(events).items():
             loc = evs[0][1].location
             steps_hit = sorted({j for j, _ in evs})
             avoidable = [e for _, e in evs if e.detail.avoidable]
-            recurring = recurs(len({j for j, e in evs if e.detail.avoidable}), len(it))
+            recurring = recurs(len({j for j, e in evs if e.detail.avoidable}), n_it)
             n = len(evs)  # calls that transferred; the arrays they moved are in the evidence
             detail = _merge_details([e for _, e in (evs if not avoidable else [(0, e) for e in avoidable])])
             detail["arrays"] = sum(int(e.detail.transfers) for _, e in evs)
             detail["avoidable_calls"] = len(avoidable)
-            told = transfer_origin.message([e for _, e in evs], where(loc), len(steps_hit), len(it))
+            told = transfer_origin.message([e for _, e in evs], where(loc), len(steps_hit), n_it)
             if told:  # a round trip, values the loop makes on the host: said from the evidence, with the bytes
                 msg = told[0]
                 detail.update(told[1])
             elif recurring:
                 msg = (f"Host data passed into a compiled call{where(loc)} is copied to the device implicitly in "
-                       f"{len(steps_hit)} of {len(it)} iterations, the same data again and again. "
+                       f"{len(steps_hit)} of {n_it} iterations, the same data again and again. "
                        f"{advice.get('host_to_device_transfer', GENERIC_ADVICE['host_to_device_transfer'])}")
             else:
                 msg = (f"Host data passed into a compiled call{where(loc)} is copied to the device in {len(steps_hit)} "
-                       f"of {len(it)} iterations: {'a fresh input batch each time (the input pipeline), expected' if not avoidable else 'infrequent'}. "
+                       f"of {n_it} iterations: {'a fresh input batch each time (the input pipeline), expected' if not avoidable else 'infrequent'}. "
                        f"{advice.get('input_pipeline', '')}").strip()
             timed = _eager_upload_time(evs, ctx)
             if timed is not None:  # eager uploads cost their dispatch: said in time, rated by time
@@ -620,7 +648,7 @@ class HostToDeviceTransfer(Rule):
                 detail.update(seconds_per_iteration=round(per, 6), share_of_step=round(per / step, 4) if step else None)
                 recurring = recurring and costly
             out.append(Finding("host_to_device_transfer", "warning" if recurring else "info", msg, n, loc, detail,
-                               n / max(1, len(it)), steps_hit))
+                               n / max(1, n_it), steps_hit))
         return out
 
 
@@ -644,7 +672,7 @@ class CompileTime(Rule):
 
     def run(self, ctx: Context) -> list[Finding]:
         it, warmup, figures = ctx.iterations, ctx.warmup, ctx.figures
-        total = sum(s.wall_time_s for s in it)
+        total = I.total(it, "wall_time_s")
         comp = sum(s.compile_time_s for s in it)
         if not total or not comp:
             return []
@@ -674,11 +702,14 @@ class InputBound(Rule):
         waits, times = split or [B.data_s(s) for s in steady], series(steady, "step")
         if not waits or None in waits or not sum(times):
             return []
-        wait, step = sum(waits) / len(waits), ctx.figures.step_time.mean  # the summary's mean step time
+        n = I.count(steady)  # a folded record stands for `repeat` iterations at its means (fold.py)
+        wait, step = sum(w * s.repeat for s, w in zip(steady, waits)) / n, ctx.figures.step_time.mean
         share = wait / step
         bound = threshold("input_bound_share")
-        hits = [s.index for s, w, t in zip(steady, waits, times) if t and w / t >= bound]
-        if share < bound or wait < threshold("input_bound_min_s") or not recurs(len(hits), len(steady)):
+        key = "data" if split else "data_s"
+        n_hit, hits = F.hits(steady, lambda d: d[key] / d["step"] if d["step"] and d[key] is not None else None,
+                             bound, ("step", key))
+        if share < bound or wait < threshold("input_bound_min_s") or not recurs(n_hit, n):
             return []
         site = next((e for s in ctx.iterations for e in s.events if e.kind == "data_wait"), None)
         lines = B.top_lines(steady, ("data",))  # sampled: where inside the loading the time goes
@@ -691,13 +722,13 @@ class InputBound(Rule):
         return [Finding(
             "input_bound", "warning",
             f"The loop waits for its input{where(loc)}: {_ms(wait)} of each {_ms(step)} step ({share:.0%}) goes "
-            f"to the next batch{f' ({call})' if call else ''}, in {len(hits)} of {len(steady)} steady steps, while "
+            f"to the next batch{f' ({call})' if call else ''}, in {n_hit} of {n} steady steps, while "
             f"the device has nothing to run{spent}. "
             f"{ctx.advice.get('input_bound', GENERIC_ADVICE['input_bound'])}",
-            len(hits), loc, InputBoundEvidence(
+            n_hit, loc, InputBoundEvidence(
                 round(wait * 1e3, 3), round(step * 1e3, 3), round(share, 4), call,
                 measured="timed" if all(s.data_wait_s is not None for s in steady) else "sampled", lines=lines),
-            len(hits) / len(steady), hits, cost=Cost(ms_per_step=round(wait * 1e3, 3), share_of_wall=round(share, 4)))]
+            n_hit / n, hits, cost=Cost(ms_per_step=round(wait * 1e3, 3), share_of_wall=round(share, 4)))]
 
 
 @dataclass
@@ -756,6 +787,16 @@ class LaunchEvidence:
     source: str = "runtime"
 
 
+def _part_share(d: dict, component: str) -> float | None:
+    """A part's share of an iteration's measured time (wall less `other` and ptxla_perf's own)."""
+    busy = max(d["wall"] - (d["other"] or 0.0) - (d["profiler"] or 0.0), 0.0)
+    return d[component] / busy if busy and d[component] is not None else None
+
+
+def _wmean(values: list[float], weights: list[int], n: int) -> float:
+    return sum(v * w for v, w in zip(values, weights)) / n if n else 0.0
+
+
 class _Dominant(Rule):
     """A breakdown component (breakdown.py) that dominates the steady step: on average at least `share` of its
     measured time (the wall time less `other` - on a loaded host the main thread waiting for a CPU is nobody's part -
@@ -771,13 +812,17 @@ class _Dominant(Rule):
         if not values or not sum(walls):
             return None
         busy = [max(w - o - p, 0.0) for w, o, p in zip(walls, others, ours)]
-        mean, wall = sum(values) / len(values), sum(walls) / len(walls)
-        share = mean / (sum(busy) / len(busy)) if sum(busy) else 0.0
+        weights = [s.repeat for s in steady]  # a folded record stands for `repeat` iterations at its means (fold.py)
+        n = sum(weights)
+        mean, wall = _wmean(values, weights, n), _wmean(walls, weights, n)
+        mean_busy = _wmean(busy, weights, n)
+        share = mean / mean_busy if mean_busy else 0.0
         bound = threshold(f"{self.kind}_share")
-        hits = [s.index for s, v, b in zip(steady, values, busy) if b and v / b >= bound]
-        if share < bound or mean < threshold(f"{self.kind}_min_s") or not recurs(len(hits), len(steady)):
+        comp = self.component
+        n_hit, hits = F.hits(steady, lambda d: _part_share(d, comp), bound, ("wall", "other", "profiler", comp))
+        if share < bound or mean < threshold(f"{self.kind}_min_s") or not recurs(n_hit, n):
             return None
-        return mean, wall, hits, steady, share
+        return mean, wall, (n_hit, hits), steady, share
 
 
 class HostBound(_Dominant):
@@ -790,7 +835,7 @@ class HostBound(_Dominant):
         m = self.measure(ctx)
         if m is None:
             return []
-        host, wall, hits, steady, share = m
+        host, wall, (n_hit, hits), steady, share = m
         lines = B.top_lines(steady, ("user",))
         sampled = {k: sum(h["s"] for s in steady for h in s.hot_lines if h["kind"] == k) for k in ("user", "framework")}
         total = sum(sampled.values())
@@ -808,13 +853,13 @@ class HostBound(_Dominant):
         return [Finding(
             "host_bound", severity,
             f"The host keeps the step busy{where(loc)}: {_ms(host)} of each {_ms(wall)} step "
-            f"({_of(host, wall, share)}) is the training thread's own work ({what}), in {len(hits)} of {len(steady)} "
+            f"({_of(host, wall, share)}) is the training thread's own work ({what}), in {n_hit} of {I.count(steady)} "
             f"steady steps, while the device waits for its next graph.{top} "
             f"{ctx.advice.get('host_bound', GENERIC_ADVICE['host_bound'])}",
-            len(hits), loc, BoundEvidence(round(host * 1e3, 3), round(wall * 1e3, 3), round(share, 4),
+            n_hit, loc, BoundEvidence(round(host * 1e3, 3), round(wall * 1e3, 3), round(share, 4),
                                           round(host / wall, 4), user_share_sampled=round(own, 3)
                                           if own is not None else None, lines=lines),
-            len(hits) / len(steady), hits, cost=Cost(ms_per_step=round(host * 1e3, 3),
+            n_hit / I.count(steady), hits, cost=Cost(ms_per_step=round(host * 1e3, 3),
                                                      share_of_wall=round(host / wall, 4),
                                                      share_of_measured=round(share, 4)))]
 
@@ -829,13 +874,13 @@ class LaunchBound(_Dominant):
         m = self.measure(ctx)
         if m is None:
             return []
-        launch, wall, hits, steady, share = m
-        graphs = sum(s.executions for s in steady) / len(steady)
+        launch, wall, (n_hit, hits), steady, share = m
+        graphs = I.total(steady, "executions") / I.count(steady)
         sites = Counter((s.site.file, s.site.line) for s in steady if s.site)
         loc = next((s.site for s in steady if s.site and (s.site.file, s.site.line) == sites.most_common(1)[0][0]),
                    None) if sites else None
-        device = [s.device_time_s for s in steady if s.device_time_s is not None]  # JAX: the sampled steps
-        busy = sum(device) / len(device) if device else None
+        device = [s for s in steady if s.device_time_s is not None]  # JAX: the sampled steps
+        busy = I.total(device, "device_time_s") / I.count(device) if device else None
         own = (f", more than the device's own {_ms(busy)} on them" if busy is not None and busy < launch else "")
         per = f" ({_ms(launch / graphs)} per graph)" if graphs else ""
         # a warning where the device's own time on the graphs was measured and is below their launch cost; where
@@ -844,13 +889,13 @@ class LaunchBound(_Dominant):
         return [Finding(
             "launch_bound", severity,
             f"Launching graphs dominates the step{where(loc)}: {_ms(launch)} of each {_ms(wall)} step "
-            f"({_of(launch, wall, share)}) goes to launching its {graphs:.3g} graph(s){per}{own}, in {len(hits)} of "
-            f"{len(steady)} steady steps: the steps are too small for the per-launch cost. "
+            f"({_of(launch, wall, share)}) goes to launching its {graphs:.3g} graph(s){per}{own}, in {n_hit} of "
+            f"{I.count(steady)} steady steps: the steps are too small for the per-launch cost. "
             f"{ctx.advice.get('launch_bound', GENERIC_ADVICE['launch_bound'])}",
-            len(hits), loc, LaunchEvidence(round(launch * 1e3, 3), round(wall * 1e3, 3), round(share, 4),
+            n_hit, loc, LaunchEvidence(round(launch * 1e3, 3), round(wall * 1e3, 3), round(share, 4),
                                            round(launch / wall, 4), graphs_per_step=round(graphs, 3),
                                            device_ms_per_step=round(busy * 1e3, 3) if busy is not None else None),
-            len(hits) / len(steady), hits, cost=Cost(ms_per_step=round(launch * 1e3, 3),
+            n_hit / I.count(steady), hits, cost=Cost(ms_per_step=round(launch * 1e3, 3),
                                                      share_of_wall=round(launch / wall, 4),
                                                      share_of_measured=round(share, 4)))]
 
@@ -876,19 +921,24 @@ ITERATION_RULES: tuple[Rule, ...] = (*RULES, *memory_rules.RULES)
 
 def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = None, max_warmup: int = MAX_WARMUP,
             expect_steps: bool = True, tail: StepRecord | None = None, rules: Sequence[Rule] = (),
-            host_to_device_bytes: int | None = None, attribution: bool = True) -> Analysis:
+            host_to_device_bytes: int | None = None, attribution: bool = True, folded: "Folded | None" = None
+            ) -> Analysis:
     """The one analysis pass, for a live session and for `report.build` alike: iterations, compile classes,
     warm-up, figures, then every iteration-scope rule (`ITERATION_RULES` and the adapter's own `rules`, through the
     context), findings worst first. `tail`: work after the last step boundary (a final evaluation). It is no step;
     its compiles are only explained (first uses, a function's first compile), never counted as per-step costs.
     `host_to_device_bytes`: the adapter's whole-run total, where it has one. `attribution`: whether line
-    attribution ran at all (rules that need it are reported as not judged)."""
+    attribution ran at all (rules that need it are reported as not judged). `folded`: a long run's older
+    iterations (fold.py), before `boundaries`; a folded record stands for `repeat` iterations."""
     advice = {**GENERIC_ADVICE, **(advice or {})}
-    it = I.group(boundaries)
+    if folded is not None and folded.records:
+        it = folded.records + I.group(boundaries, folded.flags, folded.iterations)
+    else:
+        it = I.group(boundaries)
     train = [s for s in it if s.phase != I.EVAL]
-    with_tail = it + ([replace(tail, index=len(boundaries), phase=I.AFTER, boundaries=[])] if tail else [])
+    with_tail = it + ([replace(tail, index=I.count(it), phase=I.AFTER, boundaries=[])] if tail else [])
     all_units = C.units(with_tail)
-    by_key = C.classify(all_units, dict(Counter(s.phase or I.TRAIN for s in with_tail)), max_warmup)
+    by_key = C.classify(all_units, dict(_phase_lengths(with_tail)), max_warmup)
     warmup = _warmup(train, all_units, max_warmup)
     recompiles = sum(u.count for u in all_units if u.klass == C.RECOMPILE)
     figures = Figures.derive(it, train, warmup, recompiles, host_to_device_bytes)

@@ -40,11 +40,19 @@ def _role(b: StepRecord, training: bool, opt_run: bool) -> str:
     return "eval" if b.grad_enabled is False else "launch"
 
 
-def group(boundaries: list[StepRecord]) -> list[StepRecord]:
-    """Group boundary records into iteration records (see the module docstring). Each iteration keeps the
-    boundaries it grouped in `boundaries` (when there was more than one)."""
+def flags(boundaries: list[StepRecord]) -> tuple[bool, bool]:
+    """What the grouping reads of the whole run: whether it calls an optimizer, whether it trains at all."""
     opt_run = any(b.optimizer_steps for b in boundaries)
-    training = opt_run or any(b.backward_calls for b in boundaries)
+    return opt_run, opt_run or any(b.backward_calls for b in boundaries)
+
+
+def group(boundaries: list[StepRecord], run_flags: tuple[bool, bool] | None = None, start: int = 0
+          ) -> list[StepRecord]:
+    """Group boundary records into iteration records (see the module docstring). Each iteration keeps the
+    boundaries it grouped in `boundaries` (when there was more than one). `run_flags`: `flags()` of the whole run
+    where these boundaries are only its latest part (a long run's older ones are folded, fold.py), numbered from
+    `start`."""
+    opt_run, training = run_flags if run_flags is not None else flags(boundaries)
     groups: list[tuple[str, list[StepRecord]]] = []
     pending: list[StepRecord] = []
     for b in boundaries:
@@ -72,14 +80,12 @@ def group(boundaries: list[StepRecord]) -> list[StepRecord]:
         groups.append((TRAIN if backward or not training else EVAL, pending))
     elif pending:  # trailing idle syncs (a loader running out) belong to the last iteration
         groups[-1] = (groups[-1][0], groups[-1][1] + pending)
-    return [_merge(i, phase, parts) for i, (phase, parts) in enumerate(groups)]
+    return [_merge(start + i, phase, parts) for i, (phase, parts) in enumerate(groups)]
 
 
 def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
     if len(parts) == 1:
-        out = replace(parts[0], index=index, phase=phase, boundaries=[])
-        out.events = list(parts[0].events)
-        return out
+        return parts[0].copy(index=index, phase=phase, boundaries=[], events=list(parts[0].events))
     close = next((p for p in reversed(parts) if launched(p)), parts[-1])
     fallback: dict[str, int] = {}
     for p in parts:
@@ -149,6 +155,27 @@ def boundary_of(b: StepRecord) -> Boundary:
     """The compact form an iteration keeps of each boundary it grouped."""
     return Boundary(b.index, b.wall_time_s, b.site, b.compiles, b.compile_time_s, b.executions, b.early_executions,
                     b.device_to_host.count, b.optimizer_steps, b.backward_calls, launched(b))
+
+
+def count(its) -> int:
+    """How many iterations these records stand for (a folded record stands for `repeat` of them, fold.py)."""
+    return sum(s.repeat for s in its)
+
+
+def total(its, key: str) -> float:
+    """A per-iteration figure summed over the iterations these records stand for (a folded record's is a mean)."""
+    return sum((getattr(s, key) or 0) * s.repeat for s in its)
+
+
+def indices(its) -> list[int]:
+    """The iteration indices these records stand for, in order."""
+    out: list[int] = []
+    for s in its:
+        if s.repeat == 1:
+            out.append(s.index)
+        else:
+            out.extend(range(s.index, s.index + s.repeat))
+    return out
 
 
 def phase_runs(iterations: list[StepRecord]) -> list[list[StepRecord]]:

@@ -183,7 +183,8 @@ def growth(train: list, warmup: int) -> dict[str, Any] | None:
     """Live device values per step over the training iterations after warm-up: `arrays_per_step` (and
     `bytes_per_step` where the adapter measured bytes) from the first to the last sample, `rising_share` of the
     intervals between samples in which the count went up. None without enough samples."""
-    samples = [(s.index, s.live_arrays, s.live_bytes) for s in train[warmup:] if s.live_arrays is not None]
+    samples = [(s.index + getattr(s, "repeat", 1) - 1, s.live_arrays, s.live_bytes)  # a folded record's: its last
+               for s in train[warmup:] if s.live_arrays is not None]
     if len(samples) < 2:
         return None
     (i0, a0, b0), (i1, a1, b1) = samples[0], samples[-1]

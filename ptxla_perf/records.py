@@ -270,6 +270,39 @@ class StepRecord:
     # live device memory at the boundary (memory.py): (live device tensors/arrays, their bytes or None where the
     # backend cannot tell cheaply); None where not sampled
     live: tuple | None = None
+    # --- a long run's folded iterations (fold.py): this record stands for `repeat` consecutive iterations, its
+    # counts each one's, its timed fields their mean; `parts` the exact mean of their time breakdowns; `sample`
+    # per-iteration figures of up to fold.SAMPLE of them (what percentiles and per-step shares are taken from) ---
+    repeat: int = 1
+    parts: dict | None = None
+    sample: Any = None
+    step_range: tuple | None = None  # (fastest, slowest) step time of the folded iterations, exact
+
+    def copy(self, **changes: Any) -> "StepRecord":
+        """A shallow copy with `changes` (dataclasses.replace re-runs __init__ with every field: ~5x slower, and
+        iterations.group copies every boundary of a long run's latest part at each fold)."""
+        new = object.__new__(StepRecord)
+        for name in _SLOTS:
+            setattr(new, name, getattr(self, name))
+        for name, value in changes.items():
+            setattr(new, name, value)
+        return new
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "StepRecord":
+        """A boundary's record as `to_json` wrote it (the steps file, steps_file.py): the analysis can be run
+        again on it. The figures a report adds to steps[] (steady, step_time_s, ...) are not record fields."""
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        loc = lambda x: Location(**x) if x else None  # noqa: E731
+        kw["site"] = loc(d.get("site"))
+        for key in ("device_to_host", "host_to_device"):
+            kw[key] = Transfers(**(d.get(key) or {}))
+        kw["events"] = [Event(e["kind"], loc(e.get("location")), e.get("detail")) for e in d.get("events") or []]
+        kw["boundaries"] = [Boundary(**dict(b, site=loc(b.get("site")))) for b in d.get("boundaries") or []]
+        if d.get("live_arrays") is not None:
+            kw["live"] = (d["live_arrays"], d.get("live_bytes"))
+        return cls(**kw)
 
     @property
     def live_arrays(self) -> int | None:
@@ -280,7 +313,14 @@ class StepRecord:
         return self.live[1] if self.live is not None else None
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
+        sample, self.sample = self.sample, None  # a folded record's sample: figures, never the JSON
+        try:
+            d = asdict(self)
+        finally:
+            self.sample = sample
+        del d["sample"], d["parts"], d["step_range"]
+        if d["repeat"] == 1:
+            del d["repeat"]
         live = d.pop("live")
         if live is not None:  # the report's steps[].live_arrays / live_bytes
             d["live_arrays"], d["live_bytes"] = live[0], live[1]
@@ -296,3 +336,6 @@ class StepRecord:
         if d["model_flops"] is None:  # given only where the user or a recipe knows them
             del d["model_flops"]
         return d
+
+
+_SLOTS = tuple(f.name for f in fields(StepRecord))

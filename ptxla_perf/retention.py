@@ -33,6 +33,9 @@ class Retention:
     named_share: float = RetentionConfig.named_share
     bucket_min: int = RetentionConfig.bucket_min
     max_buckets: int = RetentionConfig.max_buckets
+    fold_after: int = RetentionConfig.fold_after
+    fold_window: int = RetentionConfig.fold_window
+    fold_records: int = RetentionConfig.fold_records
 
     @classmethod
     def of(cls, cfg: Any) -> "Retention":
@@ -83,24 +86,38 @@ def _pct(sorted_vals: list[float], q: float) -> float | None:
     return sorted_vals[min(len(sorted_vals) - 1, int(round(q * (len(sorted_vals) - 1))))]
 
 
+def _chunks(rows: Sequence[Any], width: int) -> list[list[Any]]:
+    """The rows by bucket of `width` iterations, from the first row's index; a folded row (`repeat` iterations,
+    fold.py) goes whole to the bucket of its first iteration."""
+    out: list[list[Any]] = []
+    base = rows[0].index if rows else 0
+    for r in rows:
+        b = (r.index - base) // width
+        if not out or b != out[-1][0]:
+            out.append([b])
+        out[-1].append(r)
+    return [c[1:] for c in out]
+
+
 def buckets(rows: Sequence[Any], width: int) -> list[dict[str, Any]]:
     """Fixed-width aggregates of every iteration (`step_buckets[]`), `width` iterations each, in order. Step-time
-    percentiles are over the bucket's training iterations (nearest rank)."""
+    percentiles are over the bucket's training iterations (nearest rank; a folded row at its mean)."""
     out = []
-    for lo in range(0, len(rows), width):
-        chunk = rows[lo:lo + width]
-        times = sorted(r.step_time_s for r in chunk if r.train)
-        parts = [r.time_breakdown for r in chunk if r.time_breakdown]
+    for chunk in _chunks(rows, width):
+        times = sorted(t for r in chunk if r.train for t in [r.step_time_s] * r.repeat)
+        parts = [(r.time_breakdown, r.repeat) for r in chunk if r.time_breakdown]
+        n_parts = sum(k for _, k in parts)
+        last = chunk[-1]
         out.append({
-            "first": chunk[0].index, "last": chunk[-1].index, "count": len(chunk), "train": len(times),
-            "steady": sum(1 for r in chunk if r.steady),
+            "first": chunk[0].index, "last": last.index + last.repeat - 1, "count": sum(r.repeat for r in chunk),
+            "train": len(times), "steady": sum(r.repeat for r in chunk if r.steady),
             "step_time_p50_s": _pct(times, 0.5), "step_time_p90_s": _pct(times, 0.9),
             "step_time_max_s": times[-1] if times else None,
-            "wall_time_s": sum(r.wall_time_s for r in chunk),
-            "compiles": sum(r.compiles for r in chunk), "host_reads": sum(r.host_reads for r in chunk),
-            "executions": sum(r.executions for r in chunk),
-            "time_breakdown_mean": ({c: sum(float(p.get(c) or 0.0) for p in parts) / len(parts) for c in COMPONENTS}
-                                    if parts else None),
+            "wall_time_s": sum(r.wall_time_s * r.repeat for r in chunk),
+            "compiles": sum(r.compiles for r in chunk), "host_reads": sum(r.host_reads * r.repeat for r in chunk),
+            "executions": sum(r.executions * r.repeat for r in chunk),
+            "time_breakdown_mean": ({c: sum(float(p.get(c) or 0.0) * k for p, k in parts) / n_parts
+                                     for c in COMPONENTS} if parts else None),
         })
     return out
 
@@ -128,19 +145,22 @@ def plan(rows: Sequence[Any], named: Iterable[Sequence[int]], cfg: Retention, p5
          steps_file: str | None = None) -> Plan | None:
     """The trim of a run of `rows` (values.StepRow, every iteration): None at or under `trim_above` (the report
     keeps every step, exactly as before)."""
-    n = len(rows)
+    n = sum(r.repeat for r in rows)  # iterations: a long run's folded rows stand for `repeat` each (fold.py)
     if n <= cfg.trim_above:
         return None
     marks = anomalies(rows, named, cfg, p50_s)
-    keep, dropped = kept_positions(n, marks, cfg)
+    keep, dropped = kept_positions(len(rows), marks, cfg)
     width = cfg.bucket_width(n)
+    folded = sum(r.repeat for r in rows if r.repeat > 1)
     info = {
-        "trimmed": True, "total": n, "kept": len(keep), "first": cfg.first, "last": cfg.last, "around": cfg.around,
+        "trimmed": True, "total": n, "kept": len(keep), "folded": folded, "first": cfg.first, "last": cfg.last, "around": cfg.around,
         "anomalies": len(marks) - dropped, "anomalies_dropped": dropped, "bucket_width": width,
         "thresholds": asdict(cfg), "steps_file": steps_file,
         "note": (f"{n} steps: {len(keep)} kept in full (the first {cfg.first}, the last {cfg.last}, and {cfg.around} "
                  f"around each compile, outlier and finding's step); every step is counted in the summary, the "
-                 f"findings and step_buckets ({width} steps each)"),
+                 f"findings and step_buckets ({width} steps each)"
+                 + (f"; {folded} plain steps were folded in memory into records of many (steps[] records with "
+                    "`repeat`: their means)" if folded else "")),
     }
     return Plan(keep, buckets(rows, width), info)
 

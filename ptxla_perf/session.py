@@ -32,6 +32,7 @@ from .findings import Analysis, Finding, analyze
 from .guard import Guard
 from .memory_rules import RULES as MEMORY_RULES  # memory_growth, missing_donation (memory_rules.py)
 from .outcome import Outcome, RunStopped, SessionError, call, outcome
+from .fold import Folded
 from .records import StepRecord
 from .report import environment
 from .sampled_data import DataCharge
@@ -177,7 +178,11 @@ class Session(BoundaryPath):
         self.roofline_cfg = _roofline_cfg(_plain(roofline))  # peak overrides (peaks.py); checked here
         self.guard = Guard(None if guard is None else ({} if guard == "default" else dict(guard)),
                            self.adapter.runaway)
-        self.steps: list[StepRecord] = []  # every step boundary, as the adapter saw it (iterations: analysis())
+        self.steps: list[StepRecord] = []  # the step boundaries as the adapter saw them, the latest ones in a long
+        #                                   run (the older ones are in _folded: fold.py); iterations: analysis()
+        self._folded: Folded | None = None
+        self._boundary_count = 0
+        self._compiles = 0
         self.extra: dict[str, Any] = {}
         self.extra_findings: list[Finding] = []
         self.profiler: dict[str, Any] = {"server_port": None, "address": None}
@@ -453,7 +458,7 @@ class Session(BoundaryPath):
                        expect_steps=self.facts.kind != "trace" and status != "crashed", tail=self.tail,
                        rules=(*self.adapter.rules, *MEMORY_RULES),
                        host_to_device_bytes=_h2d_bytes(self.adapter) if self.steps else None,
-                       attribution=self.adapter.cfg.get("mode") != "off")
+                       attribution=self.adapter.cfg.get("mode") != "off", folded=self._folded)
 
     def __enter__(self) -> "Session":
         return self.start()

@@ -41,7 +41,7 @@ class ScalarLog:
 
     def __init__(self, logdir: str, started_at: str | None = None):
         self.logdir = logdir
-        self.written = 0  # iterations handed to the writer so far
+        self.written = 0  # the first iteration index not handed to the writer yet
         self._clock = _epoch(started_at)  # wall time at the end of the last iteration handed over
         self._queue: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -53,14 +53,16 @@ class ScalarLog:
         iterations were handed over now."""
         self._raise()
         upto = len(steps) if final else len(steps) - 1
-        todo = steps[self.written:upto]
+        # by iteration index, not position: a long run's older records are folded and merge (fold.py); a folded
+        # record is one point, at its first iteration, of its means
+        todo = [s for s in steps[:max(upto, 0)] if _index(s) >= self.written]
         if todo:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="ptxla_perf-scalars", daemon=True)
                 self._thread.start()
             self._queue.put((todo, self._clock))
-            self._clock += sum(_wall(s) for s in todo)
-            self.written = upto
+            self._clock += sum(_wall(s) * _repeat(s) for s in todo)
+            self.written = _index(todo[-1]) + _repeat(todo[-1])
         if final and self._thread is not None:
             self._queue.put(None)
             self._thread.join()
@@ -84,7 +86,7 @@ class ScalarLog:
                     writer = Writer(self.logdir)
                 for s in todo:
                     row = s if isinstance(s, StepRow) else StepRow.from_json(s)
-                    clock += row.wall_time_s  # the step's end as wall time: "relative" in TensorBoard is run time
+                    clock += row.wall_time_s * row.repeat  # the step's end as wall time: "relative" in TensorBoard is run time
                     for name, get in SCALARS.items():
                         v = get(row)
                         if v is not None:
@@ -105,6 +107,14 @@ class ScalarLog:
         if self._error is not None:
             exc, self._error = self._error, None
             raise RuntimeError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _index(s: StepRow | dict[str, Any]) -> int:
+    return s.index if isinstance(s, StepRow) else int(s.get("index") or 0)
+
+
+def _repeat(s: StepRow | dict[str, Any]) -> int:
+    return s.repeat if isinstance(s, StepRow) else int(s.get("repeat") or 1)
 
 
 def _wall(s: StepRow | dict[str, Any]) -> float:

@@ -68,6 +68,7 @@ class StepRow:
     host_to_device: int = 0  # host-to-device transfers
     live_arrays: int | None = None  # live device tensors/arrays where sampled (memory.py)
     live_bytes: int | None = None
+    repeat: int = 1  # a long run's folded iterations (fold.py): the row stands for this many, its figures their mean
 
     @property
     def train(self) -> bool:
@@ -99,7 +100,8 @@ class StepRow:
                    max(wall - float(wait), 0.0) if wait is not None else None,
                    float(d["data_wait_s"]) if d.get("data_wait_s") is not None else None,
                    d.get(K.STEP_BREAKDOWN), int(d.get("executions") or 0),
-                   int((d.get("host_to_device") or {}).get("count") or 0), d.get("live_arrays"), d.get("live_bytes"))
+                   int((d.get("host_to_device") or {}).get("count") or 0), d.get("live_arrays"), d.get("live_bytes"),
+                   int(d.get("repeat") or 1))
 
 
 def steady_of(rows: list, warmup: int) -> list:

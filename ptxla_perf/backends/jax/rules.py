@@ -20,9 +20,12 @@ class EagerCompile(Rule):
     kind = "eager_compile"
 
     def run(self, ctx: Context) -> list[Finding]:
-        wall = sum(s.wall_time_s for s in ctx.with_tail) or 1.0
+        wall = I.total(ctx.with_tail, "wall_time_s") or 1.0
         groups = [us for key, us in ctx.by_key.items() if key.eager]
-        return _eager(groups, Counter(s.phase for s in ctx.with_tail), wall, ctx.advice)
+        phases: Counter = Counter()
+        for s in ctx.with_tail:  # a folded record stands for `repeat` iterations (fold.py)
+            phases[s.phase] += s.repeat
+        return _eager(groups, phases, wall, ctx.advice)
 
 
 RULES = (EagerCompile(),)

@@ -232,7 +232,7 @@ class DynamoRecompile(Rule):
                                {"key": key, "function": fn, "cause": cause, "causes": dict(causes),
                                 "reasons": reasons[-8:], "dynamo_time_s": round(seconds, 4),
                                 "compiles": len(evs), "recompile_limit": limit, "at_limit": at_limit},
-                               len(again) / max(1, len(ctx.train)), hits))
+                               len(again) / max(1, I.count(ctx.train)), hits))
         return out
 
 

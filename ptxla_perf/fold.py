@@ -1,0 +1,189 @@
+"""A long run's steady iterations, folded (docs/report.md#step-retention): memory and analysis bounded at any length.
+
+Past `fold_after` step boundaries the session groups the older boundaries into iterations here and keeps each
+one that is plain - a training iteration with no compile, no attribution, no event but host reads, no CPU fallback,
+no early or eager launch, one launching boundary at most, not an outlier - folded into the record before it when the
+two agree on every count (site, graphs, reads and their lines, transfers, optimizer and backward calls). A folded
+record stands for `repeat` consecutive iterations:
+
+- its counts are each one's (the same in all of them), its timed fields their mean, `hot_lines` summed, `live` the
+  last sample;
+- `parts`: the exact mean of their time breakdowns (breakdown.components);
+- `sample`: per-iteration figures (step time, host time, data wait, own time, breakdown parts) of up to `SAMPLE` of
+  them, each standing for repeat/len(sample) iterations: what the run's percentiles and the rules' per-step shares
+  are taken from (exact while a record holds at most SAMPLE iterations; a stride sample beyond).
+
+Every other iteration stays in full. When there are more than `max_records` records, neighbours that agree merge
+pairwise, so the number of records stays bounded however long the run: iterations are never dropped, only summed,
+and the analysis reads the weights (`StepRecord.repeat`, iterations.count). Nothing here runs per step: the session
+folds once every few thousand boundaries."""
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import replace
+from typing import Sequence
+
+from . import breakdown as B
+from . import iterations as I
+from .records import StepRecord
+
+SAMPLE = 64  # per-iteration figures a folded record keeps (a stride sample beyond: 2000 records x 64 x 48 B = 6 MB)
+FIELDS = ("step", "host_time", "data_wait", "own", *B.COMPONENTS)  # a sample's figures, in this order (float32, NaN: none)
+_NAN = float("nan")
+_NONE_PARTS = [_NAN] * len(B.COMPONENTS)
+FOLDED_EVENTS = {"device_to_host_sync"}  # events a folded record may hold: rules that read them weigh by repeat
+_MEANS = ("wall_time_s", "device_to_host_time_s", "data_wait_s", "launch_time_s", "device_wait_s", "device_time_s",
+          "host_cpu_s", "sampled_data_s", "own_time_us", "flops", "bytes_accessed", "transcendentals")
+
+
+def plain(s: StepRecord) -> bool:
+    """An iteration that says nothing of its own beyond its counts and times: it can be one of many."""
+    return (s.phase in (None, I.TRAIN) and not s.compiles and not s.attributed
+            and all(e.kind in FOLDED_EVENTS for e in s.events) and not s.fallback_ops and not s.early_executions
+            and not s.closure_reads and s.eager_time_s is None and not s.eager_launches
+            and len(I.launching_boundaries(s)) <= 1)
+
+
+def signature(s: StepRecord) -> tuple:
+    """What folded iterations share exactly: every count a rule or a figure reads."""
+    return (s.phase, s.site and (s.site.file, s.site.line), s.executions, s.cached_compiles, s.device_to_host.count,
+            s.device_to_host.bytes is None, s.host_to_device.count, s.host_to_device.bytes is None,
+            tuple(s.graph_hashes), s.optimizer_steps, s.backward_calls, s.grad_enabled, len(s.boundaries),
+            s.samples, s.tokens, s.model_flops, tuple(v is None for v in (getattr(s, k) for k in _MEANS)),
+            tuple((e.kind, e.location and (e.location.file, e.location.line), e.detail.call, e.detail.closure,
+                   e.detail.transfers, e.detail.bytes) for e in s.events))
+
+
+def figures_of(s: StepRecord, parts: dict | None = None) -> array:
+    """One iteration's figures as a folded record's `sample` keeps them (FIELDS: step time, host time, data wait,
+    own time µs, the breakdown's `parts`). Folded iterations compile nothing and are not attributed, so the step
+    time is the wall time (figures.step_time_s)."""
+    host = _NAN if s.device_to_host_time_s is None else max(s.wall_time_s - s.device_to_host_time_s, 0.0)
+    head = [s.wall_time_s, host, _NAN if s.data_wait_s is None else s.data_wait_s,
+            _NAN if s.own_time_us is None else s.own_time_us]
+    return array("f", head + ([parts[c] for c in B.COMPONENTS] if parts is not None else _NONE_PARTS))
+
+
+def column(s: StepRecord, name: str) -> list[float | None]:
+    """One FIELDS figure of a folded record's sampled iterations (None where not measured); each stands for
+    s.repeat / len of the record's iterations."""
+    width, at = len(FIELDS), FIELDS.index(name)
+    return [None if math.isnan(v) else v for v in s.sample[at::width]]
+
+
+def sampled(s: StepRecord) -> int:
+    return len(s.sample) // len(FIELDS)
+
+
+class Folded:
+    """The folded part of a run: iteration records in order, each standing for `repeat` iterations."""
+
+    def __init__(self, max_records: int = 2000, outlier_ratio: float = 3.0):
+        self.records: list[StepRecord] = []
+        self.max_records = max_records
+        self.outlier_ratio = outlier_ratio
+        self.width = 64  # the most iterations one record folds (doubles as records merge)
+        self.iterations = 0  # every iteration folded here, plain or not
+        self.flags: tuple[bool, bool] | None = None  # iterations.flags() of the run when it first folded
+        self._sig: tuple | None = None  # the last record's signature, while it can take more
+
+    def take(self, boundaries: list[StepRecord], window: int) -> list[StepRecord]:
+        """Fold the iterations of all but the latest `window` of these step boundaries (the run's boundaries
+        since the last fold); return the boundaries still held (whole iterations, at least `window` of them)."""
+        if self.flags is None:
+            self.flags = I.flags(boundaries)
+        its = I.group(boundaries, self.flags, self.iterations)
+        keep, cut = 0, len(its)
+        while cut > 1 and keep < window:
+            cut -= 1
+            keep += max(1, len(its[cut].boundaries))
+        if cut < 1:
+            return boundaries
+        self.add(its[:cut])
+        return boundaries[len(boundaries) - keep:]
+
+    def add(self, its: Sequence[StepRecord]) -> None:
+        """Append grouped iterations (indexed as the run's iterations): plain ones fold into the last record."""
+        for s in its:
+            self.iterations += 1
+            last = self.records[-1] if self.records else None
+            if not plain(s):
+                self.records.append(s)
+                self._sig = None
+                continue
+            sig = signature(s)
+            if (last is not None and sig == self._sig and last.repeat < self.width
+                    and s.wall_time_s <= self.outlier_ratio * last.wall_time_s
+                    and last.wall_time_s <= self.outlier_ratio * max(s.wall_time_s, 1e-9)):
+                _absorb(last, s)
+            else:
+                self.records.append(_start(s))
+                self._sig = sig
+        if len(self.records) > self.max_records:
+            self._coarsen()
+
+    def _coarsen(self) -> None:
+        """Halve the folded records: each folded record absorbs the next when both are folded and agree."""
+        self.width *= 2
+        out: list[StepRecord] = []
+        for s in self.records:
+            last = out[-1] if out else None
+            if (last is not None and last.sample is not None and s.sample is not None
+                    and last.repeat + s.repeat <= self.width and signature(last) == signature(s)
+                    and last.index + last.repeat == s.index):
+                _absorb(last, s)
+            else:
+                out.append(s)
+        self.records = out
+        self._sig = signature(out[-1]) if out and out[-1].sample is not None else None
+
+
+def _start(s: StepRecord) -> StepRecord:
+    """A plain iteration as the first of a folded record (its own copy: lists are not shared)."""
+    out = s.copy(boundaries=list(s.boundaries), hot_lines=[dict(h) for h in s.hot_lines], events=list(s.events),
+                 graph_hashes=list(s.graph_hashes), fallback_ops={},
+                 device_to_host=replace(s.device_to_host), host_to_device=replace(s.host_to_device))
+    out.parts = B.components(s)
+    out.sample = figures_of(s, out.parts)
+    out.step_range = (s.wall_time_s, s.wall_time_s)
+    return out
+
+
+def _absorb(into: StepRecord, s: StepRecord) -> None:
+    """`s` (an iteration, or a folded record) joins `into`: means weighted by repeat, samples joined."""
+    n, k = into.repeat, s.repeat
+    total = n + k
+    for key in _MEANS:
+        a = getattr(into, key)
+        if a is not None:
+            b = getattr(s, key)
+            if b is not None:
+                setattr(into, key, (a * n + b * k) / total)
+    for t, v in ((into.device_to_host, s.device_to_host), (into.host_to_device, s.host_to_device)):
+        if t.bytes is not None and v.bytes is not None and t.bytes != v.bytes:
+            t.bytes = round((t.bytes * n + v.bytes * k) / total)
+    folded = s.sample is not None
+    parts = s.parts if folded else B.components(s)
+    if into.parts is not None and parts is not None:
+        into.parts = {c: (into.parts[c] * n + parts[c] * k) / total for c in into.parts}
+    into.sample.extend(s.sample if folded else figures_of(s, parts))
+    width = len(FIELDS)
+    if len(into.sample) > SAMPLE * width:  # every other sampled iteration: a stride sample of the record
+        into.sample = array("f", [v for i in range(0, len(into.sample), 2 * width)
+                                  for v in into.sample[i:i + width]])
+    lo, hi = s.step_range if folded else (s.wall_time_s, s.wall_time_s)
+    if lo < into.step_range[0] or hi > into.step_range[1]:
+        into.step_range = (min(into.step_range[0], lo), max(into.step_range[1], hi))
+    if s.hot_lines:
+        lines = {(h["file"], h["line"], h["kind"]): h for h in into.hot_lines}
+        for h in s.hot_lines:
+            key = (h["file"], h["line"], h["kind"])
+            if key in lines:
+                lines[key]["s"] += h["s"]
+            else:
+                lines[key] = dict(h)
+                into.hot_lines.append(lines[key])
+    if s.live is not None:
+        into.live = s.live
+    into.repeat = total

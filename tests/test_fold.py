@@ -1,0 +1,133 @@
+"""A long run's plain iterations fold in memory (issue 28, fold.py): real JAX and torch_xla runs made long by lowering
+`fold_after` through PTXLA_PERF_STEP_RETENTION fold most of their steps into repeat-counted records, and say the
+same as the analysis of every boundary unfolded (each one is in the steps file as the adapter gave it): the same
+counts, the same findings with the same counts, the same step-time mean; percentiles within float32 rounding."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from conftest import SCRIPTS, load_report, run_cli
+from ptxla_perf import fold as FO
+from ptxla_perf.findings import analyze
+from ptxla_perf.memory_rules import RULES as MEMORY_RULES
+from ptxla_perf.records import Event, Location, StepRecord, Transfers
+from ptxla_perf.registry import backend_rules
+
+STEPS = 1200
+KNOBS = "fold_after=300,fold_window=100,trim_above=100,first=20,last=20"
+SCRIPT = {"jax": "jax_long_run.py", "torch_xla": "xla_long_loop.py"}
+COUNTS = ("steps", "steady_steps", "eval_steps", "boundaries", "compiles", "cached_compiles",
+          "recompiles_after_warmup", "executions", "device_to_host", "device_to_host_transfers", "host_to_device",
+          "device_to_host_transfer_bytes")
+
+
+@pytest.fixture(scope="module", params=["jax", "torch_xla"])
+def folded_run(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp(f"fold_{request.param}")
+    report, steps_file, tb = out / "report.json", out / "steps.jsonl", out / "tb"
+    proc = run_cli("profile", "--port", "none", "--report", str(report), "--steps-file", str(steps_file),
+                   "--tensorboard", str(tb), str(SCRIPTS / SCRIPT[request.param]), str(STEPS),
+                   PTXLA_PERF_STEP_RETENTION=KNOBS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    boundaries = [StepRecord.from_json(json.loads(line)) for line in steps_file.read_text().splitlines()]
+    return request.param, out, proc, load_report(report), boundaries
+
+
+def _rules(backend: str):
+    return (*backend_rules(backend), *MEMORY_RULES)
+
+
+@pytest.mark.slow
+def test_folded_run_counts_every_step(folded_run):
+    backend, out, proc, rep, boundaries = folded_run
+    ret = rep["run"]["step_retention"]
+    assert ret["folded"] > STEPS // 2, ret  # most steps were folded in memory
+    assert rep["summary"]["steps"] == STEPS and ret["total"] == STEPS
+    assert sum(b["count"] for b in rep["step_buckets"]) == STEPS
+    assert any(s.get("repeat", 1) > 1 for s in rep["steps"]) or ret["kept"] < STEPS
+    full = analyze(boundaries, rules=_rules(backend)).figures.summary().to_json()
+    for key in COUNTS:
+        assert rep["summary"][key] == full[key], key
+    # the count-based findings are the same, with the same counts (time-based verdicts read times the steps file
+    # holds before the device's were settled)
+    told = {(f["kind"], f["severity"], f["count"]) for f in rep["findings"]}
+    whole = analyze(boundaries, rules=_rules(backend)).findings
+    for f in whole:
+        if f.kind in ("device_to_host_sync", "recompilation", "compile_time", "missing_donation"):
+            assert (f.kind, f.severity, f.count) in told, (f.kind, f.severity, f.count, told)
+    # one TensorBoard point per record: the steps in order, from the first to the last
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(str(out / "tb"), size_guidance={"tensors": 0})
+    acc.Reload()
+    steps = [e.step for e in acc.Tensors("ptxla_perf/compiles")]
+    assert steps == sorted(set(steps)) and steps[0] == 0 and steps[-1] == STEPS - 1 and len(steps) < STEPS
+
+
+@pytest.mark.slow
+def test_folding_says_what_every_boundary_says(folded_run):
+    """The session's folding replayed on the same boundaries (fold.Folded.take, as the session calls it): every
+    finding, every count and the step-time figures equal the unfolded analysis."""
+    backend, _, _, _, boundaries = folded_run
+    full = analyze(boundaries, rules=_rules(backend))
+    held, folded = [], FO.Folded()
+    for b in boundaries:
+        held.append(b)
+        if len(held) >= 300:
+            held = folded.take(held, 100)
+    assert folded.iterations > STEPS // 2 and len(folded.records) < folded.iterations
+    part = analyze(held, rules=_rules(backend), folded=folded)
+    assert [(f.kind, f.severity, f.count, f.location) for f in part.findings] == \
+           [(f.kind, f.severity, f.count, f.location) for f in full.findings]
+    a, b = full.figures.summary().to_json(), part.figures.summary().to_json()
+    for key in COUNTS:
+        assert a[key] == b[key], key
+    for key in ("p50", "p90", "mean", "min", "max"):  # each sampled iteration exact, in float32
+        assert b["step_time_s"][key] == pytest.approx(a["step_time_s"][key], rel=1e-5), key
+    assert b["step_time_s"]["n"] == a["step_time_s"]["n"]
+    for c, v in a["time_breakdown"]["components_s"].items():
+        assert b["time_breakdown"]["components_s"][c] == pytest.approx(v, rel=1e-4, abs=1e-7), c
+
+
+def test_folded_records_stay_bounded():
+    """However long the run, the folded part holds at most `max_records` records of at most SAMPLE sampled
+    iterations each; every iteration is counted and the slowest step is kept exactly."""
+    random.seed(1)
+    site, line = Location("/u/train.py", 30, "<module>"), Location("/u/train.py", 33, "<module>")
+    folded, n = FO.Folded(max_records=40), 30000
+
+    def it(i: int, wall: float) -> StepRecord:
+        return StepRecord(i, wall, site, executions=1, device_to_host=Transfers(1, 4), optimizer_steps=1,
+                          backward_calls=1, phase="train", launch_time_s=wall / 2, host_cpu_s=wall / 4,
+                          events=[Event("device_to_host_sync", line, {"call": "item"})])
+
+    walls = [0.01 * (1 + random.random()) for _ in range(n)]
+    walls[12345] = 0.029  # the slowest step, inside a folded record
+    for lo in range(0, n, 1000):
+        folded.add([it(i, walls[i]) for i in range(lo, lo + 1000)])
+        assert len(folded.records) <= 40
+    assert folded.iterations == n and sum(r.repeat for r in folded.records) == n
+    assert all(FO.sampled(r) <= FO.SAMPLE for r in folded.records if r.sample is not None)
+    assert max(r.step_range[1] for r in folded.records) == walls[12345]
+    assert [r.index for r in folded.records] == sorted(r.index for r in folded.records)
+    mean = sum(r.wall_time_s * r.repeat for r in folded.records) / n
+    assert mean == pytest.approx(sum(walls) / n, rel=1e-9)
+
+
+def test_a_step_unlike_its_neighbours_is_not_folded():
+    """A compile, an attribution step, a CPU fallback, an outlier, an evaluation step each stay a record of its
+    own: what a person looks at is never averaged away."""
+    site = Location("/u/train.py", 30, "<module>")
+    base = dict(executions=1, optimizer_steps=1, backward_calls=1, phase="train")
+    its = [StepRecord(i, 0.01, site, **base) for i in range(10)]
+    its += [StepRecord(10, 0.5, site, **base),  # an outlier (50x)
+            StepRecord(11, 0.01, site, compiles=1, compile_time_s=0.2, **base),
+            StepRecord(12, 0.01, site, attributed=True, **base),
+            StepRecord(13, 0.01, site, fallback_ops={"aten::nonzero": 1}, **base),
+            StepRecord(14, 0.01, site, **dict(base, phase="eval"))]
+    folded = FO.Folded()
+    folded.add(its)
+    assert [r.repeat for r in folded.records] == [10, 1, 1, 1, 1, 1]
+    assert [r.index for r in folded.records] == [0, 10, 11, 12, 13, 14]
