@@ -4,6 +4,7 @@ run at every boundary the adapter reports. A mixin of Session: the stages read a
 from __future__ import annotations
 
 import sys
+import time
 from typing import Callable
 
 from .faults import guarded
@@ -12,6 +13,9 @@ from .outcome import Outcome
 from .records import StepRecord
 from .steps_file import StepsFile
 from .training_thread import TRAINING
+
+
+FLUSH_SHARE = 0.02  # the most of the run's time the periodic flush may take
 
 
 class BoundaryPath:
@@ -99,14 +103,19 @@ class BoundaryPath:
                      f"{self._compiles} compiles so far")
 
     def _flush(self, rec: StepRecord) -> None:
-        if self._clock - self._last_flush >= self.flush_every_s:
+        """The report of the steps so far, every `flush_every_s` of steps - or less often where writing it takes
+        longer than FLUSH_SHARE of that time (a report is written in the training thread: never more than about
+        2 % of the run goes to it)."""
+        if self._clock - self._last_flush >= self._flush_gap:
             self._last_flush = self._clock
+            began = time.perf_counter()
             try:  # a hard kill (SIGKILL, OOM) still leaves the report of the steps so far
                 self.output.write(self.report(Outcome("running", None, None)), self.rank, final=False,
                                   rows=self._rows)
                 self._rows = None
             except Exception:
                 pass
+            self._flush_gap = max(self.flush_every_s, (time.perf_counter() - began) / FLUSH_SHARE)
 
     def _check_guard(self, rec: StepRecord) -> None:
         decision = self.guard.check(rec)

@@ -169,6 +169,7 @@ class Session(BoundaryPath):
         self.max_warmup = max_warmup
         self.progress_every_s = progress_every_s
         self.flush_every_s = flush_every_s
+        self._flush_gap = flush_every_s or 0.0  # boundary_path._flush: longer where a flush takes long
         self._rank_known = rank is not None  # else asked of the runtime at the first boundary
         self.handle_signals = handle_signals
         self.adapter = make_adapter(backend, _plain(attribution))
