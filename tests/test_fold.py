@@ -131,3 +131,25 @@ def test_a_step_unlike_its_neighbours_is_not_folded():
     folded.add(its)
     assert [r.repeat for r in folded.records] == [10, 1, 1, 1, 1, 1]
     assert [r.index for r in folded.records] == [0, 10, 11, 12, 13, 14]
+
+
+def test_session_folds_and_flushes_rarely_when_writing_is_slow(tmp_path):
+    """In-process (the API): a session past `fold_after` holds a bounded number of boundaries, counts every step,
+    and its periodic flush waits 50x what the last one took (a flush runs in the training thread)."""
+    import jax
+    import jax.numpy as jnp
+
+    from ptxla_perf.session import Session
+    s = Session("jax", report_path=str(tmp_path / "r.json"), port=None, console=False, handle_signals=False,
+                flush_every_s=1e-6, retention={"fold_after": 60, "fold_window": 20})
+    s.start()
+    step = jax.jit(lambda w: w * 0.99 + 0.01)
+    w = jnp.ones(4)
+    held = []
+    for _ in range(400):
+        w = step(w)
+        held.append(len(s.steps))
+    report = s.finish()
+    assert max(held) <= 60 and s._folded is not None and s._folded.iterations > 300
+    assert report["summary"]["steps"] == 400
+    assert s._flush_gap > 1e-6 and (tmp_path / "r.json").exists()
