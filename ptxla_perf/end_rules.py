@@ -54,7 +54,8 @@ class Oom(Rule):
         loc = next((Location(a.source_file, a.source_line, function_at(a.source_file, a.source_line))
                     for a in r.largest if a.source_file and a.source_line and is_user_file(a.source_file)), None)
         # boundaries so far from the last one's index: a long run holds only its latest (fold.py)
-        f = Finding("oom", "error", oom.message(r, last.index + 1 if last else 0), 1, loc or (last.site if last else None),
+        f = Finding("oom", "error", oom.message(r, last.index + 1 if last else 0), 1,
+                    loc or (last.site if last else None),
                     {**r.to_json(), "after_boundary": last.index if last else None})
         if end.memory:
             _join(f, end.memory)

@@ -317,7 +317,8 @@ class Figures:
             return out
         moved = [s.host_to_device.bytes for s in steady if s.host_to_device.bytes is not None]
         if moved and len(moved) == len(steady) and sum(moved):
-            out["mb_per_s"] = sum(s.host_to_device.bytes * s.repeat for s in steady) / t / 1e6  # host->device bytes per second of steady steps
+            # host->device bytes per second of steady steps
+            out["mb_per_s"] = sum(s.host_to_device.bytes * s.repeat for s in steady) / t / 1e6
         samples = [s.samples for s in steady if s.samples]
         if samples and len(samples) == len(steady):
             n = I.total(steady, "samples")

@@ -29,7 +29,7 @@ from . import iterations as I
 from .records import StepRecord
 
 SAMPLE = 64  # per-iteration figures a folded record keeps (a stride sample beyond: 2000 records x 64 x 48 B = 6 MB)
-FIELDS = ("step", "host_time", "data_wait", "own", *B.COMPONENTS)  # a sample's figures, in this order (float32, NaN: none)
+FIELDS = ("step", "host_time", "data_wait", "own", *B.COMPONENTS)  # a sample's figures in order (float32; NaN: none)
 _NAN = float("nan")
 _NONE_PARTS = [_NAN] * len(B.COMPONENTS)
 FOLDED_EVENTS = {"device_to_host_sync"}  # events a folded record may hold: rules that read them weigh by repeat
@@ -90,7 +90,9 @@ class Folded:
 
     def take(self, boundaries: list[StepRecord], window: int) -> list[StepRecord]:
         """Fold the iterations of all but the latest `window` of these step boundaries (the run's boundaries
-        since the last fold); return the boundaries still held (whole iterations, at least `window` of them)."""
+        since the last fold); return the boundaries still held (whole iterations, at least `window` of them). The
+        grouping's whole-run facts (iterations.flags: an optimizer, training) are those of the boundaries seen at
+        the first fold, kept for the rest of the run."""
         if self.flags is None:
             self.flags = I.flags(boundaries)
         its = I.group(boundaries, self.flags, self.iterations)

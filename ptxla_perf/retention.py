@@ -65,7 +65,8 @@ def anomalies(rows: Sequence[Any], named: Iterable[Sequence[int]], cfg: Retentio
     """Positions in `rows` (values.StepRow) of the iterations worth keeping for themselves: compiles, step-time
     outliers (steady steps above `outlier_ratio` x p50), and the steps the findings name (`named`: each finding's
     steps; one that names more than `named_share` of the run is a pattern, not an anomaly)."""
-    marked = {int(i) for steps in named if len(steps) <= cfg.named_share * len(rows) for i in steps}
+    total = sum(r.repeat for r in rows)  # iterations (a long run's folded rows stand for several: fold.py)
+    marked = {int(i) for steps in named if len(steps) <= cfg.named_share * total for i in steps}
     limit = cfg.outlier_ratio * p50_s if p50_s else None
     return [pos for pos, r in enumerate(rows)
             if r.compiles or (limit is not None and r.steady and r.step_time_s > limit) or r.index in marked]
