@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, Iterable
 
 from . import breakdown as B
@@ -349,7 +350,7 @@ class Figures:
         d.update(row.to_json())
         return d
 
-    @property
+    @cached_property  # read by the summary and several rules; over a long run's samples it is not free
     def step_time(self) -> Stats | None:
         """The run's step time: statistics over the steady iterations, each net of its compile time."""
         return Stats.from_json(_exact(wstats(weighed(self.steady, "step")), self.steady, "step"))
