@@ -197,7 +197,7 @@ def wstats(pairs: list[tuple[float, float]]) -> dict[str, float] | None:
 def series(steady: list[StepRecord], what: str) -> list[float]:
     """A per-iteration figure over the steady iterations, in order: "step" (step time), "host" (host_time_s),
     "data" (data wait). Empty when any iteration lacks it (a figure half measured compares nothing). A folded
-    record (fold.py) gives its mean: one value per record (`spread` gives one per iteration)."""
+    record (fold.py) gives its mean: one value per record (`weighed` gives one per iteration, with weights)."""
     if what == "step":
         return [step_time_s(s) for s in steady]
     get = host_time_s if what == "host" else (lambda s: s.data_wait_s)
