@@ -932,7 +932,7 @@ def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = 
     iterations (fold.py), before `boundaries`; a folded record stands for `repeat` iterations."""
     advice = {**GENERIC_ADVICE, **(advice or {})}
     if folded is not None and folded.records:
-        it = folded.records + I.group(boundaries, folded.flags, folded.iterations)
+        it = folded.expanded() + I.group(boundaries, folded.flags, folded.iterations)
     else:
         it = I.group(boundaries)
     train = [s for s in it if s.phase != I.EVAL]

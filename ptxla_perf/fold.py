@@ -28,6 +28,7 @@ from . import breakdown as B
 from . import iterations as I
 from .records import StepRecord
 
+INDICES = 1024  # iteration indices a variant keeps (int64; its count is exact)
 SAMPLE = 64  # per-iteration figures a folded record keeps (a stride sample beyond: 2000 records x 64 x 48 B = 6 MB)
 FIELDS = ("step", "host_time", "data_wait", "own", *B.COMPONENTS)  # a sample's figures in order (float32; NaN: none)
 _NAN = float("nan")
@@ -45,12 +46,19 @@ def plain(s: StepRecord) -> bool:
             and len(I.launching_boundaries(s)) <= 1)
 
 
+def shape(s: StepRecord) -> tuple:
+    """What iterations of one folded record's range share: the step itself (its sync, graphs, optimizer and
+    backward calls). Those that also agree on their reads, transfers and events (`signature`) fold together;
+    the others of the range are its variants (a logging read every N steps)."""
+    return (s.phase, s.site and (s.site.file, s.site.line), s.executions, s.cached_compiles, tuple(s.graph_hashes),
+            s.optimizer_steps, s.backward_calls, s.grad_enabled, len(s.boundaries), s.samples, s.tokens,
+            s.model_flops)
+
+
 def signature(s: StepRecord) -> tuple:
     """What folded iterations share exactly: every count a rule or a figure reads."""
-    return (s.phase, s.site and (s.site.file, s.site.line), s.executions, s.cached_compiles, s.device_to_host.count,
-            s.device_to_host.bytes is None, s.host_to_device.count, s.host_to_device.bytes is None,
-            tuple(s.graph_hashes), s.optimizer_steps, s.backward_calls, s.grad_enabled, len(s.boundaries),
-            s.samples, s.tokens, s.model_flops, tuple(v is None for v in (getattr(s, k) for k in _MEANS)),
+    return (shape(s), s.device_to_host.count, s.device_to_host.bytes is None, s.host_to_device.count,
+            s.host_to_device.bytes is None, tuple(v is None for v in (getattr(s, k) for k in _MEANS)),
             tuple((e.kind, e.location and (e.location.file, e.location.line), e.detail.call, e.detail.closure,
                    e.detail.transfers, e.detail.bytes) for e in s.events))
 
@@ -87,6 +95,7 @@ class Folded:
         self.iterations = 0  # every iteration folded here, plain or not
         self.flags: tuple[bool, bool] | None = None  # iterations.flags() of the run when it first folded
         self._sig: tuple | None = None  # the last record's signature, while it can take more
+        self._shape: tuple | None = None
 
     def take(self, boundaries: list[StepRecord], window: int) -> list[StepRecord]:
         """Fold the iterations of all but the latest `window` of these step boundaries (the run's boundaries
@@ -112,16 +121,16 @@ class Folded:
             last = self.records[-1] if self.records else None
             if not plain(s):
                 self.records.append(s)
-                self._sig = None
+                self._sig = self._shape = None
                 continue
             sig = signature(s)
-            if (last is not None and sig == self._sig and last.repeat < self.width
+            if (last is not None and sig[0] == self._shape and span(last) < self.width
                     and s.wall_time_s <= self.outlier_ratio * last.wall_time_s
                     and last.wall_time_s <= self.outlier_ratio * max(s.wall_time_s, 1e-9)):
-                _absorb(last, s)
+                _absorb(last, s) if sig == self._sig else _vary(last, s, sig)
             else:
                 self.records.append(_start(s))
-                self._sig = sig
+                self._sig, self._shape = sig, sig[0]
         if len(self.records) > self.max_records:
             self._coarsen()
 
@@ -132,13 +141,47 @@ class Folded:
         for s in self.records:
             last = out[-1] if out else None
             if (last is not None and last.sample is not None and s.sample is not None
-                    and last.repeat + s.repeat <= self.width and signature(last) == signature(s)
-                    and last.index + last.repeat == s.index):
+                    and span(last) + span(s) <= self.width and signature(last) == signature(s)
+                    and last.index + span(last) == s.index):
                 _absorb(last, s)
+                for v in s.variants or ():
+                    _vary(last, v, signature(v))
             else:
                 out.append(s)
         self.records = out
-        self._sig = signature(out[-1]) if out and out[-1].sample is not None else None
+        last = out[-1] if out and out[-1].sample is not None else None
+        self._sig = signature(last) if last is not None else None
+        self._shape = self._sig[0] if self._sig else None
+
+    def expanded(self) -> list[StepRecord]:
+        """The records as the analysis reads them: each folded record, then its variants (index_list)."""
+        out: list[StepRecord] = []
+        for s in self.records:
+            out.append(s)
+            if s.variants:
+                out.extend(s.variants)
+        return out
+
+
+def span(s: StepRecord) -> int:
+    """The iterations in a folded record's range: its own and its variants'."""
+    return s.repeat + sum(v.repeat for v in s.variants or ())
+
+
+def _vary(into: StepRecord, s: StepRecord, sig: tuple) -> None:
+    """`s` (an iteration, or a folded variant) is in `into`'s range but differs in its reads, transfers or events:
+    it folds into the variant of its signature there."""
+    if into.variants is None:
+        into.variants = []
+    indices = s.index_list if s.index_list is not None else range(s.index, s.index + s.repeat)
+    for v in into.variants:
+        if signature(v) == sig:
+            _absorb(v, s)
+            v.index_list.extend(indices[:max(INDICES - len(v.index_list), 0)])
+            return
+    v = _start(s) if s.sample is None else s
+    v.index_list = array("q", indices[:INDICES])
+    into.variants.append(v)
 
 
 def _start(s: StepRecord) -> StepRecord:

@@ -168,10 +168,17 @@ def total(its, key: str) -> float:
 
 
 def indices(its) -> list[int]:
-    """The iteration indices these records stand for, in order."""
+    """The iteration indices these records stand for, in order (a folded variant keeps its first fold.INDICES:
+    past them, the record it varies lists them as its own)."""
     out: list[int] = []
     for s in its:
-        if s.repeat == 1:
+        if s.index_list is not None:  # a folded variant: its iterations are spread over another record's range
+            out.extend(s.index_list)
+        elif s.variants:  # a folded record's range, less its variants' iterations
+            other = {i for v in s.variants for i in v.index_list}
+            end = s.index + s.repeat + sum(v.repeat for v in s.variants)
+            out.extend(i for i in range(s.index, end) if i not in other)
+        elif s.repeat == 1:
             out.append(s.index)
         else:
             out.extend(range(s.index, s.index + s.repeat))

@@ -277,6 +277,9 @@ class StepRecord:
     parts: dict | None = None
     sample: Any = None
     step_range: tuple | None = None  # (fastest, slowest) step time of the folded iterations, exact
+    variants: list | None = None  # folded records of the iterations inside this one's range that differ in their
+    #                               reads, transfers or events (a logging read every N steps): fold.Folded.expanded
+    index_list: list | None = None  # a variant's iterations (the first fold.INDICES of them), not a range
 
     def copy(self, **changes: Any) -> "StepRecord":
         """A shallow copy with `changes` (dataclasses.replace re-runs __init__ with every field: ~5x slower, and
@@ -318,7 +321,7 @@ class StepRecord:
             d = asdict(self)
         finally:
             self.sample = sample
-        del d["sample"], d["parts"], d["step_range"]
+        del d["sample"], d["parts"], d["step_range"], d["variants"], d["index_list"]
         if d["repeat"] == 1:
             del d["repeat"]
         live = d.pop("live")

@@ -93,27 +93,37 @@ def test_folding_says_what_every_boundary_says(folded_run):
 
 def test_folded_records_stay_bounded():
     """However long the run, the folded part holds at most `max_records` records of at most SAMPLE sampled
-    iterations each; every iteration is counted and the slowest step is kept exactly."""
+    iterations each - also when a logging read every N steps makes every Nth iteration differ (a variant of the
+    record around it); every iteration is counted, the slowest step is kept exactly, and the analysis says of the
+    reads what the unfolded analysis says."""
     random.seed(1)
     site, line = Location("/u/train.py", 30, "<module>"), Location("/u/train.py", 33, "<module>")
     folded, n = FO.Folded(max_records=40), 30000
 
     def it(i: int, wall: float) -> StepRecord:
-        return StepRecord(i, wall, site, executions=1, device_to_host=Transfers(1, 4), optimizer_steps=1,
-                          backward_calls=1, phase="train", launch_time_s=wall / 2, host_cpu_s=wall / 4,
-                          events=[Event("device_to_host_sync", line, {"call": "item"})])
+        read = i % 37 == 5
+        return StepRecord(i, wall, site, executions=1, device_to_host=Transfers(int(read), 4 if read else 0),
+                          optimizer_steps=1, backward_calls=1, phase="train", launch_time_s=wall / 2,
+                          host_cpu_s=wall / 4, device_to_host_time_s=wall / 10 if read else None,
+                          events=[Event("device_to_host_sync", line, {"call": "item"})] if read else [])
 
     walls = [0.01 * (1 + random.random()) for _ in range(n)]
     walls[12345] = 0.029  # the slowest step, inside a folded record
     for lo in range(0, n, 1000):
         folded.add([it(i, walls[i]) for i in range(lo, lo + 1000)])
         assert len(folded.records) <= 40
-    assert folded.iterations == n and sum(r.repeat for r in folded.records) == n
-    assert all(FO.sampled(r) <= FO.SAMPLE for r in folded.records if r.sample is not None)
-    assert max(r.step_range[1] for r in folded.records) == walls[12345]
-    assert [r.index for r in folded.records] == sorted(r.index for r in folded.records)
-    mean = sum(r.wall_time_s * r.repeat for r in folded.records) / n
+    records = folded.expanded()
+    assert folded.iterations == n and sum(r.repeat for r in records) == n
+    assert all(FO.sampled(r) <= FO.SAMPLE for r in records if r.sample is not None)
+    assert max(r.step_range[1] for r in records) == walls[12345]
+    mean = sum(r.wall_time_s * r.repeat for r in records) / n
     assert mean == pytest.approx(sum(walls) / n, rel=1e-9)
+    whole = analyze([it(i, walls[i]) for i in range(n)], expect_steps=False)
+    part = analyze([], expect_steps=False, folded=folded)
+    reads = [[(f.severity, f.count, f.evidence_json()["iterations_with_reads"], f.evidence_json()["phase_iterations"])
+              for f in a.findings if f.kind == "device_to_host_sync"] for a in (whole, part)]
+    assert reads[0] == reads[1] and reads[0][0][2] == len([i for i in range(n) if i % 37 == 5])
+    assert part.figures.summary().device_to_host == whole.figures.summary().device_to_host
 
 
 def test_a_step_unlike_its_neighbours_is_not_folded():
