@@ -132,6 +132,8 @@ def _merge(reports: list[dict[str, Any]], paths: list[str] | None,
     order = sorted(range(len(reports)), key=lambda i: rank_of(reports[i]))
     reports = [reports[i] for i in order]
     paths = [paths[i] for i in order]
+    if hasattr(reports[0], "full_report"):  # read up to its digest (merge_inputs.py): rank 0's steps are kept
+        reports[0] = reports[0].full_report()
     base = reports[0]
     procs = [_process_row(r, p) for r, p in zip(reports, paths)]
     splits = {rank_of(r): rank_wait.split_of(r, rank_of(r)) for r in reports}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .figures import median
-from .rank_wait import steady_rows
+from .rank_wait import steady
 
 MAX_COLUMNS = 60
 MAX_ROWS = 128
@@ -37,10 +37,10 @@ def heatmap(reports: list[dict[str, Any]], ranks: list[int], hosts: list[str | N
     series: dict[int, list[float]] = {}
     parts: dict[int, list[float]] = {}
     for rep, rank in zip(reports, ranks):
-        rows = steady_rows(rep)
-        series[rank] = [r.step_time_s for r in rows]
+        cols = steady(rep)  # its steps' columns, or its rank_digest's (the same)
+        series[rank] = list(cols.step_s)
         if part:
-            parts[rank] = [float((r.time_breakdown or {}).get(part) or 0.0) for r in rows]
+            parts[rank] = cols.part(part)
     longest = max((len(v) for v in series.values()), default=0)
     if not longest:
         return None

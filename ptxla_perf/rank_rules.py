@@ -12,7 +12,6 @@ from . import summary_keys as K
 from .figures import median
 from .fmt import ms
 from .records import Location
-from .values import row_series
 from .thresholds import value as threshold
 from .verdicts import RANKS_SCOPE, Cost, Finding, Rule, cost_of, run as run_rules
 
@@ -30,10 +29,10 @@ def rank_of(report: dict[str, Any]) -> int:
 
 
 def steady_times(report: dict[str, Any], key: str = "step") -> list[float]:
-    """A per-step figure (values.row_series: "step" time net of compile, "host" time outside device reads, "data"
-    wait) over the rank's steady training iterations, in order, as its report's rows say (values.StepRow; reports
-    written before `steps[].steady` get the process's own rule)."""
-    return row_series(rank_wait.steady_rows(report), key)
+    """A per-step figure ("step" time net of compile, "host" time outside device reads, "data" wait; as
+    values.row_series) over the rank's steady training iterations, in order, as its report's rows say
+    (values.StepRow; reports written before `steps[].steady` get the process's own rule) or its `rank_digest`."""
+    return rank_wait.steady(report).series(key)
 
 
 def location_from_json(d: dict | None) -> Location | None:
@@ -89,10 +88,15 @@ def _consistent(series: dict[int, list[float]], slow: list[int]) -> tuple[list[i
     straggler_consistency of the steps compared; the steps compared, and the steps the slowest of them is above."""
     n = min(len(v) for v in series.values())
     fast = [k for k in series if k not in slow]
-    ref = [median(series[k][i] for k in fast) for i in range(n)]
+    ref = _step_medians([series[k] for k in fast], n)
     above = {k: sum(1 for i in range(n) if series[k][i] > ref[i]) for k in slow}
     kept = [k for k in slow if n and above[k] / n >= threshold("straggler_consistency")]
     return kept, n, above[kept[0]] if kept else 0
+
+
+def _step_medians(series: list[list[float]], n: int) -> list[float]:
+    """Step by step, the median over the ranks' series of each of the first `n` steps."""
+    return [median(col) for col in zip(*(v[:n] for v in series))] if series else [None] * n
 
 
 def _named(ranks: list[int]) -> str:
@@ -174,8 +178,8 @@ class Straggler(_CrossRank):
             return None
         fast = [k for k in splits if k not in slow_ranks]
         n = min(len(s.own_s) for s in splits.values())
-        fast_own = [median(splits[k].own_s[i] for k in fast) for i in range(n)]
-        fast_wait = [median(splits[k].wait_s[i] for k in fast) for i in range(n)]
+        fast_own = _step_medians([splits[k].own_s for k in fast], n)
+        fast_wait = _step_medians([splits[k].wait_s for k in fast], n)
         above = {k: sum(1 for i in range(n) if splits[k].own_s[i] > fast_own[i] and fast_wait[i] > splits[k].wait_s[i])
                  for k in slow_ranks}  # steps in which it works longer while the others wait longer
         slow_ranks = [k for k in slow_ranks if n and above[k] / n >= threshold("straggler_consistency")]

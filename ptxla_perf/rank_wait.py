@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Iterator
 
 from .figures import median
+from .rank_digest import KEY as DIGEST, Steady
 from .values import StepRow, Summary, rows_from_json
 
-_MEMO: dict[int, tuple[dict, Any]] | None = None  # while a merge runs: each report's rows, read once
+_MEMO: dict[int, tuple[dict, Any]] | None = None  # while a merge runs: each report's steady columns, read once
 
 
 @contextlib.contextmanager
 def rows_memo() -> Iterator[None]:
-    """Within it, steady_rows reads each report's steps once (a merge of 1,024 ranks reads them in several
-    rules); the memo is dropped at its end."""
+    """Within it, `steady` reads each report's steps (or its digest) once (a merge of 1,024 ranks reads them in
+    several rules); the memo is dropped at its end."""
     global _MEMO
     outer, _MEMO = _MEMO, {} if _MEMO is None else _MEMO
     try:
@@ -33,14 +35,24 @@ def rows_memo() -> Iterator[None]:
 
 def steady_rows(report: dict[str, Any]) -> list[StepRow]:
     """The report's steady training iterations as rows (values.rows_from_json with its warm-up)."""
+    warm = Summary.from_json(report.get("summary")).warmup_steps
+    return [r for r in rows_from_json(report.get("steps", []), warm) if r.steady]
+
+
+def steady(report: dict[str, Any]) -> Steady:
+    """The report's steady iterations as the columns a merge compares (rank_digest.Steady): from its `steps[]`,
+    or, for a report read without them (merge_inputs.py), from its `rank_digest` - the same columns, written from
+    the same steps. Read once per report within rows_memo."""
     hit = _MEMO.get(id(report)) if _MEMO is not None else None
     if hit is not None and hit[0] is report:
         return hit[1]
-    warm = Summary.from_json(report.get("summary")).warmup_steps
-    rows = [r for r in rows_from_json(report.get("steps", []), warm) if r.steady]
+    got = Steady.from_json(report.get(DIGEST)) if "steps" not in report else None
+    if got is None:
+        full = getattr(report, "full_report", None)  # a digest that does not decode: the steps after all
+        got = Steady.of_rows(steady_rows(full() if "steps" not in report and full else report))
     if _MEMO is not None:
-        _MEMO[id(report)] = (report, rows)
-    return rows
+        _MEMO[id(report)] = (report, got)
+    return got
 
 
 OWN_PARTS = ("data", "host", "launch", "other")  # what only this rank does
@@ -57,11 +69,11 @@ class RankSplit:
     parts_s: dict[str, list[float]]
     step_s: list[float]
 
-    @property
+    @cached_property
     def own(self) -> float:
         return median(self.own_s)
 
-    @property
+    @cached_property
     def wait(self) -> float:
         return median(self.wait_s)
 
@@ -80,13 +92,14 @@ def split_of(report: dict[str, Any], rank: int) -> RankSplit | None:
 
 
 def _split_of(report: dict[str, Any], rank: int) -> RankSplit | None:
-    rows = steady_rows(report)
-    if not rows or any(r.time_breakdown is None for r in rows):
+    cols = steady(report)
+    if not len(cols) or not cols.breakdown_complete:
         return None
-    parts = {p: [float(r.time_breakdown.get(p) or 0.0) for r in rows] for p in OWN_PARTS}
-    own = [sum(v[i] for v in parts.values()) for i in range(len(rows))]
-    wait = [sum(float(r.time_breakdown.get(p) or 0.0) for p in WAIT_PARTS) for r in rows]
-    return RankSplit(rank, own, wait, parts, [r.step_time_s for r in rows])
+    parts = {p: cols.part(p) for p in OWN_PARTS}
+    waits = [cols.part(p) for p in WAIT_PARTS]
+    own = list(map(sum, zip(*parts.values())))  # per step, the parts added in order (as before: 0 + a + b...)
+    wait = list(map(sum, zip(*waits)))
+    return RankSplit(rank, own, wait, parts, list(cols.step_s))
 
 
 def collective_waits(splits: dict[int, RankSplit]) -> dict[int, tuple[float, str]]:

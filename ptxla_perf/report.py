@@ -24,6 +24,8 @@ from .findings import Analysis, Finding, analyze
 from .config import MAX_WARMUP
 from .faults import FAULTS, check
 from .memory import MemorySection
+from .rank_digest import KEY as DIGEST, Steady
+from .rank_wait import steady_rows
 from .records import StepRecord
 from .registry import backend_rules
 from .sources import attach
@@ -71,17 +73,25 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
     for sec in (roofline, memory):
         if isinstance(sec, (RooflineSection, MemorySection)):
             summary = summary.with_fields(sec.summary_fields())
-    report: dict[str, Any] = {
-        "schema": SCHEMA_ID, "tool_version": __version__, "backend": backend, "run": run, "environment": env,
-        "profiler": profiler or {}, "steps": steps, "summary": summary.to_json(), "findings": findings,
-    }
-    if step_buckets is not None:  # a trimmed report's aggregates of every step (retention.py)
-        report["step_buckets"] = step_buckets
-    for key, part in (("trace", trace), ("roofline", roofline), ("extra", extra or None), ("rules", rules),
-                      ("processes", processes), ("aggregate", aggregate),
-                      ("memory", memory)):
-        if part is not None:
-            report[key] = part.to_json() if isinstance(part, (RooflineSection, MemorySection)) else part
+    # key order: what a merge reads of every rank first, then its `rank_digest` (the steady steps' columns), the
+    # rest, and steps[] last - a merge stops reading a rank's report at its digest (merge_inputs.py)
+    summary_json = summary.to_json()
+    parts: list[tuple[str, Any]] = [
+        ("schema", SCHEMA_ID), ("tool_version", __version__), ("backend", backend), ("run", run),
+        ("environment", env), ("profiler", profiler or {}), ("summary", summary_json), ("findings", findings),
+        ("memory", memory), ("trace", trace), ("roofline", roofline), ("extra", extra or None), ("rules", rules),
+        ("processes", processes), ("aggregate", aggregate),
+        ("step_buckets", step_buckets),  # a trimmed report's aggregates of every step (retention.py)
+        ("steps", steps)]
+    parts = [(k, v.to_json() if isinstance(v, (RooflineSection, MemorySection)) else v) for k, v in parts
+             if v is not None or k == "steps"]
+    if processes is None:  # a process's own report: what a merge reads of its steps (rank_digest.py)
+        keys = [k for k, _ in parts]
+        at = keys.index("memory") + 1 if "memory" in keys else keys.index("findings") + 1
+        keys.insert(at, DIGEST)
+        digest = Steady.of_rows(steady_rows({"steps": steps, "summary": summary_json})).to_json(keys)
+        parts.insert(at, (DIGEST, digest))
+    report: dict[str, Any] = dict(parts)
     attach(report["findings"])
     return report
 

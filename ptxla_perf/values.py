@@ -9,6 +9,7 @@ it to read reports."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
 from . import summary_keys as K
@@ -133,6 +134,11 @@ def row_series(steady: list[StepRow], what: str) -> list[float]:
 
 
 # --- the summary -------------------------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
+
+
 _STATS = {K.STEP_TIME, K.EVAL_STEP_TIME, K.OVERHEAD, K.HOST_TIME, K.DATA_WAIT}
 _COUNTS = {K.EXECUTIONS, K.D2H, K.D2H_TRANSFERS, K.FALLBACK_COPIES, K.H2D, K.STEP_TIME_BASIS}
 # 0.4.0 key -> the key that replaced it (the same figure, renamed: docs/report.md changelog 0.5.0)
@@ -211,7 +217,7 @@ class Summary:
         for old, new in RENAMED.items():
             if new not in d and old in d:
                 d[new] = d[old]
-        known = {f.name for f in fields(cls)}
+        known = _field_names(cls)
         kw = {k: (Stats.from_json(v) if k in _STATS else v) for k, v in d.items() if k in known}
         steps = int(kw.get(K.STEPS) or 0)
         for total in (K.EXECUTIONS, K.D2H, K.H2D):  # reports before the totals: per-step x steps

@@ -150,6 +150,23 @@ def test_256_ranks_from_a_directory_name_the_two_slow_ones(jobs, tmp_path):
     assert "(ranks 0, 1, 2, 3 and 252 more)" in proc.stderr  # findings on every rank: four named
 
 
+def test_reading_up_to_the_digest_merges_the_same_report(jobs, tmp_path):
+    """The real job's reports at 64 ranks: read up to each rank's `rank_digest` (what `merge` does) and parsed
+    whole, they merge to the same report (tests/test_merge_digest.py for the cases)."""
+    from ptxla_perf import SCHEMA_ID, merge, merge_inputs
+    bench = _bench()
+    reports = [json.loads((jobs["slow"] / n).read_text()) for n in ("report.json", "report.rank1.json")]
+    assert all(r["rank_digest"]["steady_steps"] == r["summary"]["steady_steps"] for r in reports)
+    slow = bench.slow_ranks_for(64, 2)
+    bench.write_copies(reports, 64, slow, str(tmp_path / "pod"))
+    fast, names, _ = merge_inputs.load_all([str(tmp_path / "pod")], SCHEMA_ID)
+    full, _, _ = merge_inputs.load_all([str(tmp_path / "pod")], SCHEMA_ID, digest=False)
+    assert all("steps" not in r for r in fast) and all("steps" in r for r in full)
+    a, b = merge.merge(fast, names), merge.merge(full, names)
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert _stragglers(a)[0]["ranks"] == slow
+
+
 def test_merge_from_an_http_server(jobs, tmp_path):
     pytest.importorskip("fsspec")
     pytest.importorskip("aiohttp")

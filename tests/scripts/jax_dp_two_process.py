@@ -1,5 +1,6 @@
 """One rank of a two-process data-parallel JAX job (jax.distributed on localhost, gloo CPU collectives, one CPU
-device each): argv = PORT RANK [SLOW_RANK [SLOW_MS [STEPS]]]. The slow rank does plain host work before each step."""
+device each): argv = PORT RANK [SLOW_RANK [SLOW_MS [STEPS [READ_EVERY]]]]. The slow rank does plain host work before
+each step; with READ_EVERY, every rank reads the loss on the host every READ_EVERY steps (a logging line)."""
 import sys
 import time
 
@@ -10,6 +11,7 @@ port, rank = sys.argv[1], int(sys.argv[2])
 slow_rank = int(sys.argv[3]) if len(sys.argv) > 3 else -1
 slow_s = (float(sys.argv[4]) if len(sys.argv) > 4 else 30.0) / 1e3
 steps = int(sys.argv[5]) if len(sys.argv) > 5 else 14
+read_every = int(sys.argv[6]) if len(sys.argv) > 6 else 0
 jax.distributed.initialize(coordinator_address=f"localhost:{port}", num_processes=2, process_id=rank)
 
 import jax.numpy as jnp  # noqa: E402
@@ -42,4 +44,6 @@ for i in range(steps):
         host_work(slow_s)
     w, loss = step(w, x, y)
     jax.block_until_ready(loss)
+    if read_every and i % read_every == 0:
+        loss_now = float(loss)
 print("rank", rank, "done", float(loss) >= 0)
