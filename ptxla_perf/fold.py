@@ -135,16 +135,20 @@ class Folded:
             self._coarsen()
 
     def _coarsen(self) -> None:
-        """Halve the folded records: each folded record absorbs the next when both are folded and agree."""
+        """Halve the folded records: each folded record absorbs the next when both are folded, contiguous and of
+        one shape (the next one's own iterations become a variant where their reads or events differ)."""
         self.width *= 2
         out: list[StepRecord] = []
         for s in self.records:
             last = out[-1] if out else None
             if (last is not None and last.sample is not None and s.sample is not None
-                    and span(last) + span(s) <= self.width and signature(last) == signature(s)
+                    and span(last) + span(s) <= self.width and shape(last) == shape(s)
                     and last.index + span(last) == s.index):
-                _absorb(last, s)
-                for v in s.variants or ():
+                own = I.indices([s])  # its own iterations: its range less its variants'
+                variants, s.variants = s.variants or [], None
+                sig = signature(s)
+                _absorb(last, s) if sig == signature(last) else _vary(last, s, sig, own)
+                for v in variants:
                     _vary(last, v, signature(v))
             else:
                 out.append(s)
@@ -168,12 +172,13 @@ def span(s: StepRecord) -> int:
     return s.repeat + sum(v.repeat for v in s.variants or ())
 
 
-def _vary(into: StepRecord, s: StepRecord, sig: tuple) -> None:
-    """`s` (an iteration, or a folded variant) is in `into`'s range but differs in its reads, transfers or events:
-    it folds into the variant of its signature there."""
+def _vary(into: StepRecord, s: StepRecord, sig: tuple, indices: Sequence[int] | None = None) -> None:
+    """`s` (an iteration, or a folded record: `indices` its iterations) is in `into`'s range but differs in its
+    reads, transfers or events: it folds into the variant of its signature there."""
     if into.variants is None:
         into.variants = []
-    indices = s.index_list if s.index_list is not None else range(s.index, s.index + s.repeat)
+    if indices is None:
+        indices = s.index_list if s.index_list is not None else range(s.index, s.index + s.repeat)
     for v in into.variants:
         if signature(v) == sig:
             _absorb(v, s)
