@@ -62,8 +62,8 @@ class RooflineConfig:
                                             "calibrated) (docs/roofline.md)")
     peak_gbps: Optional[float] = _f(None, "its peak memory bandwidth in GB/s; null = likewise")
     device_memory_gb: Optional[float] = _f(None, "the device's memory in GiB for the memory section's capacity and "
-                                                 "headroom (\"would it fit on X\"); null = from the runtime or the "
-                                                 "spec table (docs/report.md#memory)")
+                                                 "headroom (\"would it fit on X\") and memory_growth's rating; null = "
+                                                 "from the runtime or the spec table (docs/report.md#memory)")
     model_flops_per_step: Optional[float] = _f(None, "the model's FLOPs per training step (e.g. 6 x parameters x "
                                                      "tokens) for model-FLOPs MFU beside HFU; null = not given")
 

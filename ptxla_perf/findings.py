@@ -79,6 +79,9 @@ class Context:
     expect_steps: bool
     attribution: bool  # line attribution ran (the adapter's mode is not "off")
     backend_rules: Sequence[Rule] = ()  # the adapter's own rules (Adapter.rules), run beside ITERATION_RULES
+    # the device's memory as the memory section knows it (memory.capacity: {bytes, source, name, detail}), derived
+    # once by the session; None where nobody derived it (an offline `report.build` without a memory section)
+    capacity: dict[str, Any] | None = None
 
 
 @dataclass
@@ -876,13 +879,15 @@ ITERATION_RULES: tuple[Rule, ...] = (*RULES, *memory_rules.RULES)
 
 def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = None, max_warmup: int = MAX_WARMUP,
             expect_steps: bool = True, tail: StepRecord | None = None, rules: Sequence[Rule] = (),
-            host_to_device_bytes: int | None = None, attribution: bool = True) -> Analysis:
+            host_to_device_bytes: int | None = None, attribution: bool = True,
+            capacity: dict[str, Any] | None = None) -> Analysis:
     """The one analysis pass, for a live session and for `report.build` alike: iterations, compile classes,
     warm-up, figures, then every iteration-scope rule (`ITERATION_RULES` and the adapter's own `rules`, through the
     context), findings worst first. `tail`: work after the last step boundary (a final evaluation). It is no step;
     its compiles are only explained (first uses, a function's first compile), never counted as per-step costs.
     `host_to_device_bytes`: the adapter's whole-run total, where it has one. `attribution`: whether line
-    attribution ran at all (rules that need it are reported as not judged)."""
+    attribution ran at all (rules that need it are reported as not judged). `capacity`: the device's memory as
+    the memory section derives it (memory.capacity), which `memory_growth` is rated against."""
     advice = {**GENERIC_ADVICE, **(advice or {})}
     it = I.group(boundaries)
     train = [s for s in it if s.phase != I.EVAL]
@@ -893,6 +898,7 @@ def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = 
     recompiles = sum(u.count for u in all_units if u.klass == C.RECOMPILE)
     figures = Figures.derive(it, train, warmup, recompiles, host_to_device_bytes)
     own = tuple(r for r in rules if r not in ITERATION_RULES)  # a caller that still passes the memory rules
-    ctx = Context(boundaries, it, with_tail, train, warmup, by_key, figures, advice, expect_steps, attribution, own)
+    ctx = Context(boundaries, it, with_tail, train, warmup, by_key, figures, advice, expect_steps, attribution, own,
+                  capacity)
     v = run_rules((*ITERATION_RULES, *ctx.backend_rules), ctx)
     return Analysis(it, train, warmup, figures.steady, all_units, v.findings, figures, v.judged, v.not_judged)
