@@ -99,7 +99,7 @@ class Config:
     max_warmup: int = _f(MAX_WARMUP, "most iterations counted as warm-up")
     step_retention: RetentionConfig = _f(RetentionConfig, "which steps a long run's report keeps in full "
                                                           "(docs/report.md#step-retention)", factory=True)
-    roofline: RooflineConfig = _f(RooflineConfig, "MFU and predicted step time (docs/roofline.md)", factory=True)
+    roofline: RooflineConfig = _f(RooflineConfig, "HFU, model-FLOPs MFU and predicted step time (docs/roofline.md)", factory=True)
     guard: Optional[GuardConfig] = _f(GuardConfig, "runaway-compilation guard (docs/guard.md); null turns it off",
                                       factory=True)
     progress_every_s: float = _f(10.0, "a one-line progress note on stderr every this many seconds (process 0)")

@@ -10,7 +10,7 @@ Backend-neutral: the adapters put the cost of the graphs each step ran on its re
                       6·N·tokens of a transformer; `StepRecord.model_flops`) over the same time, where given
     time            = the device's busy time on the steps' graphs where the adapter measured it (torch_xla:
                       `StepRecord.device_time_s`), else the step's wall time (JAX) - a wall time the host ran
-                      ahead in does not cover the device's work: below UNDER_RATIO x predicted, no MFU
+                      ahead in does not cover the device's work: below UNDER_RATIO x predicted, no HFU
     predicted step  = max(FLOPs / peak FLOP/s, bytes / peak bandwidth)
     verdict         = overhead-bound when observed > OVERHEAD_RATIO x predicted (the time goes elsewhere: host,
                       syncs, gaps - the warnings say where), else compute- or memory-bound by the larger term;
@@ -192,11 +192,11 @@ def _section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: flo
     if peak.flops_per_s and out.achieved_flops_per_s is not None:
         out.mfu = out.achieved_flops_per_s / peak.flops_per_s
     if out.mfu is not None and 1.0 < out.mfu <= CALIBRATED_SLACK and peak.name.startswith("cpu"):
-        out.notes.append(f"MFU at the calibrated peak: the steps reached {out.mfu:.0%} of the CPU calibration "
+        out.notes.append(f"HFU at the calibrated peak: the steps reached {out.mfu:.0%} of the CPU calibration "
                          "(the best matmul rate measured on this machine, not a hardware limit), given as 100%")
         out.mfu = 1.0
     if out.mfu is not None and out.mfu > 1.0:
-        out.notes.append("MFU not given: achieved FLOP/s above the peak (" + (
+        out.notes.append("HFU not given: achieved FLOP/s above the peak (" + (
             "the CPU calibration ran under load or below what XLA's kernels reach; measure again with "
             "`python -m ptxla_perf.peaks --recalibrate`" if peak.name.startswith("cpu") else
             "the peak is set too low, or the step time does not cover the device's work") + ")")
@@ -228,10 +228,10 @@ def _verdict(out: RooflineSection, observed: float, predicted: float, basis: str
     explaining = [f for f in found if _explains(f, gap)]
     out.related_findings = sorted({f.kind for f in explaining})
     bound = "compute" if (compute or 0.0) >= (memory or 0.0) else "memory"
-    covered = device / predicted if basis == "device" else ratio  # the time MFU was measured over
+    covered = device / predicted if basis == "device" else ratio  # the time HFU was measured over
     if covered < UNDER_RATIO and out.mfu is not None:
         out.mfu = None
-        out.notes.append("MFU not given: " + ("the device's busy time is below the prediction: the peak is set "
+        out.notes.append("HFU not given: " + ("the device's busy time is below the prediction: the peak is set "
                                               "too low" if basis == "device" else
                                               "the step's wall time does not cover the device's work"))
     if ratio < UNDER_RATIO and device is not None and device / predicted >= UNDER_RATIO:
@@ -240,7 +240,7 @@ def _verdict(out: RooflineSection, observed: float, predicted: float, basis: str
         out.explanation = (f"the observed step ({_ms(observed)}) is {fmt_ratio(ratio)} the prediction ({_ms(predicted)}): "
                            "the step's wall time does not cover the device's work (torch_xla's sync and JAX's "
                            "dispatch return before the device finishes: a loop whose steps neither depend on each "
-                           "other nor read a value measures dispatch) or the peak is set too low; MFU is not "
+                           "other nor read a value measures dispatch) or the peak is set too low; HFU is not "
                            "meaningful here" + (f" (the device's busy time, {_ms(device)} per step, is below it "
                                                 "too)" if device is not None else ""))
     elif ratio > OVERHEAD_RATIO and breakdown:
@@ -263,7 +263,7 @@ def _verdict(out: RooflineSection, observed: float, predicted: float, basis: str
 
 
 def _time_basis(costed: list, out: RooflineSection) -> tuple[str, list]:
-    """The time MFU is measured over: the device's busy time where the adapter measured it for at least half the
+    """The time HFU is measured over: the device's busy time where the adapter measured it for at least half the
     costed steps (over those steps: a report flushed mid-run lacks the latest), else the steps' wall time."""
     timed = [s for s in costed if s.device_time_s is not None]
     out.steps_with_device_time = len(timed)
@@ -353,7 +353,8 @@ def top_ops(ops: list[dict], modules: dict[str, str], peak: Peak, limit: int = 1
 
 
 def summary_lines(sec: dict[str, Any] | None) -> list[str]:
-    """The console's roofline lines: FLOPs per step, achieved TFLOP/s and MFU against which peak; predicted vs
+    """The console's roofline lines: FLOPs per step, achieved TFLOP/s and HFU against which peak (model-FLOPs MFU
+    where given); predicted vs
     observed step time and the verdict (with the findings that explain an overhead-bound step)."""
     if not sec:
         return []
