@@ -157,9 +157,28 @@ def _model_mfu(out: RooflineSection, steady: list, peak: Peak) -> None:
 
 
 def transformer_flops(n_params: int, tokens: int) -> float:
-    """A transformer's model FLOPs for one training step: 6 x parameters x tokens (forward 2N, backward 4N per
-    token; attention's own FLOPs left out, as usual) - what a recipe gives set_step_info(model_flops=...)."""
+    """A transformer's model FLOPs for one training step: 6 x N x tokens (forward 2N, backward 4N per token;
+    attention's own FLOPs left out, as usual) - what a recipe gives set_step_info(model_flops=...). N is the
+    non-embedding parameter count (`non_embedding_params`): an embedding table is a lookup, no multiply-adds,
+    and counting it (a BERT's 23 M word embeddings beside an 86 M body) puts model FLOPs above what the hardware
+    ran (docs/roofline.md#hfu-and-model-flops-mfu)."""
     return 6.0 * n_params * tokens
+
+
+_EMBEDDINGS = ("Embedding", "EmbeddingBag")
+
+
+def _is_embedding(module: Any) -> bool:
+    """torch's nn.Embedding / nn.EmbeddingBag or a subclass (read from the class, torch not imported here)."""
+    return any(c.__name__ in _EMBEDDINGS and c.__module__.startswith("torch.nn") for c in type(module).__mro__)
+
+
+def non_embedding_params(model: Any) -> int:
+    """N for `transformer_flops`: a torch module's parameters less the weights of its embedding tables
+    (nn.Embedding, nn.EmbeddingBag: token, position and segment embeddings), each shared parameter once - an
+    output projection tied to the word embeddings is the same tensor, so it is left out with them."""
+    tables = {id(p) for m in model.modules() if _is_embedding(m) for p in m.parameters(recurse=False)}
+    return sum(p.numel() for p in model.parameters() if id(p) not in tables)
 
 
 def _section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: float | None,

@@ -599,3 +599,26 @@ def test_queued_graphs_are_timed_from_the_end_of_the_one_before(monkeypatch):
     launch(0.3, 40.0)
     dev.read(final=False)
     assert steps[3].device_time_s == pytest.approx(10e-3, rel=1e-3) and not dev.pending
+
+
+def test_transformer_n_leaves_out_the_embedding_tables():
+    """6·N·tokens counts N without the embedding tables (issue 31: the MMF recipe's model-FLOPs MFU exceeded its
+    HFU because a 30k-token vocabulary's table was most of N); a tied output projection is the same tensor."""
+    torch = pytest.importorskip("torch")
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.words = torch.nn.Embedding(30000, 64)  # 1.92 M weights: a lookup, no multiply-adds
+            self.positions = torch.nn.Embedding(128, 64)
+            self.bag = torch.nn.EmbeddingBag(100, 64)
+            self.body = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+            self.norm = torch.nn.LayerNorm(64)
+            self.head = torch.nn.Linear(64, 30000, bias=False)
+            self.head.weight = self.words.weight  # tied to the word embeddings
+
+    model = Tiny()
+    body = (64 * 256 + 256) + (256 * 64 + 64) + 2 * 64
+    assert roofline.non_embedding_params(model) == body
+    assert sum(p.numel() for p in model.parameters()) > 30 * body
+    assert roofline.transformer_flops(roofline.non_embedding_params(model), 1000) == 6.0 * body * 1000
