@@ -404,7 +404,7 @@ class DeviceToHostSync(Rule):
                            f"({cost}).{split} {read_advice}")
                 elif per_pass:
                     detail["once_per_pass"] = True
-                    msg = (f"Host read{where(loc)}: {calls} once per {phase} pass ({len(hit)} passes), {cost}. Reading "
+                    msg = (f"Host read{where(loc)}: {calls} once per {phase} pass ({per_pass} passes), {cost}. Reading "
                            f"a pass's result once, after its loop, is the normal pattern: not a per-step cost.{split}")
                 else:
                     often = fmt.period([s.index for s in hit], len(steps))
@@ -422,23 +422,42 @@ class DeviceToHostSync(Rule):
 
 
 def _once_per_pass(it: list[StepRecord], phase: str | None, hit: list[StepRecord],
-                   reads_of: Callable[[StepRecord], int]) -> bool:
+                   reads_of: Callable[[StepRecord], int]) -> int:
     """Reads of a non-training phase that come once per pass (the evaluation result read after its loop): at
     most one iteration with reads in each unbroken run of that phase's iterations, and, where one record holds a
     whole pass (JAX: the calls of other jitted functions between two steps), fewer reads at any one line than
-    graphs launched in it (a read per launched batch is per step, whatever the grouping)."""
+    graphs launched in it (a read per launched batch is per step, whatever the grouping). The number of passes
+    that read, else 0."""
     if phase == I.TRAIN:
-        return False
+        return 0
     hit_ids = {s.index for s in hit}
-    if any(sum(s.index in hit_ids for s in run) > 1 for run in I.phase_runs(it) if run[0].phase == phase):
-        return False
+    runs = [run for run in I.phase_runs(it) if run[0].phase == phase]
+    if any(not _after_the_loop(run, hit_ids) for run in runs):
+        return 0
     for s in hit:
+        if len(s.boundaries) > 1:  # grouped boundaries: its batches are iterations of their own already
+            continue
         launches = s.executions - s.early_executions
         per_line = [e.detail.transfers for e in s.events if e.kind == "device_to_host_sync"]
         reads = max(per_line) if per_line else reads_of(s)
         if launches >= 2 and reads >= launches:
-            return False
-    return True
+            return 0
+    return sum(1 for run in runs if any(s.index in hit_ids for s in run))
+
+
+def _after_the_loop(run: list[StepRecord], hit_ids: set[int]) -> bool:
+    """A pass's reads are its result's, read once: one iteration of the pass with reads, or several that all come
+    at or after its loop's last iteration (the iterations at the line most of the pass's iterations end at) - the
+    code after the loop, e.g. `xm.mesh_reduce(..., correct.item() ...)`, which syncs and reads more than once."""
+    hits = [i for i, s in enumerate(run) if s.index in hit_ids]
+    if len(hits) <= 1:
+        return True
+    line = [(s.site.file, s.site.line) if s.site else None for s in run]
+    loop, n = Counter(line).most_common(1)[0]
+    if n < 2:  # no loop to tell apart from what follows it
+        return False
+    last = max(i for i, at in enumerate(line) if at == loop)
+    return hits[0] >= last
 
 
 def _steady_wait(hit: list[StepRecord]) -> float:
