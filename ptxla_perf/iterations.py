@@ -107,12 +107,12 @@ def _line(b: StepRecord) -> tuple | None:
 
 def _after_pass(b: StepRecord, groups: list[tuple[str, list[StepRecord]]], pending: list[StepRecord],
                 train_lines: set, loop_lines: set) -> bool:
-    """`b` is code after an evaluation pass's loop, before training goes on: nothing launched since the pass's
-    last iteration, no backward or optimizer step, and either only a read, or (once a training iteration told its
+    """`b` is code after an evaluation pass's loop (two evaluation iterations or more), before training goes on:
+    nothing launched since the pass's last iteration, no backward or optimizer step, and either only a read, or (once a training iteration told its
     lines) a launch at a line that is neither training's nor the pass's loop's (`xm.mesh_reduce` of the result
     launches and reads)."""
-    if not groups or groups[-1][0] != EVAL or any(launched(p) for p in pending):
-        return False
+    if len(groups) < 2 or groups[-1][0] != EVAL or groups[-2][0] != EVAL or any(launched(p) for p in pending):
+        return False  # a pass is two evaluation iterations or more (one each step: a no_grad update, not a pass)
     if b.backward_calls or b.optimizer_steps or not launched(b):
         return False
     if _reads_only(b):

@@ -275,6 +275,17 @@ def test_a_forward_at_the_eval_line_without_a_closing_sync_stays_trainings():
     assert all(len(s.boundaries) == 2 for s in its[6:])
 
 
+def test_a_read_after_a_no_grad_sync_every_step_stays_trainings():
+    """A no_grad update synced every training step (an EMA), then `loss.item()` counted on the next loader sync:
+    one evaluation iteration each step is no pass, so the read is training's, per step (a warning), as before."""
+    recs = []
+    for _ in range(6):
+        recs += [b(19, execs=0, d2h=1), train_step(line=19), b(25, grad=False)]
+    a = analyze(numbered(recs))
+    (f,) = [f for f in a.findings if f.kind == "device_to_host_sync"]
+    assert f.severity == "warning" and f.evidence["phase"] == "train" and not f.evidence.get("once_per_pass")
+
+
 def test_read_wait_cost_leaves_out_compiling_iterations():
     """A read on the compiling first step also waits for the compile and first run: that is compile time."""
     recs = [train_step(d2h=1) for _ in range(10)]
