@@ -1,6 +1,7 @@
 """The accelerator check (docs/device_check.md): the JAX recipes, a matmul and a deliberate out-of-memory run, each
 profiled by the real runner in its own process on the machine's first device, then one table of what the reports
-say against what the device says: device time vs wall time per step, MFU against the spec peak (peaks.py),
+say against what the device says: device time vs wall time per step, HFU (XLA's FLOPs; model-FLOPs MFU beside it
+where a recipe gives its model FLOPs) against the spec peak (peaks.py),
 each largest graph's XLA memory figures against the runtime's `memory_stats()` peak, and the `oom` finding made
 from XLA's own out-of-memory message.
 
@@ -138,6 +139,7 @@ def table_row(row: dict) -> dict[str, str]:
     peak = roof.get("peak") or {}
     runtime = mem.get("runtime") or {}
     oom = next((f for f in r.get("findings", []) if f.get("kind") == "oom"), None)
+    hfu = s.get("hfu", s.get("mfu"))  # XLA's cost-analysis FLOPs: hardware FLOPs utilisation (`mfu`: its old name)
     return {
         "run": row["name"],
         "status": f"{r['run'].get('status')} (exit {row['exit_code']})",
@@ -147,7 +149,8 @@ def table_row(row: dict) -> dict[str, str]:
         "device ms/step": _ms(dev),
         "device/wall": "-" if not (dev and wall) else f"{dev / wall:.2f}",
         "TFLOP/step": "-" if not s.get("flops_per_step") else f"{s['flops_per_step'] / 1e12:.4g}",
-        "MFU": "-" if s.get("mfu") is None else f"{100 * s['mfu']:.1f}% ({roof.get('mfu_time_basis', '?')} time)",
+        "HFU": "-" if hfu is None else f"{100 * hfu:.1f}% ({roof.get('mfu_time_basis', '?')} time)",
+        **({"MFU (model FLOPs)": f"{100 * s['model_mfu']:.1f}%"} if s.get("model_mfu") is not None else {}),
         "peak used": f"{peak.get('name', '?')} {(peak.get('flops_per_s') or 0) / 1e12:.4g} TFLOP/s {peak.get('dtype', '')}",
         "XLA peak MiB": _mib(mem.get("peak_bytes")),
         "args MiB": _mib(mem.get("argument_bytes")),

@@ -6,7 +6,7 @@ Each size runs in its own Session: a[n,n] @ b[n,n] per step (torch_xla: sync + w
 block_until_ready - both return before the device finishes, so each step waits for its result). FLOPs and bytes
 come from XLA's cost analysis; the peak is the CPU calibration (peaks.py). Prints a markdown table:
 FLOPs/step, bytes/step, arithmetic intensity, predicted ms (max of compute and memory), observed p50 ms,
-observed/predicted, MFU, verdict.
+observed/predicted, HFU (XLA's FLOPs over the peak: hardware FLOPs utilisation), verdict.
 """
 import argparse
 import os
@@ -62,7 +62,7 @@ def main() -> None:
     print(f"{args.backend}, peak {peak['flops_per_s'] / 1e9:.1f} GFLOP/s {peak['dtype']} and "
           f"{peak['bytes_per_s'] / 1e9:.1f} GB/s ({peak['name']}), {args.steps} steps per size\n")
     print("| n (a[n,n] @ b[n,n]) | FLOPs/step | bytes/step | FLOP/B | predicted ms | observed p50 ms | "
-          "observed/predicted | MFU | verdict |")
+          "observed/predicted | HFU | verdict |")
     print("|---|---|---|---|---|---|---|---|---|")
     for n, r in rows:
         if r["flops_per_step"] is None:
@@ -70,7 +70,7 @@ def main() -> None:
             continue
         print(f"| {n} | {r['flops_per_step']:.3g} | {r['bytes_per_step']:.3g} | {r['arithmetic_intensity']:.0f} | "
               f"{r['predicted_step_time_s'] * 1e3:.3g} | {r['observed_step_time_s'] * 1e3:.3g} | "
-              f"{r['observed_over_predicted']:.2f} | {r['mfu']:.0%} | {r['verdict']} |")
+              f"{r['observed_over_predicted']:.2f} | {r.get('hfu', r['mfu']):.0%} | {r['verdict']} |")
 
 
 if __name__ == "__main__":

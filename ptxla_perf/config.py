@@ -62,8 +62,8 @@ class RooflineConfig:
                                             "calibrated) (docs/roofline.md)")
     peak_gbps: Optional[float] = _f(None, "its peak memory bandwidth in GB/s; null = likewise")
     device_memory_gb: Optional[float] = _f(None, "the device's memory in GiB for the memory section's capacity and "
-                                                 "headroom (\"would it fit on X\"); null = from the runtime or the "
-                                                 "spec table (docs/report.md#memory)")
+                                                 "headroom (\"would it fit on X\") and memory_growth's rating; null = "
+                                                 "from the runtime or the spec table (docs/report.md#memory)")
     model_flops_per_step: Optional[float] = _f(None, "the model's FLOPs per training step (e.g. 6 x parameters x "
                                                      "tokens) for model-FLOPs MFU beside HFU; null = not given")
 
@@ -103,7 +103,7 @@ class Config:
     max_warmup: int = _f(MAX_WARMUP, "most iterations counted as warm-up")
     step_retention: RetentionConfig = _f(RetentionConfig, "which steps a long run's report keeps in full "
                                                           "(docs/report.md#step-retention)", factory=True)
-    roofline: RooflineConfig = _f(RooflineConfig, "MFU and predicted step time (docs/roofline.md)", factory=True)
+    roofline: RooflineConfig = _f(RooflineConfig, "HFU, model-FLOPs MFU and predicted step time (docs/roofline.md)", factory=True)
     guard: Optional[GuardConfig] = _f(GuardConfig, "runaway-compilation guard (docs/guard.md); null turns it off",
                                       factory=True)
     progress_every_s: float = _f(10.0, "a one-line progress note on stderr every this many seconds (process 0)")

@@ -83,6 +83,9 @@ class Context:
     expect_steps: bool
     attribution: bool  # line attribution ran (the adapter's mode is not "off")
     backend_rules: Sequence[Rule] = ()  # the adapter's own rules (Adapter.rules), run beside ITERATION_RULES
+    # the device's memory as the memory section knows it (memory.capacity: {bytes, source, name, detail}), derived
+    # once by the session; None where nobody derived it (an offline `report.build` without a memory section)
+    capacity: dict[str, Any] | None = None
 
 
 @dataclass
@@ -429,7 +432,7 @@ class DeviceToHostSync(Rule):
                            f"({cost}).{split} {read_advice}")
                 elif per_pass:
                     detail["once_per_pass"] = True
-                    msg = (f"Host read{where(loc)}: {calls} once per {phase} pass ({nh} passes), {cost}. Reading "
+                    msg = (f"Host read{where(loc)}: {calls} once per {phase} pass ({per_pass} passes), {cost}. Reading "
                            f"a pass's result once, after its loop, is the normal pattern: not a per-step cost.{split}")
                 else:
                     often = fmt.period(I.indices(hit), ns)
@@ -447,23 +450,42 @@ class DeviceToHostSync(Rule):
 
 
 def _once_per_pass(it: list[StepRecord], phase: str | None, hit: list[StepRecord],
-                   reads_of: Callable[[StepRecord], int]) -> bool:
+                   reads_of: Callable[[StepRecord], int]) -> int:
     """Reads of a non-training phase that come once per pass (the evaluation result read after its loop): at
     most one iteration with reads in each unbroken run of that phase's iterations, and, where one record holds a
     whole pass (JAX: the calls of other jitted functions between two steps), fewer reads at any one line than
-    graphs launched in it (a read per launched batch is per step, whatever the grouping)."""
+    graphs launched in it (a read per launched batch is per step, whatever the grouping). The number of passes
+    that read, else 0."""
     if phase == I.TRAIN:
-        return False
+        return 0
     hit_ids = {s.index for s in hit}
-    if any(sum(s.index in hit_ids for s in run) > 1 for run in I.phase_runs(it) if run[0].phase == phase):
-        return False
+    runs = [run for run in I.phase_runs(it) if run[0].phase == phase]
+    if any(not _after_the_loop(run, hit_ids) for run in runs):
+        return 0
     for s in hit:
+        if len(s.boundaries) > 1:  # grouped boundaries: its batches are iterations of their own already
+            continue
         launches = s.executions - s.early_executions
         per_line = [e.detail.transfers for e in s.events if e.kind == "device_to_host_sync"]
         reads = max(per_line) if per_line else reads_of(s)
         if launches >= 2 and reads >= launches:
-            return False
-    return True
+            return 0
+    return sum(1 for run in runs if any(s.index in hit_ids for s in run))
+
+
+def _after_the_loop(run: list[StepRecord], hit_ids: set[int]) -> bool:
+    """A pass's reads are its result's, read once: one iteration of the pass with reads, or several that all come
+    at or after its loop's last iteration (the iterations at the line most of the pass's iterations end at) - the
+    code after the loop, e.g. `xm.mesh_reduce(..., correct.item() ...)`, which syncs and reads more than once."""
+    hits = [i for i, s in enumerate(run) if s.index in hit_ids]
+    if len(hits) <= 1:
+        return True
+    line = [(s.site.file, s.site.line) if s.site else None for s in run]
+    loop, n = Counter(line).most_common(1)[0]
+    if n < 2:  # no loop to tell apart from what follows it
+        return False
+    last = max(i for i, at in enumerate(line) if at == loop)
+    return hits[0] >= last
 
 
 def _steady_wait(hit: list[StepRecord]) -> float:
@@ -921,15 +943,16 @@ ITERATION_RULES: tuple[Rule, ...] = (*RULES, *memory_rules.RULES)
 
 def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = None, max_warmup: int = MAX_WARMUP,
             expect_steps: bool = True, tail: StepRecord | None = None, rules: Sequence[Rule] = (),
-            host_to_device_bytes: int | None = None, attribution: bool = True, folded: "Folded | None" = None
-            ) -> Analysis:
+            host_to_device_bytes: int | None = None, attribution: bool = True,
+            capacity: dict[str, Any] | None = None, folded: "Folded | None" = None) -> Analysis:
     """The one analysis pass, for a live session and for `report.build` alike: iterations, compile classes,
     warm-up, figures, then every iteration-scope rule (`ITERATION_RULES` and the adapter's own `rules`, through the
     context), findings worst first. `tail`: work after the last step boundary (a final evaluation). It is no step;
     its compiles are only explained (first uses, a function's first compile), never counted as per-step costs.
     `host_to_device_bytes`: the adapter's whole-run total, where it has one. `attribution`: whether line
-    attribution ran at all (rules that need it are reported as not judged). `folded`: a long run's older
-    iterations (fold.py), before `boundaries`; a folded record stands for `repeat` iterations."""
+    attribution ran at all (rules that need it are reported as not judged). `capacity`: the device's memory as
+    the memory section derives it (memory.capacity), which `memory_growth` is rated against. `folded`: a long
+    run's older iterations (fold.py), before `boundaries`; a folded record stands for `repeat` iterations."""
     advice = {**GENERIC_ADVICE, **(advice or {})}
     if folded is not None and folded.records:
         it = folded.expanded() + I.group(boundaries, folded.flags, folded.iterations)
@@ -943,6 +966,7 @@ def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = 
     recompiles = sum(u.count for u in all_units if u.klass == C.RECOMPILE)
     figures = Figures.derive(it, train, warmup, recompiles, host_to_device_bytes)
     own = tuple(r for r in rules if r not in ITERATION_RULES)  # a caller that still passes the memory rules
-    ctx = Context(boundaries, it, with_tail, train, warmup, by_key, figures, advice, expect_steps, attribution, own)
+    ctx = Context(boundaries, it, with_tail, train, warmup, by_key, figures, advice, expect_steps, attribution, own,
+                  capacity)
     v = run_rules((*ITERATION_RULES, *ctx.backend_rules), ctx)
     return Analysis(it, train, warmup, figures.steady, all_units, v.findings, figures, v.judged, v.not_judged)

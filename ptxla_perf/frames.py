@@ -45,9 +45,11 @@ _by_code: dict[int, int] = {}
 _codes: list = []
 
 
-def code_kind(code) -> int:
-    """frames' kind of a code object (classify of its file), cached by id(code)."""
-    kind = _by_code.get(id(code))
+def kind_of(code, _get=_by_code.get) -> int:
+    """A code object's kind (USER, LIBRARY, TOOL: classify of its file, or TOOL for hide_frames), cached by
+    id(code); the code is kept alive, so its id stays its own. The one lookup every frame walk uses (user_frame,
+    the sampler's stacks)."""
+    kind = _get(id(code))
     if kind is None:
         kind = _by_code[id(code)] = classify(code.co_filename)
         _codes.append(code)
@@ -94,11 +96,9 @@ def user_frame(frame: FrameType | None) -> tuple[Location | None, Location | Non
     library = None
     while frame is not None:
         code = frame.f_code
-        kind = _by_code.get(id(code))
-        if kind is None:
-            kind = code_kind(code)
+        kind = kind_of(code)
         if kind == USER:
-            key = (id(code), frame.f_lineno)  # (the code is alive: code_kind keeps it)
+            key = (id(code), frame.f_lineno)  # (the code is alive: kind_of keeps it)
             loc = _locations.get(key)
             if loc is None:
                 if len(_locations) > 4096:

@@ -5,7 +5,7 @@ torch_xla has no cost API; jaxlib ships XLA's `HloCostAnalysis` behind private e
 on the serialized HLO of the graph a step runs, with a standalone CPU client of jaxlib's own (never
 `jax.devices()`: that would start JAX's runtime, and on a TPU host grab the chips torch_xla holds). Every call is
 guarded: when they are missing or fail, the HLO text is read instead and only `dot`/`convolution` FLOPs are
-counted (the FLOPs that matter for MFU), with the graph's inputs + outputs as its bytes (a lower bound).
+counted (the FLOPs that matter for HFU), with the graph's inputs + outputs as its bytes (a lower bound).
 `GraphCost.source` says which: "xla_cost_analysis" | "hlo_text" | "unavailable".
 
 Tests simulate missing private APIs with `PTXLA_PERF_NO_XLA_COST=1` (or by making the import fail).

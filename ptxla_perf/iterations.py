@@ -12,6 +12,13 @@ iteration can hold several of them, and some launch nothing. The rule (docs/repo
   otherwise it is a piece of the training iteration that follows (a sync in the middle of the step).
 - A run with no optimizer but backward passes: each backward boundary ends an iteration. Neither: each boundary
   that launched something is an iteration.
+- An evaluation loop run with autograd on, closed by its loader (MpDeviceLoader: a sync launching the last batch,
+  then an idle one, at the loop's line): its last batch is the pass's last iteration, not part of the training
+  iteration after it.
+- A boundary that only read values (nothing launched, no training) right after an evaluation iteration, before
+  training launches anything, joins that iteration: the pass's result read after its loop (`correct.item()`);
+  so does a forward-only launch there at a line that is neither training's nor the pass's loop's
+  (`xm.mesh_reduce` of the result).
 - A phase the adapter or a recipe set on the boundary (`phase="eval"`) is kept as given.
 """
 from __future__ import annotations
@@ -55,8 +62,23 @@ def group(boundaries: list[StepRecord], run_flags: tuple[bool, bool] | None = No
     opt_run, training = run_flags if run_flags is not None else flags(boundaries)
     groups: list[tuple[str, list[StepRecord]]] = []
     pending: list[StepRecord] = []
+    train_lines: set = set()  # the lines training iterations' boundaries came from so far
+    loop_lines: set = set()  # the lines the last evaluation iteration launched at (its loop's), before any join
     for b in boundaries:
         role = _role(b, training, opt_run)
+        if role != "idle" and training:
+            cut = _eval_tail(groups, pending, b)
+            if cut:  # the pass's last batch, launched by its loader's closing sync: the pass's, not training's
+                groups.append((EVAL, pending[:cut]))
+                pending = pending[cut:]
+            if groups and groups[-1][0] == EVAL and not loop_lines:
+                loop_lines = {_line(p) for p in groups[-1][1] if p.executions}
+            if _after_pass(b, groups, pending, train_lines, loop_lines):
+                # code right after an evaluation pass, before training launches anything: the pass's result read
+                # after its loop (`correct.item()`, `xm.mesh_reduce`), so it is the pass's last iteration's
+                groups[-1] = (EVAL, groups[-1][1] + pending + [b])
+                pending = []
+                continue
         if role == "launch":
             # a second forward-only graph at the same line with no backward in between: the earlier ones were
             # iterations of their own (an evaluation loop run with autograd on)
@@ -75,12 +97,60 @@ def group(boundaries: list[StepRecord], run_flags: tuple[bool, bool] | None = No
         else:  # close
             groups.append((b.phase or TRAIN, pending + [b]))
             pending = []
+            if groups[-1][0] == TRAIN:
+                train_lines.update(_line(p) for p in groups[-1][1])
+        if groups and groups[-1][0] != EVAL:
+            loop_lines = set()
     if pending and (any(launched(p) for p in pending) or not groups):
         backward = any(p.backward_calls or p.optimizer_steps for p in pending)
         groups.append((TRAIN if backward or not training else EVAL, pending))
     elif pending:  # trailing idle syncs (a loader running out) belong to the last iteration
         groups[-1] = (groups[-1][0], groups[-1][1] + pending)
     return [_merge(start + i, phase, parts) for i, (phase, parts) in enumerate(groups)]
+
+
+def _line(b: StepRecord) -> tuple | None:
+    return (b.site.file, b.site.line) if b.site else None
+
+
+def _after_pass(b: StepRecord, groups: list[tuple[str, list[StepRecord]]], pending: list[StepRecord],
+                train_lines: set, loop_lines: set) -> bool:
+    """`b` is code after an evaluation pass's loop (two evaluation iterations or more), before training goes on:
+    nothing launched since the pass's last iteration, no backward or optimizer step, and either only a read, or (once a training iteration told its
+    lines) a launch at a line that is neither training's nor the pass's loop's (`xm.mesh_reduce` of the result
+    launches and reads)."""
+    if len(groups) < 2 or groups[-1][0] != EVAL or groups[-2][0] != EVAL or any(launched(p) for p in pending):
+        return False  # a pass is two evaluation iterations or more (one each step: a no_grad update, not a pass)
+    if b.backward_calls or b.optimizer_steps or not launched(b):
+        return False
+    if _reads_only(b):
+        return True
+    return bool(train_lines) and _line(b) not in train_lines and _line(b) not in loop_lines
+
+
+def _reads_only(b: StepRecord) -> bool:
+    """A boundary that only read values to the host: no graph launched or compiled, no training."""
+    return bool(b.device_to_host.count) and not (b.executions or b.compiles or b.fallback_ops or b.backward_calls
+                                                 or b.optimizer_steps)
+
+
+def _eval_tail(groups: list[tuple[str, list[StepRecord]]], pending: list[StepRecord], b: StepRecord) -> int:
+    """How many of `pending` end the evaluation pass just grouped, once `b` comes from another line: an
+    evaluation loop run with autograd on is cut at the next launch at its line, so its last batch waits in
+    `pending`; where a loader closed the loop (torch_xla's MpDeviceLoader: a sync that launches the last batch,
+    then an idle one as it runs out, both at the loop's line) those boundaries are the pass's last iteration. 0
+    otherwise (a forward launched at that line and no closing sync may be the next training step's own part)."""
+    if not groups or groups[-1][0] != EVAL or not pending:
+        return 0
+    last = next((p for p in reversed(groups[-1][1]) if launched(p)), None)
+    if last is None or b.site == last.site:
+        return 0
+    cut, closed = 0, False
+    for i, p in enumerate(pending):
+        if p.backward_calls or p.optimizer_steps or p.site != last.site or (closed and launched(p)):
+            break
+        cut, closed = i + 1, closed or not launched(p)
+    return cut if closed and any(launched(p) for p in pending[:cut]) else 0
 
 
 def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:

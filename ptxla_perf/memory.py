@@ -251,11 +251,14 @@ class MemorySection:
 
 
 def section(info: dict[str, Any], runtime: dict[str, Any] | None, devices: list[str | None],
-            override_gb: float | None, live: dict[str, Any] | None) -> MemorySection:
-    """`info`: the adapter's `graph_memory()`; `runtime`: its `device_memory()`; `live`: `live_figures()`."""
+            override_gb: float | None, live: dict[str, Any] | None, cap: dict[str, Any] | None = None
+            ) -> MemorySection:
+    """`info`: the adapter's `graph_memory()`; `runtime`: its `device_memory()`; `live`: `live_figures()`; `cap`:
+    the capacity already derived from these (`capacity()`: the session derives it once, for the analysis's
+    `memory_growth` rating and this section alike)."""
     graphs = [dict(g) for g in info.get("graphs", [])]
     known = [g for g in graphs if g.get("peak_bytes") is not None]
-    cap = capacity(runtime, devices, override_gb)
+    cap = cap if cap is not None else capacity(runtime, devices, override_gb)
     out = MemorySection(XLA if known else UNAVAILABLE, info.get("method"), info.get("scope"), graphs,
                         capacity=cap, runtime=runtime or None, live=live_json(live), notes=list(info.get("notes", [])))
     if known:

@@ -50,9 +50,12 @@ class MemoryGrowth(Rule):
         # one the count may be the framework's own bookkeeping (torch_xla SPMD: one more tensor per mark_sharding
         # call, measured in a plain run too), so the finding says what is unknown and stays info.
         known = bool(holder.get("holder"))  # a named container in the user's frames (an anonymous dict is no evidence)
-        projected, costly, against = projection(_rate(b, per, holder), holder.get("capacity_bytes"))
+        cap = ctx.capacity or {}
+        projected, costly, against = projection(_rate(b, per, holder), cap.get("bytes"), _source(cap))
         if known and costly:
-            tail = f"Whatever a step keeps stays on the device until the run runs out of memory. {advice}"
+            tail = ((f"At this rate a {int(threshold('memory_growth_run_steps')):,}-step run keeps "
+                     f"{fmt.nbytes(projected)} more, {against}. " if projected is not None else "")
+                    + f"Whatever a step keeps stays on the device until the run runs out of memory. {advice}")
         elif known:
             tail = (f"At this rate a {int(threshold('memory_growth_run_steps')):,}-step run keeps "
                     f"{fmt.nbytes(projected)} more, {against}: small, but it is kept on the device all the same. "
@@ -71,7 +74,9 @@ class MemoryGrowth(Rule):
              "projected_bytes": int(projected) if projected is not None else None,
              "projected_steps": int(threshold("memory_growth_run_steps")), "samples": g["samples"],
              "live_arrays": g.get("live_arrays"), "live_bytes": g.get("live_bytes"),
-             **{k: v for k, v in holder.items() if k not in ("location",)}},
+             # what the growth was rated against: the memory section's capacity and where it came from
+             "capacity_bytes": cap.get("bytes"), "capacity_source": cap.get("source") or "unknown",
+             **{k: v for k, v in holder.items() if k not in ("location", "capacity_bytes")}},
             per, [s.index for s in ctx.train[ctx.warmup:] if s.live_arrays is not None][:20],
             cost=Cost(bytes_per_step=b))]
 
@@ -88,18 +93,33 @@ def _rate(measured: float | None, arrays_per_step: float, holder: dict[str, Any]
     return min(measured, held)
 
 
-def projection(bytes_per_step: float | None, capacity_bytes: int | None = None) -> tuple[float | None, bool, str]:
+_SOURCES = {"user": "--device-memory-gb", "runtime": "the runtime's figure", "table": "the spec table"}
+
+
+def _source(cap: dict[str, Any]) -> str | None:
+    """Where a capacity came from, in words (memory.capacity's `source`, with the device's name where known)."""
+    src = _SOURCES.get(cap.get("source") or "")
+    if not src or not cap.get("bytes"):
+        return None
+    name = cap.get("name")
+    return f"{name}, {src}" if name and cap.get("source") != "user" else src
+
+
+def projection(bytes_per_step: float | None, capacity_bytes: int | None = None, source: str | None = None
+               ) -> tuple[float | None, bool, str]:
     """What a growth costs: (bytes kept over a run of `memory_growth_run_steps`, whether that is worth a warning,
-    what it was compared with). Against a known capacity (the runtime's, on the holder's evidence: JAX on TPU/GPU):
-    `memory_growth_capacity_share` of it; unknown (a CPU; the iteration rules run before the memory section knows
-    an override): `memory_growth_min_bytes`. Bytes unknown: costly
-    (a rise in device values with a named holder is the program's own, and nothing says it is small)."""
+    what it was compared with). Against a known capacity (the memory section's, `source` saying where from: the
+    user's --device-memory-gb / roofline.device_memory_gb, the runtime's memory figure on TPU/GPU, the spec
+    table): `memory_growth_capacity_share` of it; unknown (a CPU without an override): `memory_growth_min_bytes`.
+    Bytes unknown: costly (a rise in device values with a named holder is the program's own, and nothing says it
+    is small)."""
     if bytes_per_step is None:
         return None, True, "its size unknown"
     projected = max(bytes_per_step, 0.0) * threshold("memory_growth_run_steps")
     if capacity_bytes:
         limit = threshold("memory_growth_capacity_share") * capacity_bytes
-        return projected, projected >= limit, f"{projected / capacity_bytes:.2%} of the device's {fmt.nbytes(capacity_bytes)}"
+        return projected, projected >= limit, (f"{projected / capacity_bytes:.2%} of the device's "
+                                               f"{fmt.nbytes(capacity_bytes)}" + (f" ({source})" if source else ""))
     limit = threshold("memory_growth_min_bytes")
     return projected, projected >= limit, f"below the {fmt.nbytes(limit)} that would matter on any accelerator"
 

@@ -1,4 +1,4 @@
-"""What the device could do: per-chip peak dense FLOP/s and memory bandwidth, the denominators of MFU.
+"""What the device could do: per-chip peak dense FLOP/s and memory bandwidth, the denominators of HFU and MFU.
 
 One table of public spec-sheet figures (bf16 dense matmul, no sparsity; HBM), chosen from the runtime's device
 kind (PJRT's `device_kind`: "TPU v5 lite", "NVIDIA H100 80GB HBM3", ...); a user override (`--peak-tflops`,

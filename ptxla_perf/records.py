@@ -112,7 +112,6 @@ class HolderEvidence(CallEvidence):
     holder: str | None = None
     items: int | None = None
     bytes_per_item: int | None = None
-    capacity_bytes: int | None = None  # the device's memory as the runtime said it then (JAX memory_stats), if any
 
 
 @dataclass

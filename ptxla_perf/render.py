@@ -56,7 +56,7 @@ def summary_lines(report: dict[str, Any], report_path: str | None = None, max_fi
             parts.append(f"{tp['mb_per_s']:.2f} MB/s host->device")
         lines.append("  throughput  " + ", ".join(parts))
     lines += _processes_lines(report)
-    lines += _roofline.summary_lines(report.get("roofline"))  # MFU, TFLOP/s, predicted vs observed
+    lines += _roofline.summary_lines(report.get("roofline"))  # HFU (and MFU), TFLOP/s, predicted vs observed
     lines += _memory.summary_line(report.get("memory"))  # peak of the largest graph against the capacity
     if s.get(K.FALLBACK_OPS):
         lines.append("  CPU fallback ops  " + ", ".join(f"{k} x{v}" for k, v in s[K.FALLBACK_OPS].items()))

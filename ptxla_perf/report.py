@@ -128,9 +128,12 @@ def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list
     """Analyse boundary records here and assemble their report (tests, offline tools): the same rules as a live
     session's (findings.analyze with the backend's own rules; the run-end rules from `run`'s status)."""
     status = run.get("status")
+    mem = parts.get("memory")
+    mem = mem.to_json() if isinstance(mem, MemorySection) else mem
     analysis = analyze(steps, max_warmup=max_warmup, rules=backend_rules(backend),
                        expect_steps=run.get("kind") != "trace" and status != "crashed",
-                       attribution=(run.get("attribution") or {}).get("mode") != "off")
+                       attribution=(run.get("attribution") or {}).get("mode") != "off",
+                       capacity=(mem or {}).get("capacity") or None)
     ended = run_end(status, run.get("stop_reason"), steps, parts.get("memory"))
     return from_analysis(analysis, backend=backend, run=run, env=env, extra_findings=ended, **parts)
 

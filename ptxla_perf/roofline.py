@@ -10,7 +10,7 @@ Backend-neutral: the adapters put the cost of the graphs each step ran on its re
                       6·N·tokens of a transformer; `StepRecord.model_flops`) over the same time, where given
     time            = the device's busy time on the steps' graphs where the adapter measured it (torch_xla:
                       `StepRecord.device_time_s`), else the step's wall time (JAX) - a wall time the host ran
-                      ahead in does not cover the device's work: below UNDER_RATIO x predicted, no MFU
+                      ahead in does not cover the device's work: below UNDER_RATIO x predicted, no HFU
     predicted step  = max(FLOPs / peak FLOP/s, bytes / peak bandwidth)
     verdict         = overhead-bound when observed > OVERHEAD_RATIO x predicted (the time goes elsewhere: host,
                       syncs, gaps - the warnings say where), else compute- or memory-bound by the larger term;
@@ -157,9 +157,28 @@ def _model_mfu(out: RooflineSection, steady: list, peak: Peak) -> None:
 
 
 def transformer_flops(n_params: int, tokens: int) -> float:
-    """A transformer's model FLOPs for one training step: 6 x parameters x tokens (forward 2N, backward 4N per
-    token; attention's own FLOPs left out, as usual) - what a recipe gives set_step_info(model_flops=...)."""
+    """A transformer's model FLOPs for one training step: 6 x N x tokens (forward 2N, backward 4N per token;
+    attention's own FLOPs left out, as usual) - what a recipe gives set_step_info(model_flops=...). N is the
+    non-embedding parameter count (`non_embedding_params`): an embedding table is a lookup, no multiply-adds,
+    and counting it (a BERT's 23 M word embeddings beside an 86 M body) puts model FLOPs above what the hardware
+    ran (docs/roofline.md#hfu-and-model-flops-mfu)."""
     return 6.0 * n_params * tokens
+
+
+_EMBEDDINGS = ("Embedding", "EmbeddingBag")
+
+
+def _is_embedding(module: Any) -> bool:
+    """torch's nn.Embedding / nn.EmbeddingBag or a subclass (read from the class, torch not imported here)."""
+    return any(c.__name__ in _EMBEDDINGS and c.__module__.startswith("torch.nn") for c in type(module).__mro__)
+
+
+def non_embedding_params(model: Any) -> int:
+    """N for `transformer_flops`: a torch module's parameters less the weights of its embedding tables
+    (nn.Embedding, nn.EmbeddingBag: token, position and segment embeddings), each shared parameter once - an
+    output projection tied to the word embeddings is the same tensor, so it is left out with them."""
+    tables = {id(p) for m in model.modules() if _is_embedding(m) for p in m.parameters(recurse=False)}
+    return sum(p.numel() for p in model.parameters() if id(p) not in tables)
 
 
 def _section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: float | None,
@@ -192,11 +211,11 @@ def _section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: flo
     if peak.flops_per_s and out.achieved_flops_per_s is not None:
         out.mfu = out.achieved_flops_per_s / peak.flops_per_s
     if out.mfu is not None and 1.0 < out.mfu <= CALIBRATED_SLACK and peak.name.startswith("cpu"):
-        out.notes.append(f"MFU at the calibrated peak: the steps reached {out.mfu:.0%} of the CPU calibration "
+        out.notes.append(f"HFU at the calibrated peak: the steps reached {out.mfu:.0%} of the CPU calibration "
                          "(the best matmul rate measured on this machine, not a hardware limit), given as 100%")
         out.mfu = 1.0
     if out.mfu is not None and out.mfu > 1.0:
-        out.notes.append("MFU not given: achieved FLOP/s above the peak (" + (
+        out.notes.append("HFU not given: achieved FLOP/s above the peak (" + (
             "the CPU calibration ran under load or below what XLA's kernels reach; measure again with "
             "`python -m ptxla_perf.peaks --recalibrate`" if peak.name.startswith("cpu") else
             "the peak is set too low, or the step time does not cover the device's work") + ")")
@@ -228,10 +247,10 @@ def _verdict(out: RooflineSection, observed: float, predicted: float, basis: str
     explaining = [f for f in found if _explains(f, gap)]
     out.related_findings = sorted({f.kind for f in explaining})
     bound = "compute" if (compute or 0.0) >= (memory or 0.0) else "memory"
-    covered = device / predicted if basis == "device" else ratio  # the time MFU was measured over
+    covered = device / predicted if basis == "device" else ratio  # the time HFU was measured over
     if covered < UNDER_RATIO and out.mfu is not None:
         out.mfu = None
-        out.notes.append("MFU not given: " + ("the device's busy time is below the prediction: the peak is set "
+        out.notes.append("HFU not given: " + ("the device's busy time is below the prediction: the peak is set "
                                               "too low" if basis == "device" else
                                               "the step's wall time does not cover the device's work"))
     if ratio < UNDER_RATIO and device is not None and device / predicted >= UNDER_RATIO:
@@ -240,7 +259,7 @@ def _verdict(out: RooflineSection, observed: float, predicted: float, basis: str
         out.explanation = (f"the observed step ({_ms(observed)}) is {fmt_ratio(ratio)} the prediction ({_ms(predicted)}): "
                            "the step's wall time does not cover the device's work (torch_xla's sync and JAX's "
                            "dispatch return before the device finishes: a loop whose steps neither depend on each "
-                           "other nor read a value measures dispatch) or the peak is set too low; MFU is not "
+                           "other nor read a value measures dispatch) or the peak is set too low; HFU is not "
                            "meaningful here" + (f" (the device's busy time, {_ms(device)} per step, is below it "
                                                 "too)" if device is not None else ""))
     elif ratio > OVERHEAD_RATIO and breakdown:
@@ -263,7 +282,7 @@ def _verdict(out: RooflineSection, observed: float, predicted: float, basis: str
 
 
 def _time_basis(costed: list, out: RooflineSection) -> tuple[str, list]:
-    """The time MFU is measured over: the device's busy time where the adapter measured it for at least half the
+    """The time HFU is measured over: the device's busy time where the adapter measured it for at least half the
     costed steps (over those steps: a report flushed mid-run lacks the latest), else the steps' wall time."""
     timed = [s for s in costed if s.device_time_s is not None]
     out.steps_with_device_time = len(timed)
@@ -353,7 +372,8 @@ def top_ops(ops: list[dict], modules: dict[str, str], peak: Peak, limit: int = 1
 
 
 def summary_lines(sec: dict[str, Any] | None) -> list[str]:
-    """The console's roofline lines: FLOPs per step, achieved TFLOP/s and MFU against which peak; predicted vs
+    """The console's roofline lines: FLOPs per step, achieved TFLOP/s and HFU against which peak (model-FLOPs MFU
+    where given); predicted vs
     observed step time and the verdict (with the findings that explain an overhead-bound step)."""
     if not sec:
         return []

@@ -35,7 +35,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from .frames import TOOL, USER, _abs, _by_code, code_kind
+from .frames import TOOL, USER, _abs, kind_of
 from .faults import FAULTS, check
 from .training_thread import TRAINING
 
@@ -52,7 +52,7 @@ class StackSampler:
     def __init__(self, codes: tuple[set, set] | None = None, interval: float = 0.01):
         # the adapter's own wrappers: a frame of the boundary call / jitted call, of the loader's timed next(); by
         # id(code), as every code set and cache here (a code object's hash is recomputed from its contents at each
-        # lookup; frames.code_kind keeps the codes seen alive, so ids are not reused)
+        # lookup; frames.kind_of keeps the codes seen alive, so ids are not reused)
         call_codes, data_codes = codes or (set(), set())
         self._keep = (tuple(call_codes), tuple(data_codes))
         self.call_codes, self.data_codes = {id(c) for c in call_codes}, {id(c) for c in data_codes}
@@ -62,7 +62,7 @@ class StackSampler:
         self._lines: dict[tuple, float] = {}  # (file, line, function, kind) -> seconds, since the last take()
         self._loop: set = set()  # ids of the code objects of the user frames the step boundaries were called from
         self._data_code: dict = {}  # id(code) -> it is a data-loading frame by its file
-        self._feeder_code: dict = {}  # id(code) -> it is a loader thread's frame by its file (code_kind keeps it)
+        self._feeder_code: dict = {}  # id(code) -> it is a loader thread's frame by its file (kind_of keeps it)
         self._learned = 0
         self.learning = True  # learn_loop still wants boundaries' frames
         self._stop = threading.Event()
@@ -89,7 +89,7 @@ class StackSampler:
         self._learned += 1
         self.learning = self._learned < 4
         while frame is not None:
-            if code_kind(frame.f_code) == USER:
+            if kind_of(frame.f_code) == USER:
                 self._loop.add(id(frame.f_code))
             frame = frame.f_back
 
@@ -148,18 +148,15 @@ class StackSampler:
         innermost = None
         callee = None
         loop = self._loop
-        kinds = _by_code
         for code, lineno in chain:
-            kind = kinds.get(id(code))
-            if kind is None:
-                kind = code_kind(code)  # keeps the code alive: the ids below stay its own
+            kind = kind_of(code)  # keeps the code alive: the ids below stay its own
             if innermost is None:
                 innermost = kind
             if user is None and kind == USER:
                 user = (code.co_filename, lineno, code.co_name)
             if site is None and callee is not None and id(code) in loop and (
                     data or callee.co_name in _DATA_NAMES or
-                    (callee.co_flags & _CO_GENERATOR and code_kind(callee) != TOOL)):
+                    (callee.co_flags & _CO_GENERATOR and kind_of(callee) != TOOL)):
                 data, site = True, (code.co_filename, lineno, code.co_name)
             elif not data:
                 is_data = self._data_code.get(id(code))
@@ -199,9 +196,7 @@ class StackSampler:
             feeding = False
             while f is not None:
                 code = f.f_code
-                kind = _by_code.get(id(code))
-                if kind is None:
-                    kind = code_kind(code)
+                kind = kind_of(code)
                 if kind == USER:
                     if user is None:
                         user = (code.co_filename, f.f_lineno, code.co_name)

@@ -41,7 +41,8 @@ from .training_thread import TRAINING
 from .session_capture import CaptureWindow
 from .retention import Retention
 from .steps_file import StepsFile
-from .session_report import OutputConfig, ReportOutput, RunFacts, minimal_report, report_of, sections_of
+from .session_report import (OutputConfig, ReportOutput, RunFacts, device_memory, minimal_report, report_of,
+                             sections_of)
 from .capture_owner import publish
 from .boundary_path import BoundaryPath
 from .trace_section import TraceSection
@@ -442,20 +443,22 @@ class Session(BoundaryPath):
         if self.caps.settle is not None:  # measurements the adapter completes in batches (torch_xla's device times)
             guarded("adapter.settle", self.caps.settle, final=final)
         env = environment(self.adapter.environment())
-        analysis = self.analysis(end.status)
+        device = device_memory(self.caps, env, self.roofline_cfg)  # the capacity, once: memory_growth and the section
+        analysis = self.analysis(end.status, device.capacity)
         sinks = roofline.sinks(self.extra_findings + analysis.findings + (self.trace.findings if self.trace else []))
         sections = sections_of(analysis, self.adapter, self.caps, env, self.trace, sinks, self.roofline_cfg,
-                               final)
+                               final, device)
         self._rows = analysis.figures.rows()  # every iteration: the TensorBoard scalars', where steps[] is trimmed
         return report_of(analysis, self.facts, sections, end=end, adapter=self.adapter, env=env, steps=self.steps,
                          tail=self.tail, extra_findings=self.extra_findings, profiler=self.profiler,
                          extra=self.extra, trace=self.trace, faults=FAULTS.since(self._faults_mark),
                          rows=self._rows, retention=self.retention, steps_file=self._steps_path)
 
-    def analysis(self, status: str | None = None) -> Analysis:
+    def analysis(self, status: str | None = None, capacity: dict[str, Any] | None = None) -> Analysis:
         """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says.
-        A run that crashed before its first step gets no `no_steps` finding: the crash is the story."""
-        return analyze(self.steps, advice=self.adapter.advice, max_warmup=self.max_warmup,
+        A run that crashed before its first step gets no `no_steps` finding: the crash is the story. `capacity`:
+        the device's memory as the memory section knows it (memory.capacity), for memory_growth's rating."""
+        return analyze(self.steps, advice=self.adapter.advice, max_warmup=self.max_warmup, capacity=capacity,
                        expect_steps=self.facts.kind != "trace" and status != "crashed", tail=self.tail,
                        rules=(*self.adapter.rules, *MEMORY_RULES),
                        host_to_device_bytes=_h2d_bytes(self.adapter) if self.steps else None,

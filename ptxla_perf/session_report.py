@@ -90,11 +90,13 @@ class Sections:
 
 
 def sections_of(analysis: Analysis, adapter: Adapter, caps: Capabilities, env: Mapping[str, Any], trace: TraceSection | None,
-                sinks: list[roofline.Sink], roofline_cfg: Mapping[str, Any], final: bool) -> Sections:
+                sinks: list[roofline.Sink], roofline_cfg: Mapping[str, Any], final: bool,
+                device: DeviceMemory | None = None) -> Sections:
     """The roofline and memory sections. A report flushed mid-run (`final` False) never calibrates the CPU peak and
-    compiles no HLO for memory figures."""
+    compiles no HLO for memory figures. `device`: the runtime's figures and the capacity, derived once before the
+    analysis (`device_memory`), else here."""
     return Sections(_roofline(analysis, adapter, env, trace, sinks, roofline_cfg, final),
-                    _memory(analysis, caps, env, roofline_cfg, final))
+                    _memory(analysis, caps, env, roofline_cfg, final, device))
 
 
 def report_of(analysis: Analysis, facts: RunFacts, sections: Sections, *, end: Outcome, adapter: Adapter,
@@ -208,16 +210,39 @@ class ReportOutput:
             self._scalars = None
 
 
+@dataclass(frozen=True)
+class DeviceMemory:
+    """The runtime's memory figures (the adapter's `device_memory()`: JAX memory_stats, torch_xla
+    get_memory_info; None on the CPU) and the device's capacity derived from them once (memory.capacity: the user's
+    --device-memory-gb / roofline.device_memory_gb, else the runtime's, else the spec table), read by the analysis
+    (`memory_growth`'s rating) and the memory section alike."""
+
+    runtime: dict[str, Any] | None
+    capacity: dict[str, Any]
+
+
+def device_memory(caps: Capabilities, env: Mapping[str, Any], roofline_cfg: Mapping[str, Any]) -> DeviceMemory:
+    """The device's memory figures and capacity, once per report. Never fails: unknown on an error."""
+    devices = [env.get("device_model"), env.get("device_kind")]
+    runtime = None
+    try:
+        runtime = caps.device_memory() if caps.device_memory else None
+    except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
+        FAULTS.record("section.memory", exc)
+    return DeviceMemory(runtime, memory.capacity(runtime, devices, roofline_cfg.get("device_memory_gb")))
+
+
 def _memory(analysis: Analysis, caps: Capabilities, env: Mapping[str, Any], roofline_cfg: Mapping[str, Any],
-            final: bool) -> memory.MemorySection:
+            final: bool, device: DeviceMemory | None = None) -> memory.MemorySection:
     """The memory section (memory.py): the adapter's per-graph figures (torch_xla compiles its graphs' HLO for
     them only when the run ends: `final`), the device's capacity, live memory per step. Never fails the report."""
     try:
         check("section.memory")
-        runtime, info = caps.memory(final)
+        device = device or device_memory(caps, env, roofline_cfg)
+        info = caps.graphs(final)
         live = memory.live_figures(analysis.train, analysis.warmup, analysis.iterations)
-        return memory.section(info, runtime, [env.get("device_model"), env.get("device_kind")],
-                              roofline_cfg.get("device_memory_gb"), live)
+        return memory.section(info, device.runtime, [env.get("device_model"), env.get("device_kind")],
+                              roofline_cfg.get("device_memory_gb"), live, cap=device.capacity)
     except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
         FAULTS.record("section.memory", exc)
         return memory.section({"graphs": [], "notes": [f"memory analysis failed: {exc}"]}, None, [], None, None)

@@ -30,7 +30,11 @@ FIGURES = [  # in table order; html/sweep_page.py charts the same figures
            lambda v: f"{v:.1f}"),
     Figure(None, "samples/s", lambda s: s.throughput.get("samples_per_s"), str, lambda v: f"{v:.1f}"),
     Figure("FLOP/s", None, lambda s: s.achieved_tflops_per_s, fmt.flops_rate, fmt.flops_rate),
-    Figure("MFU", None, lambda s: s.mfu, lambda v: fmt.pct(v, 1), fmt.num),
+    # XLA's cost-analysis FLOPs (remat, auxiliary ops counted): hardware FLOPs utilisation; `mfu` is its old name
+    Figure("HFU", None, lambda s: s.hfu if s.hfu is not None else s.mfu, lambda v: fmt.pct(v, 1), fmt.num),
+    # model-FLOPs MFU only where model FLOPs were given (--model-flops-per-step, a recipe's); "-" else, and the
+    # column is left out where no job has it
+    Figure("MFU", None, lambda s: s.model_mfu, lambda v: fmt.pct(v, 1), fmt.num),
     Figure("compiles", "compiles", lambda s: s.compiles, str, fmt.num),
     Figure("h2d/step", "host→device / step", lambda s: s.host_to_device_per_step, lambda v: fmt.num(v, 2), fmt.num),
     Figure("d2h/step", "host reads / step", lambda s: s.device_to_host_per_step, lambda v: fmt.num(v, 2), fmt.num),

@@ -49,7 +49,7 @@ _ALL = (
               "observed step below this multiple of the prediction: the wall time cannot cover the device's work"),
     Threshold("roofline_calibrated_slack", 1.15,
               "on a calibrated CPU peak (a measured rate, not a hardware limit), an achieved rate up to this multiple "
-              "of it is MFU 100 % (with a note); above it, MFU is not given"),
+              "of it is HFU 100 % (with a note); above it, HFU is not given"),
     Threshold("eager_ops_share", 0.25,
               "torch_xla eager mode: eager ops outside the compiled step are a warning when they run in recurring "
               "iterations and the loop spends at least this share of the steady step outside the compiled step "

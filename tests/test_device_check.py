@@ -23,7 +23,7 @@ def test_cpu_smoke_writes_the_table_with_the_oom_finding(tmp_path):
     rows = {r["run"]: r for r in json.loads((tmp_path / "device_check.json").read_text())["rows"]}
     assert set(rows) == {"matmul", "oom"}
     matmul = rows["matmul"]
-    assert matmul["status"] == "completed (exit 0)" and matmul["MFU"] != "-" and matmul["XLA peak MiB"] != "-"
+    assert matmul["status"] == "completed (exit 0)" and matmul["HFU"] != "-" and matmul["XLA peak MiB"] != "-"
     assert rows["oom"]["status"].startswith("crashed") and "out of device memory" in rows["oom"]["oom finding"]
     table = (tmp_path / "device_check.md").read_text()
     assert "| matmul |" in table and "RESOURCE_EXHAUSTED" in table  # XLA's own message, whole, under the table

@@ -79,3 +79,20 @@ def test_loading_in_a_loader_thread_is_named_at_the_users_line(profiled):
         assert f"{planted_line(script, 'DATA_LINE')} (__getitem__)" in found["message"], found["message"]
         reads = [f for f in report["findings"] if f["kind"] == "device_to_host_sync"]
         assert all(f["severity"] == "info" for f in reads), reads
+
+
+@pytest.mark.parametrize("how", ["item", "mesh"])
+def test_eval_result_read_after_an_mp_loader_pass_is_once_per_pass(profiled, how):
+    """Item 2, second part: ImageNet-style epochs through MpDeviceLoader, one training step an epoch, the
+    evaluation's result read once after its loop (`correct.item()`, `xm.mesh_reduce`). It was counted in the next
+    epoch's first training iteration (a host read in most training iterations and a sync inside the step:
+    warnings); it is the pass's, once per pass, info."""
+    run = profiled(SCRIPTS / "mp_train_eval.py", args=(how,))
+    assert run.proc.returncode == 0 and "epoch 3 accuracy" in run.proc.stdout, run.proc.stderr[-3000:]
+    report = run.report
+    assert not [f for f in report["findings"] if f["severity"] == "warning"], report["findings"]
+    assert not [f for f in report["findings"] if f["kind"] == "graph_break"], report["findings"]
+    reads = [f for f in report["findings"] if f["kind"] == "device_to_host_sync"]
+    assert reads and all(f["evidence"]["phase"] == "eval" and f["evidence"].get("once_per_pass") for f in reads), reads
+    train = [s for s in report["steps"] if s.get("phase", "train") == "train"]
+    assert len(train) == 4 and report["summary"]["steps"] == 4

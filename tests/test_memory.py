@@ -152,6 +152,18 @@ def test_torch_xla_kept_losses_grow_at_their_line(profiled):
     assert ev["bytes_per_step"] == pytest.approx(4.0, rel=0.05)  # a float32 scalar per step
 
 
+def test_torch_xla_growth_rated_against_device_memory_gb(profiled):
+    """The same 4 B a step, against --device-memory-gb 0.02 (10 % of it ~2.1 MB < the 4 MB a million steps keep):
+    a warning, rated against the memory section's capacity, which says it is the user's."""
+    run = profiled(TORCH_SCRIPT, "--device-memory-gb", "0.02", args=("keep",))
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    (f,) = _kinds(run.report, "memory_growth")
+    assert f["severity"] == "warning", f
+    assert f["evidence"]["capacity_source"] == "user" == run.report["memory"]["capacity"]["source"]
+    assert f["evidence"]["capacity_bytes"] == run.report["memory"]["capacity"]["bytes"]
+    assert "(--device-memory-gb)" in f["message"], f["message"]
+
+
 def test_torch_xla_loss_item_kept_does_not_grow(profiled):
     run = profiled(TORCH_SCRIPT, args=("item",))
     assert run.proc.returncode == 0, run.proc.stderr[-3000:]
@@ -271,6 +283,45 @@ def test_growth_needs_a_steady_rise():
     flat = memory.growth(steps([10, 11, 10, 11, 10, 11]), 1)
     assert not memory.grows(flat)
     assert memory.growth(steps([10, None, None]), 0) is None
+
+
+def test_growth_rated_against_the_sections_capacity():
+    """memory_growth reads the one capacity the memory section derives (memory.capacity: the user's
+    --device-memory-gb, the runtime's, the spec table) and says where it came from; unknown, the 1 GiB floor."""
+    from ptxla_perf.findings import analyze
+    from ptxla_perf.records import Event, Location
+    line = Location("/x/train.py", 20, "<module>")
+
+    def steps():  # one f32 kept a step by `losses`: 4 B/step, 4 MB over a million steps
+        out = [StepRecord(index=i, wall_time_s=0.01, executions=1, optimizer_steps=1, backward_calls=1,
+                          live=(10 + i, 4 * (10 + i)))
+               for i in range(12)]
+        out[6].events.append(Event("memory_growth", line, {"call": "list", "holder": "losses", "items": 6,
+                                                           "bytes": 24, "bytes_per_item": 4}))
+        return out
+
+    def growth(cap):
+        (f,) = [f for f in analyze(steps(), capacity=cap).findings if f.kind == "memory_growth"]
+        return f
+    unknown = growth(None)
+    assert unknown.severity == "info" and unknown.evidence["capacity_source"] == "unknown"
+    assert unknown.evidence["capacity_bytes"] is None and "that would matter on any accelerator" in unknown.message
+    small = memory.capacity(None, ["cpu"], 0.02)  # --device-memory-gb 0.02: 10 % of it is ~2.1 MB < 4 MB
+    f = growth(small)
+    assert f.severity == "warning" and f.evidence["capacity_source"] == "user"
+    assert f.evidence["capacity_bytes"] == small["bytes"] and "(--device-memory-gb)" in f.message, f.message
+    tpu = memory.capacity({"bytes_limit": 16 * 2**30}, ["TPU v5 lite"], None)  # torch_xla / JAX runtime figure
+    f = growth(tpu)
+    assert f.severity == "info" and f.evidence["capacity_source"] == "runtime"
+    assert "of the device's 16.00 GiB (TPU v5 lite, the runtime's figure)" in f.message, f.message
+    table = memory.capacity(None, ["TPU v5 lite"], None)
+    assert growth(table).evidence["capacity_source"] == "table"
+    # an offline report.build reads the capacity of the memory section it is given
+    from ptxla_perf import report as report_mod
+    sec = memory.section({"graphs": []}, None, ["cpu"], 0.02, None)
+    rep = report_mod.build(backend="torch_xla", run={"status": "completed"}, env={}, steps=steps(), memory=sec)
+    (g,) = [g for g in rep["findings"] if g["kind"] == "memory_growth"]
+    assert g["severity"] == "warning" and g["evidence"]["capacity_source"] == "user"
 
 
 def test_console_line_and_diff_metrics():

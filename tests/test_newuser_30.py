@@ -393,7 +393,7 @@ def test_sweep_table_scales_the_flop_rate(reports, tmp_path):
     run = tmp_path / "0" / "report.json"
     run.parent.mkdir()
     report = json.loads((reports / "mistake.json").read_text())
-    report["summary"].update(achieved_tflops_per_s=0.00278, mfu=0.02)
+    report["summary"].update(achieved_tflops_per_s=0.00278, mfu=0.02, hfu=0.02)
     run.write_text(json.dumps(report))
     head, _, row = table([run])
     assert "FLOP/s" in head and "TFLOP/s" not in head

@@ -67,8 +67,11 @@ def test_default_config_trains_mmfs_mmbt_cleanly(tmp_path, bert_cache):
     assert report["summary"]["recompiles_after_warmup"] == 0
     assert not [f for f in report["findings"] if f["severity"] != "info"], report["findings"]
     assert report["summary"]["throughput"]["tokens_per_s"] > 0
-    # issue 31: the recipe knows its model FLOPs (6·N·tokens a training step): model-FLOPs MFU beside HFU
-    assert report["roofline"]["model_flops_per_step"] == 6.0 * extra["model_params"] * extra["tokens_per_step"]
+    # issue 31: the recipe knows its model FLOPs (6·N·tokens a training step, N without the embedding tables):
+    # model-FLOPs MFU beside HFU
+    assert 0 < extra["model_params_non_embedding"] < extra["model_params"]
+    assert report["roofline"]["model_flops_per_step"] == \
+        6.0 * extra["model_params_non_embedding"] * extra["tokens_per_step"]
     assert all(s["model_flops"] == report["roofline"]["model_flops_per_step"] for s in report["steps"])
     assert "Warning:" not in proc.stderr  # MMF/transformers 2020 deprecations are silenced by name only
     for s in report["steps"]:  # where each step's time went: the parts sum to its wall time (issue 18)

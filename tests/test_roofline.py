@@ -77,7 +77,7 @@ def test_flops_match_the_analytic_count(tmp_path, backend, program):
                                                               roof["bytes_per_step"] / peak["bytes_per_s"]))
     achieved = roof["achieved_flops_per_s"] / peak["flops_per_s"]
     if roof["mfu"] is None:  # never above 100% (a calibration under load), nor from dispatch time: said in notes
-        assert any(n.startswith("MFU not given") for n in roof["notes"]), roof["notes"]
+        assert any(n.startswith("HFU not given") for n in roof["notes"]), roof["notes"]
     else:
         assert roof["mfu"] == pytest.approx(achieved) and roof["mfu"] <= 1.0
     assert roof["verdict"] in ("compute-bound", "memory-bound", "overhead-bound", "unknown", "input-bound",
@@ -245,7 +245,7 @@ def test_step_time_below_the_prediction_is_not_a_verdict():
     assert sec["verdict"] == "unknown" and "dispatch" in sec["explanation"]
     assert any("above the peak" in n for n in sec["notes"])
     assert sec["mfu"] is None  # 10000% would be dispatch time, not the device: never printed
-    assert "MFU" not in "\n".join(roofline.summary_lines(sec))
+    assert "HFU" not in "\n".join(roofline.summary_lines(sec)) and "MFU" not in "\n".join(roofline.summary_lines(sec))
 
 
 def _device_steps(flops, nbytes, wall, device, n=4):
@@ -274,10 +274,10 @@ def test_a_rate_just_above_a_calibrated_cpu_peak_is_mfu_100():
     (never above); on a nominal peak, or far above the calibration, no MFU."""
     cpu = peaks.Peak(1e12, 1e11, "float32", "cpu (calibrated)", "test")
     sec = _section(_device_steps(1.1e9, 1e7, 1e-5, 1e-3), {"source": "xla_cost_analysis"}, cpu)
-    assert sec["mfu"] == 1.0 and any(n.startswith("MFU at the calibrated peak: the steps reached 110%")
+    assert sec["mfu"] == 1.0 and any(n.startswith("HFU at the calibrated peak: the steps reached 110%")
                                      for n in sec["notes"]), sec["notes"]
     far = _section(_device_steps(1.3e9, 1e7, 1e-5, 1e-3), {"source": "xla_cost_analysis"}, cpu)
-    assert far["mfu"] is None and any(n.startswith("MFU not given") for n in far["notes"])
+    assert far["mfu"] is None and any(n.startswith("HFU not given") for n in far["notes"])
     nominal = _section(_device_steps(1.1e9, 1e7, 1e-5, 1e-3), {"source": "xla_cost_analysis"}, PEAK)
     assert nominal["mfu"] is None
 
@@ -413,14 +413,24 @@ def test_diff_gates_on_mfu():
                  parse_rules("flops_per_step!=+0"))
 
 
-def test_sweep_table_has_mfu(tmp_path):
+def test_sweep_table_has_hfu_and_mfu_only_with_model_flops(tmp_path):
+    """XLA's cost-analysis FLOPs make the sweep's utilisation HFU (`hfu`, or `mfu` in an older report); the MFU
+    column (model-FLOPs MFU) only where a job has model FLOPs (issue 31)."""
     from ptxla_perf.sweep import table
     p = tmp_path / "0" / "report.json"
     p.parent.mkdir()
     p.write_text(json.dumps(_report(0.4567)))
     head, _, row = table([p])
-    assert "MFU" in head and "FLOP/s" in head
+    assert "HFU" in head and "MFU" not in head and "FLOP/s" in head
     assert "45.7%" in row and "45.7 GFLOP/s" in row
+    q = tmp_path / "1" / "report.json"
+    q.parent.mkdir()
+    rep = _report(0.4567)
+    rep["summary"].update(hfu=0.4567, model_mfu=0.3012)
+    q.write_text(json.dumps(rep))
+    head, _, row0, row1 = table([p, q])
+    assert "HFU" in head and "MFU" in head.replace("HFU", "")
+    assert "30.1%" in row1 and "30.1%" not in row0
 
 
 def test_cpu_peak_is_shared_by_host_platform_devices(monkeypatch):
@@ -533,11 +543,11 @@ def test_mfu_of_steps_the_host_runs_ahead_of_is_the_devices_never_above_100(tmp_
     assert roof["verdict"] in ("compute-bound", "unknown") and "runs ahead of the device" in roof["explanation"] \
         if roof["verdict"] != "unknown" else "is below it too" in roof["explanation"]
     if roof["mfu"] is None:  # a calibration under load: said, never printed above 100 %
-        assert any(n.startswith("MFU not given") for n in roof["notes"]), roof["notes"]
+        assert any(n.startswith("HFU not given") for n in roof["notes"]), roof["notes"]
     else:
         assert 0 < roof["mfu"] <= 1.0 and report["summary"]["mfu"] == roof["mfu"]
         rate = roof["flops_per_step"] / roof["device_step_time_s"] / roof["peak"]["flops_per_s"]
-        at_peak = any(n.startswith("MFU at the calibrated peak") for n in roof["notes"])
+        at_peak = any(n.startswith("HFU at the calibrated peak") for n in roof["notes"])
         assert roof["mfu"] == (1.0 if at_peak else pytest.approx(rate)), roof["notes"]
     console = proc.stdout + proc.stderr
     html = (tmp_path / "independent.html").read_text()
@@ -589,3 +599,26 @@ def test_queued_graphs_are_timed_from_the_end_of_the_one_before(monkeypatch):
     launch(0.3, 40.0)
     dev.read(final=False)
     assert steps[3].device_time_s == pytest.approx(10e-3, rel=1e-3) and not dev.pending
+
+
+def test_transformer_n_leaves_out_the_embedding_tables():
+    """6·N·tokens counts N without the embedding tables (issue 31: the MMF recipe's model-FLOPs MFU exceeded its
+    HFU because a 30k-token vocabulary's table was most of N); a tied output projection is the same tensor."""
+    torch = pytest.importorskip("torch")
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.words = torch.nn.Embedding(30000, 64)  # 1.92 M weights: a lookup, no multiply-adds
+            self.positions = torch.nn.Embedding(128, 64)
+            self.bag = torch.nn.EmbeddingBag(100, 64)
+            self.body = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+            self.norm = torch.nn.LayerNorm(64)
+            self.head = torch.nn.Linear(64, 30000, bias=False)
+            self.head.weight = self.words.weight  # tied to the word embeddings
+
+    model = Tiny()
+    body = (64 * 256 + 256) + (256 * 64 + 64) + 2 * 64
+    assert roofline.non_embedding_params(model) == body
+    assert sum(p.numel() for p in model.parameters()) > 30 * body
+    assert roofline.transformer_flops(roofline.non_embedding_params(model), 1000) == 6.0 * body * 1000

@@ -68,11 +68,11 @@ def test_sweep_labels_jobs_by_what_differs_in_job_order_without_empty_columns(tm
     names, rows = cut(head), [cut(row) for row in rows]
     assert [row[:2] for row in rows] == [["0", "recipe.log_every=10"], ["1", "recipe.log_every=1"]], table
     empty = [n for i, n in enumerate(names) if all(row[i] == "-" for row in rows)]
-    assert not empty and "fusion share" not in names and "MFU" in names, table
+    assert not empty and "fusion share" not in names and "HFU" in names, table
     page = (tmp_path / "sweep" / "sweep.html").read_text()
     assert re.findall(r'<tr data-job="(\d+)">', page) == ["0", "1"]
     assert ">recipe.log_every=10</text>" in page and ">recipe.log_every=1</text>" in page
-    assert "<th>fusion share</th>" not in page and "<th>MFU</th>" in page
+    assert "<th>fusion share</th>" not in page and "<th>HFU</th>" in page
 
 
 def test_sweep_page_keeps_whole_labels_when_two_overrides_differ(tmp_path):

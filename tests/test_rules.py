@@ -224,6 +224,68 @@ def test_eval_pass_held_in_one_record_reading_every_batch_warns():
     assert not kinds(analyze(numbered(recs)), "warning")
 
 
+def _mp_epochs(after_eval, grad: bool = True, train_steps: int = 1, epochs: int = 3) -> list[StepRecord]:
+    """torch_xla's MpDeviceLoader (ImageNet-style test): a sync at each batch's fetch and two as a loader runs out
+    (the last batch's launch, then an idle one), training at line 19, evaluation at line 29, and `after_eval()`:
+    the boundaries the code after the evaluation loop leaves before the next epoch's first fetch."""
+    recs = []
+    for _ in range(epochs):
+        recs += [train_step(line=19) for _ in range(train_steps)] + [idle(19)]
+        recs += [b(29, grad=grad) for _ in range(4)] + [b(29, grad=grad), idle(29)]
+        recs += after_eval()
+    return numbered(recs)
+
+
+@pytest.mark.parametrize("grad", [True, False])
+def test_eval_result_read_after_a_loader_closed_pass_is_once_per_pass(grad):
+    """issue 31: `correct.item()` after the evaluation loop was counted in the next epoch's first training
+    iteration (a host read in most training iterations: a warning with one training step an epoch), and with
+    autograd on the pass's last batch went with it. The read is the pass's, once per pass; the pass keeps its last
+    batch."""
+    a = analyze(_mp_epochs(lambda: [b(19, execs=0, d2h=1)], grad))
+    assert not kinds(a, "warning"), a.findings
+    assert [s.phase for s in a.iterations] == ["train"] + ["eval"] * 5 + (["train"] + ["eval"] * 5) * 2
+    assert all(s.device_to_host.count == 0 for s in a.train)
+    (f,) = [f for f in a.findings if f.kind == "device_to_host_sync"]
+    assert f.severity == "info" and f.evidence["once_per_pass"] and f.evidence["phase"] == "eval"
+    assert "once per eval pass (3 passes)" in f.message, f.message
+    assert not [f for f in a.findings if f.kind == "graph_break"]
+
+
+def test_mesh_reduce_after_the_eval_loop_is_once_per_pass():
+    """`xm.mesh_reduce("acc", correct.item() / total, ...)` after the loop: a read, then graphs of its own that
+    read (line 36), then the next epoch's fetch - all the pass's result, not training's."""
+    after = lambda: [b(36, execs=0, d2h=1), b(36), b(36, d2h=1), b(19, execs=0, d2h=1)]  # noqa: E731
+    a = analyze(_mp_epochs(after, train_steps=2))
+    assert not kinds(a, "warning"), a.findings
+    assert all(s.device_to_host.count == 0 and len(I.launching_boundaries(s)) <= 1 for s in a.train)
+    (f,) = [f for f in a.findings if f.kind == "device_to_host_sync"]
+    assert f.evidence["once_per_pass"] and "once per eval pass (3 passes)" in f.message, f.message
+    assert not [f for f in a.findings if f.kind == "graph_break"]
+
+
+def test_a_forward_at_the_eval_line_without_a_closing_sync_stays_trainings():
+    """A forward synced at the line the evaluation loop also syncs at (a shared helper), then the optimizer step:
+    without a loader's closing sync nothing tells it from the pass's last batch, so it stays the training
+    iteration's part, as before."""
+    recs = [train_step(line=19) for _ in range(3)] + [b(29) for _ in range(3)]
+    recs += [b(29), train_step(line=19)] * 3
+    its = I.group(numbered(recs))
+    assert [s.phase for s in its] == ["train"] * 3 + ["eval"] * 3 + ["train"] * 3
+    assert all(len(s.boundaries) == 2 for s in its[6:])
+
+
+def test_a_read_after_a_no_grad_sync_every_step_stays_trainings():
+    """A no_grad update synced every training step (an EMA), then `loss.item()` counted on the next loader sync:
+    one evaluation iteration each step is no pass, so the read is training's, per step (a warning), as before."""
+    recs = []
+    for _ in range(6):
+        recs += [b(19, execs=0, d2h=1), train_step(line=19), b(25, grad=False)]
+    a = analyze(numbered(recs))
+    (f,) = [f for f in a.findings if f.kind == "device_to_host_sync"]
+    assert f.severity == "warning" and f.evidence["phase"] == "train" and not f.evidence.get("once_per_pass")
+
+
 def test_read_wait_cost_leaves_out_compiling_iterations():
     """A read on the compiling first step also waits for the compile and first run: that is compile time."""
     recs = [train_step(d2h=1) for _ in range(10)]

@@ -99,6 +99,9 @@ class Capabilities:
 
     def memory(self, final: bool) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         """(the device's runtime figures or None, the per-graph figures) for the memory section."""
-        runtime = self.device_memory() if self.device_memory else None
-        return runtime, (self.graph_memory(final) if self.graph_memory else
-                         {"graphs": [], "notes": ["this backend gives no memory analysis"]})
+        return (self.device_memory() if self.device_memory else None), self.graphs(final)
+
+    def graphs(self, final: bool) -> dict[str, Any]:
+        """The per-graph figures for the memory section (`graphs`, `notes`)."""
+        return self.graph_memory(final) if self.graph_memory else \
+            {"graphs": [], "notes": ["this backend gives no memory analysis"]}

@@ -118,7 +118,7 @@ def peak_and_capacity(device: dict[str, Any]) -> dict[str, Any]:
     if peak.flops_per_s is None and peaks.is_cpu(kind):
         peak_text = "cpu: calibrated on the first profiled run (~0.2 s), then cached"
     elif peak.flops_per_s is None:
-        peak_text = f"unknown for {kind!r}: pass --peak-tflops/--peak-gbps (MFU not measured)"
+        peak_text = f"unknown for {kind!r}: pass --peak-tflops/--peak-gbps (HFU not measured)"
     else:
         peak_text = (f"{peak.name}: {peak.flops_per_s / 1e12:.3g} TFLOP/s {peak.dtype}, "
                      f"{peak.bytes_per_s / 1e9:.4g} GB/s")

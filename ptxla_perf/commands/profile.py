@@ -35,7 +35,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="stream every step's record to PATH as JSON lines while the run goes (a long run's report "
                         "keeps only some steps in full; docs/report.md#step-retention) (default: none)")
     p.add_argument("--peak-tflops", type=float, default=None, metavar="X",
-                   help="the device's peak FLOP/s in TFLOP/s for MFU (default: from the device kind; "
+                   help="the device's peak FLOP/s in TFLOP/s for HFU and model-FLOPs MFU (default: from the device kind; "
                         "calibrated on a CPU; docs/roofline.md)")
     p.add_argument("--peak-gbps", type=float, default=None, metavar="Y",
                    help="the device's peak memory bandwidth in GB/s (default: as --peak-tflops)")

@@ -26,7 +26,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig
 
 from ptxla_perf.frames import hide_frames
-from ptxla_perf.roofline import transformer_flops
+from ptxla_perf.roofline import non_embedding_params, transformer_flops
 
 from . import compat
 from .model import build_mmbt, cache_root, ensure_random_bert, mmf_config
@@ -220,6 +220,8 @@ def train(cfg: DictConfig, session: Any = None) -> dict:
     info.update(
         model_class=f"{type(model).__module__}.{type(model).__qualname__}",
         model_params=sum(p.numel() for p in model.parameters()),
+        # N of 6·N·tokens (roofline.transformer_flops): without the embedding tables, which do no multiply-adds
+        model_params_non_embedding=non_embedding_params(model),
         bert_model_dir=str(bert_dir),
         compat=list(compat.INSTALLED),
         trainer="mmf.trainers.base_trainer.BaseTrainer (_forward_pass, _extract_loss, _backward)",
@@ -235,7 +237,7 @@ def train(cfg: DictConfig, session: Any = None) -> dict:
     cap = int(cfg.get("anomaly_sync_cap", 10))
     bs, tokens = info["samples_per_step"], int(cfg.data.tokens)
 
-    n_params = int(info.get("model_params") or 0)
+    n_params = int(info.get("model_params_non_embedding") or 0)
 
     def step_info(phase: str, samples: int) -> None:
         if session is not None:

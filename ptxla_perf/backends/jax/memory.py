@@ -115,10 +115,8 @@ class Memory:
         if self._holders_before is not None:
             before, self._holders_before = self._holders_before, None
             found = find_holder(_is_array, _array_bytes, frame, before)
-            if found is not None:
-                # the capacity the growth is rated against (memory_rules.projection): the runtime's, where it has one
-                cap = (self.device_memory() or {}).get("bytes_limit")
-                rec.events.append(Event("memory_growth", found[0], {**found[1], "capacity_bytes": cap}))
+            if found is not None:  # rated against the memory section's capacity when the report is made
+                rec.events.append(Event("memory_growth", found[0], found[1]))
             rec.attributed = True
         if nsteps < self._next_live or not self._caps.live_arrays:
             return
