@@ -135,9 +135,27 @@ class Folded:
             self._coarsen()
 
     def _coarsen(self) -> None:
-        """Halve the folded records: each folded record absorbs the next when both are folded, contiguous and of
-        one shape (the next one's own iterations become a variant where their reads or events differ)."""
-        self.width *= 2
+        """Merge neighbours until the records are at most 3/4 of `max_records`: each folded record absorbs the
+        next when both are folded, contiguous and of one shape (the next one's own iterations become a variant
+        where their reads or events differ) and their iterations fit `width`, which doubles only when a pass at
+        the current width cannot merge enough (records split by outliers merge first)."""
+        doubled = False
+        while True:
+            before = len(self.records)
+            self.records = self._merged()
+            if len(self.records) <= 3 * self.max_records // 4:
+                break
+            if len(self.records) == before:
+                if doubled:  # nothing merges even so (neighbours differ in shape): the next fold tries again
+                    self.max_records = max(self.max_records, len(self.records) + len(self.records) // 2)
+                    break
+                self.width *= 2
+            doubled = len(self.records) == before
+        last = self.records[-1] if self.records and self.records[-1].sample is not None else None
+        self._sig = signature(last) if last is not None else None
+        self._shape = self._sig[0] if self._sig else None
+
+    def _merged(self) -> list[StepRecord]:
         out: list[StepRecord] = []
         for s in self.records:
             last = out[-1] if out else None
@@ -152,10 +170,7 @@ class Folded:
                     _vary(last, v, signature(v))
             else:
                 out.append(s)
-        self.records = out
-        last = out[-1] if out and out[-1].sample is not None else None
-        self._sig = signature(last) if last is not None else None
-        self._shape = self._sig[0] if self._sig else None
+        return out
 
     def expanded(self) -> list[StepRecord]:
         """The records as the analysis reads them: each folded record, then its variants (index_list)."""

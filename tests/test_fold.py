@@ -163,3 +163,15 @@ def test_session_folds_and_flushes_rarely_when_writing_is_slow(tmp_path):
     assert max(held) <= 60 and s._folded is not None and s._folded.iterations > 300
     assert report["summary"]["steps"] == 400
     assert s._flush_gap > 1e-6 and (tmp_path / "r.json").exists()
+
+
+def test_outliers_do_not_widen_the_records_past_need():
+    """Outliers start records of their own; when the records are too many, neighbours merge at the current width
+    before it doubles: the records stay about as wide as the bound needs (the step buckets' resolution)."""
+    site = Location("/u/train.py", 30, "<module>")
+    folded, n = FO.Folded(max_records=40), 30000
+    for lo in range(0, n, 1000):
+        folded.add([StepRecord(i, 0.05 if i % 3 == 0 else 0.01, site, executions=1, optimizer_steps=1,
+                               phase="train") for i in range(lo, lo + 1000)])
+    assert len(folded.records) <= 40 and sum(r.repeat for r in folded.expanded()) == n
+    assert folded.width <= 4 * n // 40, folded.width
