@@ -25,6 +25,10 @@ since the previous one (`take`): a step's `hot_lines`, its top few per kind. The
 step's `sampled_data_s` where no loader was timed exactly (a Python generator feeding a JAX loop).
 A sample costs the sampling thread ~10-30 us of GIL per 10 ms; the training thread runs no code of ours for it.
 
+A sample holds frames of other threads (a frame object that outlives its call keeps the call's locals alive), so it
+holds `FRAMES_HELD` while it does, and a torch_xla sync runs under the same lock: no sync ever runs while a frame
+is held here (the sync would take a returned call's tensors as extra graph outputs: another graph, a compile).
+
 The sampler can only look while it holds the GIL: in pure Python the main thread hands it over every switch
 interval (5 ms), but a call that releases the GIL (a sync, a sleep, I/O) hands it over at once, so samples lean
 towards those calls. Each sample is classified from the very stack it read (never from a flag read later), the
@@ -46,6 +50,15 @@ _DATA_NAMES = frozenset({"__next__", "__getitem__", "__getitems__", "next", "__i
 _DATA_DIRS = ("/torch/utils/data/",)
 _FEEDER_DIRS = ("/torch/utils/data/", "/torch_xla/distributed/parallel_loader.py")  # loaders' threads
 PER_KIND = 3  # lines kept per kind and step
+
+# Held by the sampling thread for as long as it holds any frame of another thread, and by a step boundary around
+# the runtime's sync (backends/torch_xla/boundaries.py). A frame object that outlives its call keeps the call's
+# locals alive; on a loaded machine the sampler can lose the GIL (or the CPU) between taking the stacks and letting
+# go of them, while the training thread returns from a function and reaches its sync: torch_xla would then sync
+# the returned call's tensors (an optimizer's intermediates, the grads zero_grad let go of) as extra graph outputs
+# - another graph, an extra compile the plain run never has. With this lock the sync waits for the sample to end
+# (tens of microseconds), and no sample holds a frame while a sync runs.
+FRAMES_HELD = threading.Lock()
 
 
 class StackSampler:
@@ -111,27 +124,37 @@ class StackSampler:
     # --- the sampling thread ----------------------------------------------------------------------------
     def _run(self) -> None:
         last = time.perf_counter()
-        frames = sys._current_frames
         while not self._stop.wait(self.interval):
             now = time.perf_counter()
             dt, last = min(now - last, 3 * self.interval), now
-            stacks = frames()
-            frame = stacks.pop(TRAINING.ident, None)  # looked up each time: the first step boundary may settle it
-            if frame is None:
-                stacks = None
+            if not FRAMES_HELD.acquire(blocking=False):
+                # a sync is running (its wrapper holds the lock): that time is measured exactly, as a sample with
+                # the wrapper's frame on the stack would have been charged
+                self.samples += 1
+                self.seconds[CALL] += dt
                 continue
-            chain = []  # the training thread's codes and lines, taken at once: none of its frames is held while we
-            while frame is not None:  # work (a GIL switch mid-sample could let a call return and its locals live on)
-                chain.append((frame.f_code, frame.f_lineno))
-                frame = frame.f_back
             try:
-                check("sampler")
-                self._sample(chain, dt, stacks)
-            except Exception as exc:  # noqa: BLE001 - a diagnostic never takes the run down (faults.py)
-                FAULTS.record("sampler", exc)
-            # never hold a frame of any thread between samples: a frame object outliving its call keeps the call's
-            # locals alive (tensors: torch_xla would sync them as extra graph outputs and recompile)
-            frame = stacks = None
+                self._sample_held(dt)
+            finally:
+                FRAMES_HELD.release()
+
+    def _sample_held(self, dt: float) -> None:
+        """One sample, with FRAMES_HELD held: every frame taken here is dropped before it is released."""
+        stacks = sys._current_frames()
+        frame = stacks.pop(TRAINING.ident, None)  # looked up each time: the first step boundary may settle it
+        if frame is None:
+            return
+        chain = []  # the training thread's codes and lines, taken at once: none of its frames is held while we
+        while frame is not None:  # work out the sample
+            chain.append((frame.f_code, frame.f_lineno))
+            frame = frame.f_back
+        try:
+            check("sampler")
+            self._sample(chain, dt, stacks)
+        except Exception as exc:  # noqa: BLE001 - a diagnostic never takes the run down (faults.py)
+            FAULTS.record("sampler", exc)
+        finally:
+            stacks.clear()  # other threads' frames: not held past the sample (a caller's traceback would keep them)
 
     def _sample(self, chain: list, dt: float, stacks: dict | None = None) -> None:
         """One sample of the training thread's stack (`chain`: (code, line), innermost first)."""

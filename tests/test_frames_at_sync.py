@@ -1,0 +1,71 @@
+"""The stack sampler never holds a frame while a torch_xla sync runs (sampler.FRAMES_HELD). A frame object that
+outlives its call keeps the call's locals alive; on a loaded machine the sampler could lose the GIL (or its CPU)
+between taking the stacks and letting go of them, while the training thread returned from a function and reached
+its sync: torch_xla then synced the returned call's tensors as extra outputs - another graph, one compile more than
+the plain run (seen in CI under load: a fine-tuning loop's optimizer step and zero_grad'ed grads). Here the race is
+forced: a hook in `sys._current_frames` holds the stacks it took for 0.3 s (the GIL released, as when the OS
+preempts the sampler), once, while the script's step function runs; the function returns and the loop syncs at once.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import SCRIPTS, cli_env
+
+pytestmark = pytest.mark.slow  # a real torch_xla run
+
+HOOK = """
+import sys, threading, time
+real, main_id, done = sys._current_frames, threading.main_thread().ident, []
+def current_frames():
+    stacks = real()
+    f = stacks.get(main_id)
+    if not done and f is not None and f.f_code.co_name == "update" and f.f_globals.get("HOLD"):
+        done.append(1)
+        f.f_globals["HELD"] = True
+        f = None
+        time.sleep(0.3)  # preempted while holding the frames: the training thread runs on
+    return stacks
+sys._current_frames = current_frames
+from ptxla_perf.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_sync_never_runs_while_the_sampler_holds_a_returned_call(tmp_path):
+    report = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-c", HOOK, "profile", "--port", "none", "--report", str(report),
+                           str(SCRIPTS / "frame_held_at_sync.py")], cwd=tmp_path, env=cli_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "held True" in proc.stdout, proc.stdout  # the hook did hold the frames while `update` ran
+    # the plain run's compiles: one graph, compiled at the first step (an extra output at step 3 compiled again)
+    assert "compiles 1 1 1 1 1 1" in proc.stdout, proc.stdout
+
+
+def test_the_sampler_takes_no_stack_while_a_sync_holds_the_lock():
+    """Unit: while FRAMES_HELD is taken (a sync runs), samples take no stack and count as the sync's time."""
+    from ptxla_perf import sampler as S
+    taken = []
+    real = sys._current_frames
+    sampler = S.StackSampler(interval=0.002)
+    try:
+        sys._current_frames = lambda: taken.append(1) or real()
+        with S.FRAMES_HELD:
+            sampler.start()
+            deadline = time.time() + 5
+            while sampler.samples < 5 and time.time() < deadline:
+                time.sleep(0.005)
+            assert sampler.samples >= 5 and not taken
+            assert sampler.seconds[S.CALL] > 0
+        deadline = time.time() + 5
+        while not taken and time.time() < deadline:
+            time.sleep(0.005)
+        assert taken  # the lock let go: sampling goes on
+    finally:
+        sampler.stop()
+        sys._current_frames = real
