@@ -26,8 +26,8 @@ step's `sampled_data_s` where no loader was timed exactly (a Python generator fe
 A sample costs the sampling thread ~10-30 us of GIL per 10 ms; the training thread runs no code of ours for it.
 
 A sample holds frames of other threads (a frame object that outlives its call keeps the call's locals alive), so it
-holds `FRAMES_HELD` while it does, and a torch_xla sync runs under the same lock: no sync ever runs while a frame
-is held here (the sync would take a returned call's tensors as extra graph outputs: another graph, a compile).
+runs only while no torch_xla sync does (`FrameGate`): a sync would take a returned call's tensors as extra graph
+outputs (another graph, a compile).
 
 The sampler can only look while it holds the GIL: in pure Python the main thread hands it over every switch
 interval (5 ms), but a call that releases the GIL (a sync, a sleep, I/O) hands it over at once, so samples lean
@@ -39,6 +39,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import traceback
 from .frames import TOOL, USER, _abs, _by_code, code_kind
 from .faults import FAULTS, check
 from .training_thread import TRAINING
@@ -51,14 +52,48 @@ _DATA_DIRS = ("/torch/utils/data/",)
 _FEEDER_DIRS = ("/torch/utils/data/", "/torch_xla/distributed/parallel_loader.py")  # loaders' threads
 PER_KIND = 3  # lines kept per kind and step
 
-# Held by the sampling thread for as long as it holds any frame of another thread, and by a step boundary around
-# the runtime's sync (backends/torch_xla/boundaries.py). A frame object that outlives its call keeps the call's
-# locals alive; on a loaded machine the sampler can lose the GIL (or the CPU) between taking the stacks and letting
-# go of them, while the training thread returns from a function and reaches its sync: torch_xla would then sync
-# the returned call's tensors (an optimizer's intermediates, the grads zero_grad let go of) as extra graph outputs
-# - another graph, an extra compile the plain run never has. With this lock the sync waits for the sample to end
-# (tens of microseconds), and no sample holds a frame while a sync runs.
-FRAMES_HELD = threading.Lock()
+
+
+class FrameGate:
+    """No sample holds a frame while a sync runs. A frame object that outlives its call keeps the call's locals
+    alive; on a loaded machine the sampler can lose the GIL (or its CPU) between taking the stacks and letting go of
+    them, while the training thread returns from a function and reaches its sync: torch_xla would then take the
+    returned call's tensors (an optimizer's intermediates, the grads zero_grad let go of) as extra graph outputs -
+    another graph, an extra compile the plain run never has. A sample runs under the gate's lock, and only while no
+    sync does; a sync (backends/torch_xla/boundaries.py) is counted in under the same lock, so it waits for a sample
+    under way (tens of microseconds), never for another thread's sync."""
+
+    WAIT_S = 1.0  # the longest a sync waits for a sample to end (a stuck sampler never blocks the user for good)
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._syncs = 0  # syncs running now (threads of a launcher may sync at once)
+
+    def sync_begins(self) -> bool:
+        """Before the real sync; True when counted in (then `sync_ends` after it)."""
+        if not self._lock.acquire(timeout=self.WAIT_S):
+            return False
+        self._syncs += 1
+        self._lock.release()
+        return True
+
+    def sync_ends(self) -> None:
+        with self._lock:
+            self._syncs -= 1
+
+    def try_sample(self) -> bool:
+        """The sampler: True with the lock taken (release with `done`), False while a sync runs."""
+        self._lock.acquire()
+        if self._syncs:
+            self._lock.release()
+            return False
+        return True
+
+    def done(self) -> None:
+        self._lock.release()
+
+
+FRAMES = FrameGate()
 
 
 class StackSampler:
@@ -127,23 +162,25 @@ class StackSampler:
         while not self._stop.wait(self.interval):
             now = time.perf_counter()
             dt, last = min(now - last, 3 * self.interval), now
-            if not FRAMES_HELD.acquire(blocking=False):
-                # a sync is running (its wrapper holds the lock): that time is measured exactly, as a sample with
-                # the wrapper's frame on the stack would have been charged
+            if not FRAMES.try_sample():
+                # a sync is running: that time is measured exactly (a sample would find our wrapper's frame)
                 self.samples += 1
                 self.seconds[CALL] += dt
                 continue
             try:
-                self._sample_held(dt)
+                failed = self._sample_gated(dt)
             finally:
-                FRAMES_HELD.release()
+                FRAMES.done()
+            if failed is not None:  # said outside the gate (the console may block)
+                FAULTS.record("sampler", failed)
+                failed = None
 
-    def _sample_held(self, dt: float) -> None:
-        """One sample, with FRAMES_HELD held: every frame taken here is dropped before it is released."""
+    def _sample_gated(self, dt: float) -> Exception | None:
+        """One sample, inside the gate (FRAMES): every frame taken here is let go of before it returns."""
         stacks = sys._current_frames()
         frame = stacks.pop(TRAINING.ident, None)  # looked up each time: the first step boundary may settle it
         if frame is None:
-            return
+            return None
         chain = []  # the training thread's codes and lines, taken at once: none of its frames is held while we
         while frame is not None:  # work out the sample
             chain.append((frame.f_code, frame.f_lineno))
@@ -152,9 +189,11 @@ class StackSampler:
             check("sampler")
             self._sample(chain, dt, stacks)
         except Exception as exc:  # noqa: BLE001 - a diagnostic never takes the run down (faults.py)
-            FAULTS.record("sampler", exc)
+            traceback.clear_frames(exc.__traceback__)  # our frames' locals (a frame walked): not past the gate
+            return exc
         finally:
-            stacks.clear()  # other threads' frames: not held past the sample (a caller's traceback would keep them)
+            stacks.clear()  # other threads' frames: none outlives the sample
+        return None
 
     def _sample(self, chain: list, dt: float, stacks: dict | None = None) -> None:
         """One sample of the training thread's stack (`chain`: (code, line), innermost first)."""

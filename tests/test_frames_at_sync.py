@@ -1,4 +1,4 @@
-"""The stack sampler never holds a frame while a torch_xla sync runs (sampler.FRAMES_HELD). A frame object that
+"""The stack sampler never holds a frame while a torch_xla sync runs (sampler.FrameGate). A frame object that
 outlives its call keeps the call's locals alive; on a loaded machine the sampler could lose the GIL (or its CPU)
 between taking the stacks and letting go of them, while the training thread returned from a function and reached
 its sync: torch_xla then synced the returned call's tensors as extra outputs - another graph, one compile more than
@@ -47,25 +47,45 @@ def test_a_sync_never_runs_while_the_sampler_holds_a_returned_call(tmp_path):
     assert "compiles 1 1 1 1 1 1" in proc.stdout, proc.stdout
 
 
-def test_the_sampler_takes_no_stack_while_a_sync_holds_the_lock():
-    """Unit: while FRAMES_HELD is taken (a sync runs), samples take no stack and count as the sync's time."""
+def test_the_sampler_takes_no_stack_while_a_sync_runs():
+    """Unit: while a sync is counted in (FRAMES.sync_begins), samples take no stack and count as the sync's time;
+    a sync waits for a sample under way; two syncs at once (a launcher's threads) never wait for each other."""
     from ptxla_perf import sampler as S
-    taken = []
-    real = sys._current_frames
+    taken, real = [], sys._current_frames
     sampler = S.StackSampler(interval=0.002)
     try:
         sys._current_frames = lambda: taken.append(1) or real()
-        with S.FRAMES_HELD:
+        assert S.FRAMES.sync_begins() and S.FRAMES.sync_begins()  # a second sync at once: no wait
+        try:
             sampler.start()
             deadline = time.time() + 5
             while sampler.samples < 5 and time.time() < deadline:
                 time.sleep(0.005)
             assert sampler.samples >= 5 and not taken
             assert sampler.seconds[S.CALL] > 0
+        finally:
+            S.FRAMES.sync_ends()
+            S.FRAMES.sync_ends()
         deadline = time.time() + 5
         while not taken and time.time() < deadline:
             time.sleep(0.005)
-        assert taken  # the lock let go: sampling goes on
+        assert taken  # no sync runs: sampling goes on
+
+        # a sample under way (here: slowed inside the gate) holds a sync back until it ends
+        def slow():
+            stacks = real()
+            time.sleep(0.2)
+            return stacks
+        taken.clear()
+        sys._current_frames = lambda: taken.append(time.perf_counter()) or slow()
+        deadline = time.time() + 5
+        while not taken and time.time() < deadline:
+            time.sleep(0.001)
+        t0 = time.perf_counter()
+        assert S.FRAMES.sync_begins()
+        waited = time.perf_counter() - t0
+        S.FRAMES.sync_ends()
+        assert taken and time.perf_counter() - taken[0] >= 0.19 and waited > 0.05, (taken, waited)
     finally:
         sampler.stop()
         sys._current_frames = real

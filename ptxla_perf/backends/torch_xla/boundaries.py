@@ -15,7 +15,7 @@ import torch
 from ...faults import FAULTS, check
 from ...frames import user_frame
 from ...records import Event, Location, StepRecord, Transfers
-from ...sampler import FRAMES_HELD
+from ...sampler import FRAMES
 from ...training_thread import TRAINING
 from ._private import X
 from .counters import Snapshot, counter, eager_mode, launches, metric, since
@@ -23,7 +23,6 @@ from .training_calls import TrainingCalls, not_traced
 
 _CALLERS: dict[int, tuple[str, Any]] = {}  # id(code) -> (its kind, the code, kept alive so the id stays its own)
 _COMPILE_FRAMES = ("_compile", "_clear_pending_ops_before_compile")
-FRAMES_WAIT_S = 1.0  # the longest a sync waits for the stack sampler to let go of the frames it holds
 
 
 def caller_kind(code) -> str:
@@ -126,17 +125,17 @@ class Marker:
 
     def _call_real(self, args: tuple, kwargs: dict):
         # the sync takes every live XLA tensor with pending IR as an output: while it runs, the stack sampler holds
-        # no frame (a frame it held would keep a returned call's tensors alive: an extra output, another graph).
-        # Waits for a sample under way (tens of microseconds); bounded, so a stuck sampler never blocks the user.
-        held = FRAMES_HELD.acquire(timeout=FRAMES_WAIT_S)
+        # no frame (one it held would keep a returned call's tensors alive: an extra output, another graph). Waits
+        # for a sample under way (tens of microseconds), never for another thread's sync (sampler.FrameGate)
+        counted = FRAMES.sync_begins()
         try:
             self._real_state = 1
             out = self.real(*args, **kwargs)
             self._real_state, self._real_out = 2, out
             return out
         finally:
-            if held:
-                FRAMES_HELD.release()
+            if counted:
+                FRAMES.sync_ends()
 
     def _sync(self, frame, args: tuple, kwargs: dict):
         t0 = time.perf_counter()  # own time: from here, less the real marker call
