@@ -89,3 +89,35 @@ def test_the_sampler_takes_no_stack_while_a_sync_runs():
     finally:
         sampler.stop()
         sys._current_frames = real
+
+
+def test_the_live_holders_search_keeps_no_local_of_the_users_frames():
+    """live_holders.find_holder reads the user's frames' locals (the holder's name): before Python 3.13 that leaves
+    a snapshot dict on each function frame, which kept the loop's locals (device memory) alive after the loop
+    rebound them. After the search, a value the loop let go of is gone, and the loop's own variables read as
+    before."""
+    import weakref
+
+    from ptxla_perf.live_holders import find_holder, holder_counts
+
+    class Dev:  # a device value, for the backend-neutral search
+        pass
+
+    def is_dev(x):
+        return isinstance(x, Dev)
+
+    def loop():
+        losses = [Dev(), Dev()]
+        before = holder_counts(is_dev)
+        out = Dev()
+        losses.append(out)
+        gone = weakref.ref(out)
+        found = find_holder(is_dev, lambda x: 8, sys._getframe(), before)
+        assert found is not None and found[1]["holder"] == "losses", found
+        out = Dev()  # the loop rebinds its variable: the value it held is free
+        losses.pop()
+        assert gone() is None
+        assert locals()["out"] is out and len(locals()["losses"]) == 2  # locals() reads the frame as ever
+        return True
+
+    assert loop()
