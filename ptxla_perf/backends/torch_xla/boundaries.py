@@ -89,6 +89,7 @@ class Marker:
         self.not_early = 0  # graph launches since the last boundary that ran no pending lazy graph early
         self.eager_outside: tuple[int, float] | None = None  # eager mode: (ops, seconds) before the compiled step
         self.left_at = 0.0  # when the last boundary's own work ended
+        self.gate_wait = 0.0  # the last real sync's wait for a sample under way (sampler.FrameGate)
 
     def install(self, snap: Callable[[], Snapshot]) -> None:
         self.snap = snap
@@ -127,7 +128,9 @@ class Marker:
         # the sync takes every live XLA tensor with pending IR as an output: while it runs, the stack sampler holds
         # no frame (one it held would keep a returned call's tensors alive: an extra output, another graph). Waits
         # for a sample under way (tens of microseconds), never for another thread's sync (sampler.FrameGate)
+        t = time.perf_counter()
         counted = FRAMES.sync_begins()
+        self.gate_wait = time.perf_counter() - t  # ours, not the sync's: _step moves it to our own time
         try:
             self._real_state = 1
             out = self.real(*args, **kwargs)
@@ -177,6 +180,8 @@ class Marker:
             t1 = time.perf_counter()
             result = self._call_real(args, kwargs) if args is not None else None
             t2 = time.perf_counter()
+            if args is not None:
+                t1 = min(t1 + self.gate_wait, t2)  # a wait for the sampler's sample (FrameGate): our own time
             c2 = self.training.cpu() if args is not None else c1
             not_early, self.not_early, self.dynamo_graphs = self.not_early, 0, 0
             rec = self._after(Sync(frame, site, eager, grad, t2 - t1, c2 - c1, c2, uncached0, launches0, not_early,
