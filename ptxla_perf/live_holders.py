@@ -12,10 +12,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import gc
+import inspect
 import itertools
 import linecache
 import os
 import re
+import sys
 import types
 from typing import Any, Callable
 
@@ -65,6 +67,26 @@ def find_holder(is_device: Callable[[Any], bool], nbytes: Callable[[Any], int], 
         return _find(is_device, nbytes, frame, min_items, before or {})
     except Exception:  # a diagnostic: never break the user's step
         return None
+    finally:
+        _let_go(frame)
+
+
+def _let_go(frame) -> None:
+    """Before Python 3.13, reading a function frame's `f_locals` leaves a dict on the frame that holds what its
+    locals held at that moment, for as long as the frame runs: a training loop's batch and outputs (device memory)
+    kept alive after the loop rebinds them, until the loop's function returns. The profiler holds no reference to
+    the program's device values past its own call (a tensor kept alive is memory the program freed; one kept alive
+    with pending IR would be an extra output of a torch_xla sync), so the snapshots this search made are emptied.
+    Every reader of `f_locals` / `locals()` refills it from the frame's own variables first, so nothing the program
+    reads changes. Module and class frames (their `f_locals` is the namespace itself) are left alone."""
+    if sys.version_info >= (3, 13):  # PEP 667: f_locals is a view on the frame, no snapshot is kept
+        return
+    try:
+        for f in _user_frames(frame):
+            if f.f_code.co_flags & inspect.CO_OPTIMIZED:
+                f.f_locals.clear()
+    except Exception:
+        pass
 
 
 def _containers(is_device, min_items):

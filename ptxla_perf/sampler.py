@@ -25,6 +25,10 @@ since the previous one (`take`): a step's `hot_lines`, its top few per kind. The
 step's `sampled_data_s` where no loader was timed exactly (a Python generator feeding a JAX loop).
 A sample costs the sampling thread ~10-30 us of GIL per 10 ms; the training thread runs no code of ours for it.
 
+A sample holds frames of other threads (a frame object that outlives its call keeps the call's locals alive), so it
+runs only while no torch_xla sync does (`FrameGate`): a sync would take a returned call's tensors as extra graph
+outputs (another graph, a compile).
+
 The sampler can only look while it holds the GIL: in pure Python the main thread hands it over every switch
 interval (5 ms), but a call that releases the GIL (a sync, a sleep, I/O) hands it over at once, so samples lean
 towards those calls. Each sample is classified from the very stack it read (never from a flag read later), the
@@ -35,6 +39,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import traceback
 from .frames import TOOL, USER, _abs, kind_of
 from .faults import FAULTS, check
 from .training_thread import TRAINING
@@ -46,6 +51,49 @@ _DATA_NAMES = frozenset({"__next__", "__getitem__", "__getitems__", "next", "__i
 _DATA_DIRS = ("/torch/utils/data/",)
 _FEEDER_DIRS = ("/torch/utils/data/", "/torch_xla/distributed/parallel_loader.py")  # loaders' threads
 PER_KIND = 3  # lines kept per kind and step
+
+
+
+class FrameGate:
+    """No sample holds a frame while a sync runs. A frame object that outlives its call keeps the call's locals
+    alive; on a loaded machine the sampler can lose the GIL (or its CPU) between taking the stacks and letting go of
+    them, while the training thread returns from a function and reaches its sync: torch_xla would then take the
+    returned call's tensors (an optimizer's intermediates, the grads zero_grad let go of) as extra graph outputs -
+    another graph, an extra compile the plain run never has. A sample runs under the gate's lock, and only while no
+    sync does; a sync (backends/torch_xla/boundaries.py) is counted in under the same lock, so it waits for a sample
+    under way (tens of microseconds), never for another thread's sync."""
+
+    WAIT_S = 1.0  # the longest a sync waits for a sample to end (a stuck sampler never blocks the user for good)
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._syncs = 0  # syncs running now (threads of a launcher may sync at once)
+
+    def sync_begins(self) -> bool:
+        """Before the real sync; True when counted in (then `sync_ends` after it)."""
+        if not self._lock.acquire(timeout=self.WAIT_S):
+            return False
+        self._syncs += 1
+        self._lock.release()
+        return True
+
+    def sync_ends(self) -> None:
+        with self._lock:
+            self._syncs -= 1
+
+    def try_sample(self) -> bool:
+        """The sampler: True with the lock taken (release with `done`), False while a sync runs."""
+        self._lock.acquire()
+        if self._syncs:
+            self._lock.release()
+            return False
+        return True
+
+    def done(self) -> None:
+        self._lock.release()
+
+
+FRAMES = FrameGate()
 
 
 class StackSampler:
@@ -111,27 +159,41 @@ class StackSampler:
     # --- the sampling thread ----------------------------------------------------------------------------
     def _run(self) -> None:
         last = time.perf_counter()
-        frames = sys._current_frames
         while not self._stop.wait(self.interval):
             now = time.perf_counter()
             dt, last = min(now - last, 3 * self.interval), now
-            stacks = frames()
-            frame = stacks.pop(TRAINING.ident, None)  # looked up each time: the first step boundary may settle it
-            if frame is None:
-                stacks = None
+            if not FRAMES.try_sample():
+                # a sync is running: that time is measured exactly (a sample would find our wrapper's frame)
+                self.samples += 1
+                self.seconds[CALL] += dt
                 continue
-            chain = []  # the training thread's codes and lines, taken at once: none of its frames is held while we
-            while frame is not None:  # work (a GIL switch mid-sample could let a call return and its locals live on)
-                chain.append((frame.f_code, frame.f_lineno))
-                frame = frame.f_back
             try:
-                check("sampler")
-                self._sample(chain, dt, stacks)
-            except Exception as exc:  # noqa: BLE001 - a diagnostic never takes the run down (faults.py)
-                FAULTS.record("sampler", exc)
-            # never hold a frame of any thread between samples: a frame object outliving its call keeps the call's
-            # locals alive (tensors: torch_xla would sync them as extra graph outputs and recompile)
-            frame = stacks = None
+                failed = self._sample_gated(dt)
+            finally:
+                FRAMES.done()
+            if failed is not None:  # said outside the gate (the console may block)
+                FAULTS.record("sampler", failed)
+                failed = None
+
+    def _sample_gated(self, dt: float) -> Exception | None:
+        """One sample, inside the gate (FRAMES): every frame taken here is let go of before it returns."""
+        stacks = sys._current_frames()
+        frame = stacks.pop(TRAINING.ident, None)  # looked up each time: the first step boundary may settle it
+        if frame is None:
+            return None
+        chain = []  # the training thread's codes and lines, taken at once: none of its frames is held while we
+        while frame is not None:  # work out the sample
+            chain.append((frame.f_code, frame.f_lineno))
+            frame = frame.f_back
+        try:
+            check("sampler")
+            self._sample(chain, dt, stacks)
+        except Exception as exc:  # noqa: BLE001 - a diagnostic never takes the run down (faults.py)
+            traceback.clear_frames(exc.__traceback__)  # our frames' locals (a frame walked): not past the gate
+            return exc
+        finally:
+            stacks.clear()  # other threads' frames: none outlives the sample
+        return None
 
     def _sample(self, chain: list, dt: float, stacks: dict | None = None) -> None:
         """One sample of the training thread's stack (`chain`: (code, line), innermost first)."""

@@ -93,8 +93,21 @@ def test_tiny_torch_xla_steps_over_many_inputs_are_launch_bound_at_the_sync(prof
     assert ev["share"] >= 0.4 and ev["graphs_per_step"] == pytest.approx(1.0)
     assert ev["device_ms_per_step"] is not None and ev["device_ms_per_step"] < ev["ms_per_step"]
     split = rep["summary"]["time_breakdown"]
-    assert ev["ms_per_step"] == pytest.approx(split["components_s"]["launch"] * 1e3, abs=1e-3)
-    assert rep["roofline"]["verdict"] == "launch-bound" and rep["roofline"]["bound_by"]["component"] == "launch"
+    parts = split["components_s"]
+    assert ev["ms_per_step"] == pytest.approx(parts["launch"] * 1e3, abs=1e-3)
+    # of the program's own measured parts, launching is the largest, loaded host or not (launch and host are CPU
+    # time; a wait for a CPU is `other`)
+    mine = {k: v for k, v in parts.items() if k not in ("other", "profiler")}
+    assert max(mine, key=mine.get) == "launch", parts
+    # the roofline's verdict names the largest part of the whole step: launching, unless the step waited longer
+    # for a CPU (`other`, a loaded host: seen with 2 busy processes per core) or in ptxla_perf's own boundary work
+    # (its GIL waits under load) than anything took - then it says overhead-bound by that part, not launch
+    roof = rep["roofline"]
+    if split["largest"] in ("other", "profiler"):
+        assert roof["verdict"] == "overhead-bound" and roof["bound_by"]["component"] == split["largest"], roof
+        assert parts[split["largest"]] > parts["launch"]
+    else:
+        assert roof["verdict"] == "launch-bound" and roof["bound_by"]["component"] == "launch", (roof, parts)
     assert "WARN  launch_bound" in run.proc.stderr and f"tiny_steps_many_inputs.py:{planted_line(script)}" in \
         run.proc.stderr
     assert not [x for x in rep["findings"] if x["kind"] in ("host_bound", "input_bound")]

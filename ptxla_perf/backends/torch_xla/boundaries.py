@@ -15,6 +15,7 @@ import torch
 from ...faults import FAULTS, check
 from ...frames import user_frame
 from ...records import Event, Location, StepRecord, Transfers
+from ...sampler import FRAMES
 from ...training_thread import TRAINING
 from ._private import X
 from .counters import Snapshot, counter, eager_mode, launches, metric, since
@@ -95,6 +96,7 @@ class Marker:
         self.not_early = 0  # graph launches since the last boundary that ran no pending lazy graph early
         self.eager_outside: tuple[int, float] | None = None  # eager mode: (ops, seconds) before the compiled step
         self.left_at = 0.0  # when the last boundary's own work ended
+        self.gate_wait = 0.0  # the last real sync's wait for a sample under way (sampler.FrameGate)
 
     def install(self, snap: Callable[[], Snapshot]) -> None:
         self.snap = snap
@@ -143,10 +145,20 @@ class Marker:
             self._real_out = None
 
     def _call_real(self, args: tuple, kwargs: dict):
-        self._real_state = 1
-        out = self.real(*args, **kwargs)
-        self._real_state, self._real_out = 2, out
-        return out
+        # the sync takes every live XLA tensor with pending IR as an output: while it runs, the stack sampler holds
+        # no frame (one it held would keep a returned call's tensors alive: an extra output, another graph). Waits
+        # for a sample under way (tens of microseconds), never for another thread's sync (sampler.FrameGate)
+        t = time.perf_counter()
+        counted = FRAMES.sync_begins()
+        self.gate_wait = time.perf_counter() - t  # ours, not the sync's: _step moves it to our own time
+        try:
+            self._real_state = 1
+            out = self.real(*args, **kwargs)
+            self._real_state, self._real_out = 2, out
+            return out
+        finally:
+            if counted:
+                FRAMES.sync_ends()
 
     def _sync(self, frame, args: tuple, kwargs: dict):
         t0 = time.perf_counter()  # own time: from here, less the real marker call
@@ -188,6 +200,8 @@ class Marker:
             t1 = time.perf_counter()
             result = self._call_real(args, kwargs) if args is not None else None
             t2 = time.perf_counter()
+            if args is not None:
+                t1 = min(t1 + self.gate_wait, t2)  # a wait for the sampler's sample (FrameGate): our own time
             c2 = self.training.cpu() if args is not None else c1
             if args is not None and self.dynamo_graphs:  # the loop syncs after its compiled graphs: its syncs
                 self.syncs_after_graphs = True  # are its steps (count_graph's periodic rule is off from here)
