@@ -76,7 +76,7 @@ class BoundaryPath:
         self._compiles += rec.compiles
         for fn in self._callbacks:
             fn(rec)
-        if len(self.steps) >= self.retention.fold_after:
+        if len(self.steps) >= max(self.retention.fold_after, self._fold_next):
             guarded("boundary.fold", self._fold)
 
     def _fold(self) -> None:
@@ -85,6 +85,7 @@ class BoundaryPath:
         if self._folded is None:
             self._folded = Folded(self.retention.fold_records, self.retention.outlier_ratio)
         self.steps = self._folded.take(self.steps, self.retention.fold_window)
+        self._fold_next = 2 * len(self.steps)  # where little could fold (one long iteration), not at every boundary
 
     def _stream(self, rec: StepRecord) -> None:
         """The step's record to the steps file (opened at the first step: the rank is known by then)."""

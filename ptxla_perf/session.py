@@ -183,6 +183,7 @@ class Session(BoundaryPath):
         self.steps: list[StepRecord] = []  # the step boundaries as the adapter saw them, the latest ones in a long
         #                                   run (the older ones are in _folded: fold.py); iterations: analysis()
         self._folded: Folded | None = None
+        self._fold_next = 0  # boundary_path._fold: the boundaries held before the next fold is tried
         self._boundary_count = 0
         self._compiles = 0
         self.extra: dict[str, Any] = {}
