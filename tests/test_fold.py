@@ -16,7 +16,7 @@ from ptxla_perf.memory_rules import RULES as MEMORY_RULES
 from ptxla_perf.records import Event, Location, StepRecord, Transfers
 from ptxla_perf.registry import backend_rules
 
-STEPS = 1200
+STEPS = 800
 KNOBS = "fold_after=300,fold_window=100,trim_above=100,first=20,last=20"
 SCRIPT = {"jax": "jax_long_run.py", "torch_xla": "xla_long_loop.py"}
 COUNTS = ("steps", "steady_steps", "eval_steps", "boundaries", "compiles", "cached_compiles",
