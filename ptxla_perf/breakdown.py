@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from . import iterations as I
 from .fmt import ms
 from .records import StepRecord
 
@@ -136,5 +137,5 @@ def top_lines(steps: Iterable[StepRecord], kinds: tuple[str, ...], limit: int = 
                                          "kind": h["kind"], "s": 0.0})
             row["s"] += h["s"]
     rows = sorted(total.values(), key=lambda r: -r["s"])[:limit]
-    n = max(1, sum(s.repeat for s in steps))
+    n = max(1, I.count(steps))
     return [dict(r, s=round(r["s"], 6), ms_per_step=round(r["s"] / n * 1e3, 3)) for r in rows]

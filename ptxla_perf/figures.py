@@ -210,7 +210,7 @@ def _exact(d: dict[str, float] | None, records: list[StepRecord], what: str) -> 
     means) and, of the step time, the fastest and slowest step. Unchanged where nothing is folded."""
     if d is None or all(s.sample is None for s in records):
         return d
-    d = dict(d, mean=sum(figures_of(s)[what] * s.repeat for s in records) / sum(s.repeat for s in records))
+    d = dict(d, mean=sum(figures_of(s)[what] * s.repeat for s in records) / I.count(records))
     if what == "step":
         ranges = [s.step_range or (step_time_s(s), step_time_s(s)) for s in records]
         d.update(min=min(lo for lo, _ in ranges), max=max(hi for _, hi in ranges))

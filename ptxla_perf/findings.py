@@ -143,10 +143,10 @@ def _warmup(train: list[StepRecord], units: list[C.CompileUnit], max_warmup: int
 def _compile_scope(ctx: Context) -> tuple[float, Counter]:
     """Compiles are judged over the iterations and the work after the last one: its wall time, iterations per
     phase."""
-    return I.total(ctx.with_tail, "wall_time_s") or 1.0, _phase_lengths(ctx.with_tail, raw=True)
+    return I.total(ctx.with_tail, "wall_time_s") or 1.0, phase_lengths(ctx.with_tail, raw=True)
 
 
-def _phase_lengths(its: list[StepRecord], raw: bool = False) -> Counter:
+def phase_lengths(its: list[StepRecord], raw: bool = False) -> Counter:
     """Iterations per phase (None counted as train unless `raw`), folded records by their weight."""
     out: Counter = Counter()
     for s in its:
@@ -961,7 +961,7 @@ def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = 
     train = [s for s in it if s.phase != I.EVAL]
     with_tail = it + ([replace(tail, index=I.count(it), phase=I.AFTER, boundaries=[])] if tail else [])
     all_units = C.units(with_tail)
-    by_key = C.classify(all_units, dict(_phase_lengths(with_tail)), max_warmup)
+    by_key = C.classify(all_units, dict(phase_lengths(with_tail)), max_warmup)
     warmup = _warmup(train, all_units, max_warmup)
     recompiles = sum(u.count for u in all_units if u.klass == C.RECOMPILE)
     figures = Figures.derive(it, train, warmup, recompiles, host_to_device_bytes)

@@ -63,7 +63,7 @@ def signature(s: StepRecord) -> tuple:
                    e.detail.transfers, e.detail.bytes) for e in s.events))
 
 
-def figures_of(s: StepRecord, parts: dict | None = None) -> array:
+def sample_of(s: StepRecord, parts: dict | None = None) -> array:
     """One iteration's figures as a folded record's `sample` keeps them (FIELDS: step time, host time, data wait,
     own time µs, the breakdown's `parts`). Folded iterations compile nothing and are not attributed, so the step
     time is the wall time (figures.step_time_s)."""
@@ -95,7 +95,6 @@ class Folded:
         self.iterations = 0  # every iteration folded here, plain or not
         self.flags: tuple[bool, bool] | None = None  # iterations.flags() of the run when it first folded
         self._sig: tuple | None = None  # the last record's signature, while it can take more
-        self._shape: tuple | None = None
 
     def take(self, boundaries: list[StepRecord], window: int) -> list[StepRecord]:
         """Fold the iterations of all but the latest `window` of these step boundaries (the run's boundaries
@@ -121,16 +120,16 @@ class Folded:
             last = self.records[-1] if self.records else None
             if not plain(s):
                 self.records.append(s)
-                self._sig = self._shape = None
+                self._sig = None
                 continue
             sig = signature(s)
-            if (last is not None and sig[0] == self._shape and span(last) < self.width
+            if (last is not None and self._sig is not None and sig[0] == self._sig[0] and span(last) < self.width
                     and s.wall_time_s <= self.outlier_ratio * last.wall_time_s
                     and last.wall_time_s <= self.outlier_ratio * max(s.wall_time_s, 1e-9)):
                 _absorb(last, s) if sig == self._sig else _vary(last, s, sig)
             else:
                 self.records.append(_start(s))
-                self._sig, self._shape = sig, sig[0]
+                self._sig = sig
         if len(self.records) > self.max_records:
             self._coarsen()
 
@@ -153,7 +152,6 @@ class Folded:
             doubled = len(self.records) == before
         last = self.records[-1] if self.records and self.records[-1].sample is not None else None
         self._sig = signature(last) if last is not None else None
-        self._shape = self._sig[0] if self._sig else None
 
     def _merged(self) -> list[StepRecord]:
         out: list[StepRecord] = []
@@ -210,7 +208,7 @@ def _start(s: StepRecord) -> StepRecord:
                  graph_hashes=list(s.graph_hashes), fallback_ops={},
                  device_to_host=replace(s.device_to_host), host_to_device=replace(s.host_to_device))
     out.parts = B.components(s)
-    out.sample = figures_of(s, out.parts)
+    out.sample = sample_of(s, out.parts)
     out.step_range = (s.wall_time_s, s.wall_time_s)
     return out
 
@@ -232,7 +230,7 @@ def _absorb(into: StepRecord, s: StepRecord) -> None:
     parts = s.parts if folded else B.components(s)
     if into.parts is not None and parts is not None:
         into.parts = {c: (into.parts[c] * n + parts[c] * k) / total for c in into.parts}
-    into.sample.extend(s.sample if folded else figures_of(s, parts))
+    into.sample.extend(s.sample if folded else sample_of(s, parts))
     width = len(FIELDS)
     if len(into.sample) > SAMPLE * width:  # every other sampled iteration: a stride sample of the record
         into.sample = array("f", [v for i in range(0, len(into.sample), 2 * width)

@@ -13,6 +13,7 @@ import os
 from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
+from . import iterations as I
 from .breakdown import COMPONENTS
 from .config import RetentionConfig
 
@@ -65,7 +66,7 @@ def anomalies(rows: Sequence[Any], named: Iterable[Sequence[int]], cfg: Retentio
     """Positions in `rows` (values.StepRow) of the iterations worth keeping for themselves: compiles, step-time
     outliers (steady steps above `outlier_ratio` x p50), and the steps the findings name (`named`: each finding's
     steps; one that names more than `named_share` of the run is a pattern, not an anomaly)."""
-    total = sum(r.repeat for r in rows)  # iterations (a long run's folded rows stand for several: fold.py)
+    total = I.count(rows)  # iterations (a long run's folded rows stand for several: fold.py)
     marked = {int(i) for steps in named if len(steps) <= cfg.named_share * total for i in steps}
     limit = cfg.outlier_ratio * p50_s if p50_s else None
     return [pos for pos, r in enumerate(rows)
@@ -110,7 +111,7 @@ def buckets(rows: Sequence[Any], width: int) -> list[dict[str, Any]]:
         n_parts = sum(k for _, k in parts)
         last = chunk[-1]
         out.append({
-            "first": chunk[0].index, "last": last.index + last.repeat - 1, "count": sum(r.repeat for r in chunk),
+            "first": chunk[0].index, "last": last.index + last.repeat - 1, "count": I.count(chunk),
             "train": len(times), "steady": sum(r.repeat for r in chunk if r.steady),
             "step_time_p50_s": _pct(times, 0.5), "step_time_p90_s": _pct(times, 0.9),
             "step_time_max_s": times[-1] if times else None,
@@ -146,7 +147,7 @@ def plan(rows: Sequence[Any], named: Iterable[Sequence[int]], cfg: Retention, p5
          steps_file: str | None = None) -> Plan | None:
     """The trim of a run of `rows` (values.StepRow, every iteration): None at or under `trim_above` (the report
     keeps every step, exactly as before)."""
-    n = sum(r.repeat for r in rows)  # iterations: a long run's folded rows stand for `repeat` each (fold.py)
+    n = I.count(rows)  # iterations: a long run's folded rows stand for `repeat` each (fold.py)
     if n <= cfg.trim_above:
         return None
     marks = anomalies(rows, named, cfg, p50_s)

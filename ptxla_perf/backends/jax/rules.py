@@ -9,7 +9,7 @@ from typing import Mapping
 
 from ... import compiles as C
 from ... import iterations as I
-from ...findings import Context, Finding, Rule
+from ...findings import Context, Finding, Rule, phase_lengths
 from ...findings import where as _at
 from ...thresholds import value as threshold
 
@@ -22,10 +22,7 @@ class EagerCompile(Rule):
     def run(self, ctx: Context) -> list[Finding]:
         wall = I.total(ctx.with_tail, "wall_time_s") or 1.0
         groups = [us for key, us in ctx.by_key.items() if key.eager]
-        phases: Counter = Counter()
-        for s in ctx.with_tail:  # a folded record stands for `repeat` iterations (fold.py)
-            phases[s.phase] += s.repeat
-        return _eager(groups, phases, wall, ctx.advice)
+        return _eager(groups, phase_lengths(ctx.with_tail, raw=True), wall, ctx.advice)
 
 
 RULES = (EagerCompile(),)
