@@ -315,12 +315,10 @@ class StepRecord:
         return self.live[1] if self.live is not None else None
 
     def to_json(self) -> dict[str, Any]:
-        sample, self.sample = self.sample, None  # a folded record's sample: figures, never the JSON
-        try:
-            d = asdict(self)
-        finally:
-            self.sample = sample
-        del d["sample"], d["parts"], d["step_range"], d["variants"], d["index_list"]
+        # a folded record's figures and variants are the analysis's, never the JSON: not walked by asdict either
+        d = asdict(self.copy(**dict.fromkeys(_FOLDED)) if self.repeat > 1 or self.index_list is not None else self)
+        for key in _FOLDED:
+            del d[key]
         if d["repeat"] == 1:
             del d["repeat"]
         live = d.pop("live")
@@ -341,3 +339,4 @@ class StepRecord:
 
 
 _SLOTS = tuple(f.name for f in fields(StepRecord))
+_FOLDED = ("parts", "sample", "step_range", "variants", "index_list")  # fold.py's, not the report's
