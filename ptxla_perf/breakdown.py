@@ -14,7 +14,10 @@ launcher runs the loop in (a `torch_xla.launch` child).
   jitted calls (JAX: dispatch), on the CPU, net of compile;
 - `device`: blocked inside the sync call, or in `xm.wait_device_ops()`, until the device finished the graph before
   (torch_xla; at most that graph's measured busy time); JAX: the main thread's time in `block_until_ready` (reads
-  stay `read_wait`). The device's own busy time (`device_time_s`: torch_xla every step, JAX sampled steps) is not a
+  stay `read_wait`) and inside jitted calls beyond their CPU time (`queue_wait_s`: a full queue of in-flight
+  executions). Where the host ran ahead and one explicit wait (a read every N steps) waited for several steps'
+  queued work, that wait is spread back over those steps (pacing.py: `spread_out_s` / `spread_in_s`) and is their
+  `device` part: each such iteration's time is `paced_wall`, not the host's wall between its boundaries. The device's own busy time (`device_time_s`: torch_xla every step, JAX sampled steps) is not a
   part of the wall time: it overlaps the host's;
 - `host`: the main thread's CPU time outside those (the user's Python and graph tracing), at most what is left;
 - `profiler`: ptxla_perf's own time at the step boundary (`own_time_us`: bookkeeping, and on attribution steps the
@@ -52,17 +55,35 @@ def data_s(s: StepRecord) -> float | None:
     return s.data_wait_s if s.data_wait_s is not None else s.sampled_data_s
 
 
+def paced_wall(s: StepRecord) -> float:
+    """The iteration's time as the device paced it: its wall time, less the explicit waits spread over the steps
+    they waited for, plus its share of such waits (pacing.py). The wall time where nothing was spread."""
+    if s.spread_in_s is None and s.spread_out_s is None:
+        return s.wall_time_s
+    return max(s.wall_time_s - (s.spread_out_s or 0.0) + (s.spread_in_s or 0.0), 0.0)
+
+
+def waits(s: StepRecord) -> tuple[float, float]:
+    """(read wait, device wait) of the iteration: its explicit waits less what was spread out of them (reads first),
+    and its queue waits plus its share of spread waits in the device's."""
+    read, dev = s.device_to_host_time_s or 0.0, s.device_wait_s or 0.0
+    out = s.spread_out_s or 0.0
+    moved = min(read, out)
+    return read - moved, max(dev - (out - moved), 0.0) + (s.queue_wait_s or 0.0) + (s.spread_in_s or 0.0)
+
+
 def components(s: StepRecord) -> dict[str, float] | None:
-    """The iteration's wall time split into COMPONENTS (seconds; they sum to `wall_time_s`), or None where the
+    """The iteration's time (`paced_wall`) split into COMPONENTS (seconds; they sum to it), or None where the
     adapter did not measure them."""
     if s.parts is not None:  # a long run's folded record: the exact mean of its iterations' parts (fold.py)
         return dict(s.parts)
     if not measured(s):
         return None
-    wall = max(float(s.wall_time_s), 0.0)
+    wall = max(float(paced_wall(s)), 0.0)
+    read, dev = waits(s)
     parts = {"data": data_s(s) or 0.0, "compile": s.compile_time_s or 0.0,
-             "read_wait": s.device_to_host_time_s or 0.0, "launch": s.launch_time_s or 0.0,
-             "device": s.device_wait_s or 0.0, "profiler": (s.own_time_us or 0.0) / 1e6}
+             "read_wait": read, "launch": s.launch_time_s or 0.0,
+             "device": dev, "profiler": (s.own_time_us or 0.0) / 1e6}
     parts = {k: max(float(v), 0.0) for k, v in parts.items()}
     total = sum(parts.values())
     if total > wall:  # overlapping measurements: scaled to the wall time, the sum holds
@@ -89,7 +110,7 @@ def steady(steps: Iterable[StepRecord]) -> dict[str, Any] | None:
     if not rows:
         return None
     n = sum(s.repeat for s, _ in rows)  # a folded record (fold.py) stands for `repeat` iterations
-    wall = sum(s.wall_time_s * s.repeat for s, _ in rows) / n
+    wall = sum(paced_wall(s) * s.repeat for s, _ in rows) / n
     mean = {k: sum(c[k] * s.repeat for s, c in rows) / n for k in COMPONENTS}
     largest = max(COMPONENTS, key=lambda k: mean[k])
     return {"steps": n, "wall_s": round(wall, 7), "components_s": {k: round(v, 7) for k, v in mean.items()},

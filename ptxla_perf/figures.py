@@ -82,7 +82,7 @@ def step_time_s(s: StepRecord) -> float:
     compile it sits beside). A steady iteration's own time (tens of µs of bookkeeping) stays in: its step time is
     its wall time, as every view plots it."""
     own = (s.own_time_us or 0.0) / 1e6 if (s.compiles or s.attributed) else 0.0
-    return max(s.wall_time_s - s.compile_time_s - own, 0.0)
+    return max(B.paced_wall(s) - s.compile_time_s - own, 0.0)
 
 
 def host_time_s(s: StepRecord) -> float | None:
@@ -90,7 +90,7 @@ def host_time_s(s: StepRecord) -> float | None:
     device-to-host reads (None where the wait was not measured)."""
     if s.device_to_host_time_s is None:
         return None
-    return max(s.wall_time_s - s.device_to_host_time_s, 0.0)
+    return max(s.wall_time_s - s.device_to_host_time_s, 0.0)  # the host's own: a spread wait is none of it
 
 
 # --- a long run's folded records (fold.py): figures per iteration, weighed --------------------------------------
@@ -98,7 +98,7 @@ def figures_of(s: StepRecord) -> dict[str, float | None]:
     """One iteration's figures by name (fold.FIELDS, the breakdown's parts, its wall time and data_s)."""
     parts = B.components(s) or {}
     return {"step": step_time_s(s), "host_time": host_time_s(s), "data_wait": s.data_wait_s, "own": s.own_time_us,
-            "wall": s.wall_time_s, "data_s": B.data_s(s), **{c: parts.get(c) for c in B.COMPONENTS}}
+            "wall": B.paced_wall(s), "data_s": B.data_s(s), **{c: parts.get(c) for c in B.COMPONENTS}}
 
 
 def _columns(s: StepRecord, names: tuple[str, ...]) -> dict[str, list]:

@@ -31,6 +31,7 @@ from . import fmt
 from .fmt import ms as _ms
 from . import memory_rules
 from .end_rules import run_end  # noqa: F401 - the run-end scope's entry point (session_report calls it)
+from .pacing import spread
 from .records import Event, Location, StepRecord
 from .thresholds import value as threshold
 from typing import TYPE_CHECKING
@@ -422,7 +423,11 @@ class DeviceToHostSync(Rule):
                                    f"{fits[:1].lower()}{fits[1:]}")
                 split = (f" Each read forces the pending graph to run early: the {phase} step runs as "
                          f"{1 + early * share / max(1, nh):.0f} graphs instead of 1." if early else "")
-                cost = f"{_ms(waited * share / ns)} per {phase} step waiting" if waited else "cost not measured"
+                spread = any(s.spread_out_s for s in hit)  # pacing.py: it waited for queued steps' device work
+                cost = (f"{_ms(waited * share / ns)} per {phase} step waiting" if waited else
+                        "no wait of its own" if spread else "cost not measured")
+                if spread:
+                    cost += " (it waited for the device to finish the steps queued before it: their device time)"
                 if recurring:
                     # how often: per step that reads ("once per train step"), and in how many of the phase's steps
                     often = fmt.times(n / nh) + f" per {phase} step" + (
@@ -489,10 +494,11 @@ def _after_the_loop(run: list[StepRecord], hit_ids: set[int]) -> bool:
 
 
 def _steady_wait(hit: list[StepRecord]) -> float:
-    """Mean time a read waited per iteration, from iterations that compiled nothing (a compile step's read also
+    """Mean time a read waited per iteration (net of what it waited for other steps' queued work), from iterations
+    that compiled nothing (a compile step's read also
     waits for the compile and first run: that is compile time, reported apart) and ran without attribution."""
-    steady = steady_steps(hit, 0)
-    return I.total(steady, "device_to_host_time_s") / I.count(steady)
+    steady = steady_steps(hit, 0)  # a read that waited for several steps' queued work: spread (pacing.py)
+    return sum(B.waits(s)[0] * s.repeat for s in steady) / I.count(steady)
 
 
 def _closure_reads(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
@@ -830,7 +836,7 @@ class _Dominant(Rule):
         steady = ctx.figures.steady
         values, others = B.per_step(steady, self.component), B.per_step(steady, "other")
         ours = B.per_step(steady, "profiler")
-        walls = [s.wall_time_s for s in steady]
+        walls = [B.paced_wall(s) for s in steady]  # the time the parts sum to (pacing.py)
         if not values or not sum(walls):
             return None
         busy = [max(w - o - p, 0.0) for w, o, p in zip(walls, others, ours)]
@@ -954,6 +960,7 @@ def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = 
     the memory section derives it (memory.capacity), which `memory_growth` is rated against. `folded`: a long
     run's older iterations (fold.py), before `boundaries`; a folded record stands for `repeat` iterations."""
     advice = {**GENERIC_ADVICE, **(advice or {})}
+    spread(boundaries)  # a wait for several steps' queued work, back over those steps (pacing.py)
     if folded is not None and folded.records:
         it = folded.expanded() + I.group(boundaries, folded.flags, folded.iterations)
     else:

@@ -26,6 +26,7 @@ from typing import Sequence
 
 from . import breakdown as B
 from . import iterations as I
+from .pacing import spread
 from .records import StepRecord
 
 INDICES = 1024  # iteration indices a variant keeps (int64; its count is exact)
@@ -35,7 +36,8 @@ _NAN = float("nan")
 _NONE_PARTS = [_NAN] * len(B.COMPONENTS)
 FOLDED_EVENTS = {"device_to_host_sync"}  # events a folded record may hold: rules that read them weigh by repeat
 _MEANS = ("wall_time_s", "device_to_host_time_s", "data_wait_s", "launch_time_s", "device_wait_s", "device_time_s",
-          "host_cpu_s", "sampled_data_s", "own_time_us", "flops", "bytes_accessed", "transcendentals")
+          "host_cpu_s", "sampled_data_s", "own_time_us", "flops", "bytes_accessed", "transcendentals",
+          "queue_wait_s", "spread_out_s", "spread_in_s")
 
 
 def plain(s: StepRecord) -> bool:
@@ -66,9 +68,10 @@ def signature(s: StepRecord) -> tuple:
 def sample_of(s: StepRecord, parts: dict | None = None) -> array:
     """One iteration's figures as a folded record's `sample` keeps them (FIELDS: step time, host time, data wait,
     own time µs, the breakdown's `parts`). Folded iterations compile nothing and are not attributed, so the step
-    time is the wall time (figures.step_time_s)."""
+    time is its paced wall time (figures.step_time_s)."""
+    wall = B.paced_wall(s)
     host = _NAN if s.device_to_host_time_s is None else max(s.wall_time_s - s.device_to_host_time_s, 0.0)
-    head = [s.wall_time_s, host, _NAN if s.data_wait_s is None else s.data_wait_s,
+    head = [wall, host, _NAN if s.data_wait_s is None else s.data_wait_s,
             _NAN if s.own_time_us is None else s.own_time_us]
     return array("f", head + ([parts[c] for c in B.COMPONENTS] if parts is not None else _NONE_PARTS))
 
@@ -101,6 +104,7 @@ class Folded:
         since the last fold); return the boundaries still held (whole iterations, at least `window` of them). The
         grouping's whole-run facts (iterations.flags: an optimizer, training) are those of the boundaries seen at
         the first fold, kept for the rest of the run."""
+        spread(boundaries)  # before their means are taken: a wait spread later would miss the folded steps
         if self.flags is None:
             self.flags = I.flags(boundaries)
         its = I.group(boundaries, self.flags, self.iterations)
@@ -124,8 +128,8 @@ class Folded:
                 continue
             sig = signature(s)
             if (last is not None and self._sig is not None and sig[0] == self._sig[0] and span(last) < self.width
-                    and s.wall_time_s <= self.outlier_ratio * last.wall_time_s
-                    and last.wall_time_s <= self.outlier_ratio * max(s.wall_time_s, 1e-9)):
+                    and B.paced_wall(s) <= self.outlier_ratio * B.paced_wall(last)
+                    and B.paced_wall(last) <= self.outlier_ratio * max(B.paced_wall(s), 1e-9)):
                 _absorb(last, s) if sig == self._sig else _vary(last, s, sig)
             else:
                 self.records.append(_start(s))
@@ -209,7 +213,7 @@ def _start(s: StepRecord) -> StepRecord:
                  device_to_host=replace(s.device_to_host), host_to_device=replace(s.host_to_device))
     out.parts = B.components(s)
     out.sample = sample_of(s, out.parts)
-    out.step_range = (s.wall_time_s, s.wall_time_s)
+    out.step_range = (B.paced_wall(s),) * 2
     return out
 
 
@@ -235,7 +239,7 @@ def _absorb(into: StepRecord, s: StepRecord) -> None:
     if len(into.sample) > SAMPLE * width:  # every other sampled iteration: a stride sample of the record
         into.sample = array("f", [v for i in range(0, len(into.sample), 2 * width)
                                   for v in into.sample[i:i + width]])
-    lo, hi = s.step_range if folded else (s.wall_time_s, s.wall_time_s)
+    lo, hi = s.step_range if folded else (B.paced_wall(s),) * 2
     if lo < into.step_range[0] or hi > into.step_range[1]:
         into.step_range = (min(into.step_range[0], lo), max(into.step_range[1], hi))
     if s.hot_lines:

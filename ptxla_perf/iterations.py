@@ -193,6 +193,7 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
 
 
 _TIMED = ("data_wait_s", "eager_time_s", "launch_time_s", "device_wait_s", "device_time_s", "host_cpu_s",
+          "queue_wait_s", "spread_out_s", "spread_in_s",
           "sampled_data_s")
 
 

@@ -260,6 +260,13 @@ class StepRecord:
     launch_time_s: float | None = None  # inside the step's sync / jitted calls, net of compile and device wait
     device_wait_s: float | None = None  # blocked on the device: torch_xla in the sync call or wait_device_ops,
     #                                    JAX in block_until_ready
+    queue_wait_s: float | None = None  # JAX: inside jitted calls, waiting for the device (a full queue of in-flight
+    #                                   executions, a synchronous copy): each call's wall time net of its CPU time
+    #                                   and compile time
+    # --- pacing.py: an explicit wait (a read, block_until_ready) that waited for several steps' queued work, spread
+    # over those steps (the host ran ahead; the device paced them) ---
+    spread_out_s: float | None = None  # this record's explicit waits moved into the spread
+    spread_in_s: float | None = None  # this record's share of the spread wait
     device_time_s: float | None = None  # the device's busy time on the step's graphs: torch_xla ExecuteTime net
     #                                     of queue wait; JAX on sampled steps, from its outputs' readiness
     #                                     (backends/jax/ready.py)
@@ -335,6 +342,9 @@ class StepRecord:
             del d["hot_lines"]
         if d["model_flops"] is None:  # given only where the user or a recipe knows them
             del d["model_flops"]
+        for key in ("queue_wait_s", "spread_out_s", "spread_in_s"):  # measured by some backends, on some steps
+            if d[key] is None:
+                del d[key]
         return d
 
 

@@ -37,10 +37,11 @@ class TrainingThread:
         return True
 
     def cpu(self) -> float:
-        """The training thread's CPU time in seconds (one clock_gettime, ~0.5 us); once that thread has ended
-        (its clock id is gone), the last value read."""
+        """The training thread's CPU time in seconds (one clock_gettime, ~0.5 us; on the training thread itself its
+        own clock, which needs no clock id and is about twice as fast); once that thread has ended (its clock id
+        is gone), the last value read."""
         try:
-            self._last = self._clock()
+            self._last = time.thread_time() if threading.get_ident() == self.ident else self._clock()
         except OSError:
             pass
         return self._last

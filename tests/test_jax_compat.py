@@ -84,5 +84,5 @@ def test_every_feature_is_on_with_the_installed_jax():
     from ptxla_perf.backends.jax import _private as P
     caps = P.probe()
     flags = {f.name: getattr(caps, f.name) for f in dataclasses.fields(caps) if isinstance(getattr(caps, f.name), bool)}
-    assert len(flags) == 12 and all(flags.values()), caps.off
+    assert len(flags) == 11 and all(flags.values()), caps.off
     assert not [n for n in caps.notes() if n.startswith("not measured")]

@@ -39,19 +39,6 @@ class _NoArray:
 
 
 ArrayImpl: type = _lookup("jax._src.array", "ArrayImpl") or _NoArray
-_guard = _lookup("jax._src.lib", "guard_lib")
-GUARD_TLS: Callable[[], Any] | None = getattr(_guard, "thread_local_state", None)
-
-
-def _global_guard() -> Any:
-    try:
-        return _guard.global_state()
-    except Exception:  # missing or changed: the guard is not used
-        return None
-
-
-GLOBAL_GUARD: Any = _global_guard()
-DISALLOW: Any = getattr(getattr(_guard, "TransferGuardLevel", None), "DISALLOW", None)
 AD = _lookup("jax._src.interpreters.ad")
 # the function every reverse pass runs (a backward pass traced inside a jitted function: it computes gradients)
 GRAD_PASS = next((n for n in ("backward_pass3", "backward_pass") if callable(getattr(AD, n, None))), None)
@@ -106,8 +93,6 @@ def listeners() -> Listeners:
 _FEATURES = {
     "reads": ("device-to-host reads (float, print, device_get)", "jax._src.array.ArrayImpl._value", "0.4.1"),
     "device_wait": ("device wait and device time (block_until_ready)", "ArrayImpl.block_until_ready", "0.4.1"),
-    "transfer_guard": ("cheap implicit-transfer checks (every call's arguments are flattened instead)",
-                       "jax._src.lib.guard_lib", "0.4.31"),
     "gradients": ("which jitted function computes gradients (step inference falls back to repeated calls)",
                   "jax._src.interpreters.ad.backward_pass3 or backward_pass", "0.4.1"),
     "compile_events": ("compiles and compile time", "jax.monitoring.register_event_duration_secs_listener",
@@ -130,7 +115,6 @@ class Capabilities:
 
     reads: bool
     device_wait: bool
-    transfer_guard: bool
     gradients: bool
     compile_events: bool
     listener_removal: bool
@@ -165,7 +149,6 @@ def probe() -> Capabilities:
         "reads": isinstance(value, property),
         "device_wait": "block_until_ready" in getattr(ArrayImpl, "__dict__", {})
         and callable(getattr(jax, "block_until_ready", None)),
-        "transfer_guard": None not in (GUARD_TLS, GLOBAL_GUARD, DISALLOW),
         "gradients": GRAD_PASS is not None,
         "compile_events": ls.register_duration is not None and ls.register_event is not None,
         "listener_removal": ls.unregister_duration is not None and ls.unregister_event is not None,

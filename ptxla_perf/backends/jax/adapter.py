@@ -84,7 +84,7 @@ class JaxAdapter:
         self._steps = Steps(ledger, scope, self.notes, self._on_record)
         self._transfers = Transfers(ledger, scope, self._ready)
         self._calls = calls = Calls(ledger, scope, self._steps, self._transfers, self._compiles, self._costs, self._memory,
-                      self._ready, self.caps)
+                      self._ready)
         self._hooks = Hooks(self.caps, scope, calls, self._steps, self._transfers,
                             DeviceWait(ledger, scope, self._ready, array_leaves), self._compiles, self.notes)
 

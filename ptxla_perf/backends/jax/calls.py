@@ -1,17 +1,15 @@
 """A top-level call of a wrapped jitted function: counted as an execution, maybe a step boundary, checked for
 implicit transfers, its compiles explained and costed. A call made while tracing another is not a launch.
 
-Implicit host->device transfers: the call runs under the transfer guard set to "disallow" (host_to_device and
-device_to_device) - about 2-5 us, whatever the size of the argument tree. When the guard trips, nothing has run
-yet: the arguments are flattened to find the NumPy arrays / Python lists / uncommitted arrays, the user's line is
-recorded, and the call is repeated unguarded. From then on that function is checked by flattening its arguments
-instead (no exception per call). Without the guard's private API every call is checked by flattening."""
+Implicit host->device transfers are found by looking at the arguments before the call (transfers.scan), never by
+a transfer guard around it: JAX marks a signature whose first call raised inside its C++ dispatch path
+(`fall_back_to_python`), and every later call of it then takes the Python path (x5-10 per call on a small step).
+The call itself is the user's, untouched."""
 from __future__ import annotations
 
 import sys
 import time
 
-from . import _private as P
 from .compiles import Compiles
 from .cost import Costs
 from .jitted import JitInfo
@@ -22,14 +20,11 @@ from .steps import Steps
 from .transfers import Transfers, array_leaves
 from ...faults import FAULTS, check, guarded
 
-_GUARD_TRIP = ("Disallowed host-to-device transfer", "Disallowed device-to-device transfer")
-
-
 class Calls:
     """The jitted-call path; it owns nothing but the order in which the parts see a call."""
 
     def __init__(self, ledger: Ledger, scope: Scope, steps: Steps, transfers: Transfers, compiles: Compiles,
-                 costs: Costs, memory: Memory, ready: ReadyWatch, caps: P.Capabilities):
+                 costs: Costs, memory: Memory, ready: ReadyWatch):
         self._ledger = ledger
         self._scope = scope
         self._steps = steps
@@ -38,7 +33,6 @@ class Calls:
         self._costs = costs
         self._memory = memory
         self._ready = ready
-        self._guard = caps.transfer_guard
 
     def call(self, fn: JitInfo, args: tuple, kwargs: dict):
         scope, led = self._scope, self._ledger
@@ -63,8 +57,13 @@ class Calls:
         finally:
             scope.depth -= 1
             scope.tracing = None
-            led.launch += max(time.perf_counter() - t0 - (led.compile_time - compile_time), 0.0)
-            led.call_cpu += led.cpu() - c0
+            # launch: the thread's CPU time in the call (tracing, dispatch), net of compile; the rest of its wall
+            # time the thread waited - for the device (a full queue of in-flight executions, a synchronous copy)
+            cpu, compiled = led.cpu() - c0, led.compile_time - compile_time
+            launch = max(cpu - compiled, 0.0)
+            led.launch += launch
+            led.queue += max(time.perf_counter() - t0 - compiled - launch, 0.0)
+            led.call_cpu += cpu
         guarded("jax.call_end", self._after, fn, args, kwargs, frame, out, t0, compiles, compile_time)
         return out
 
@@ -82,30 +81,5 @@ class Calls:
         self._steps.after_call(fn)
 
     def _run(self, fn: JitInfo, args: tuple, kwargs: dict, frame):
-        tls = P.GUARD_TLS() if self._guard and fn.mode == "guard" else None
-        glob = P.GLOBAL_GUARD
-        if tls is None or tls.host_to_device is not None or tls.device_to_device is not None \
-                or glob.host_to_device is not None or glob.device_to_device is not None:
-            self._transfers.scan(fn, args, kwargs, frame)  # flattening (or the user set a guard of their own)
-            return fn.jit(*args, **kwargs)
-        # disallow implicit transfers for this call only (setting the C++ thread-local state directly costs
-        # ~0.1 us; jax's context managers ~5 us each)
-        tls.host_to_device = tls.device_to_device = P.DISALLOW
-        try:
-            return fn.jit(*args, **kwargs)
-        except Exception as exc:
-            tls.host_to_device = tls.device_to_device = None
-            msg = str(exc)[:300]
-            if not any(t in msg for t in _GUARD_TRIP):
-                raise
-            if "device-to-device" in msg:
-                fn.d2d = True
-            if self._transfers.scan(fn, args, kwargs, frame):
-                fn.mode = "flatten"
-            else:  # scalars only, or a constant made while tracing: not worth a finding
-                fn.no_host_trips += 1
-                if fn.no_host_trips >= 2:
-                    fn.mode = "flatten"
-            return fn.jit(*args, **kwargs)
-        finally:
-            tls.host_to_device = tls.device_to_device = None
+        self._transfers.scan(fn, args, kwargs, frame)
+        return fn.jit(*args, **kwargs)

@@ -12,8 +12,8 @@ from ...frames import USER, classify
 class JitInfo:
     """What the parts know about one jitted function (the wrapper's state, read and written by its owner parts)."""
 
-    __slots__ = ("jit", "name", "static", "code", "ident", "key", "library", "varnames", "sig", "mode",
-                 "no_host_trips", "d2d", "costs", "cost", "donate", "outs", "__weakref__")
+    __slots__ = ("jit", "name", "static", "code", "ident", "key", "library", "varnames", "sig", "scans",
+                 "deep", "multi", "costs", "cost", "donate", "outs", "__weakref__")
 
     def __init__(self, jitted, fun, kwargs: dict):
         self.jit = jitted
@@ -37,9 +37,11 @@ class JitInfo:
         self.library = code is not None and classify(code.co_filename) != USER
         self.varnames = code.co_varnames[:code.co_argcount] if code and not shifted else ()
         self.sig: tuple | None = None  # abstract signature at the last compile (compiles.py)
-        self.mode = "guard"  # guard | flatten (after the guard tripped once): calls.py
-        self.no_host_trips = 0
-        self.d2d = False  # its guard tripped on a device-to-device move (uncommitted arrays to a mesh)
+        # implicit transfers (transfers.scan): calls scanned, the arguments whose containers held host data or
+        # uncommitted arrays on the last full scan, whether the call spans several devices
+        self.scans = 0
+        self.deep: set = set()
+        self.multi = False
         self.costs: dict[tuple, Any] = {}  # signature -> hlo_cost.GraphCost of its compiled program (cost.py)
         self.cost: Any = None  # the cost while only one signature has compiled
         # donation (memory.py): whether it donates anything; weak refs to the outputs of the call that compiled it

@@ -21,6 +21,7 @@ from .ledger import SKIP, Ledger, Scope
 from .ready import ReadyWatch
 
 SCALARS = (int, float, bool, complex)
+FULL_SCAN_EVERY = 16  # calls of one function between flattening all its arguments (scan)
 _REPEAT_WINDOW = 4  # steps: a host buffer copied again within this many steps is the same data copied again
 _UNSEEN = object()
 _READ_NAMES = {"__float__": "float", "__int__": "int", "__bool__": "bool", "__index__": "index",
@@ -165,24 +166,45 @@ class Transfers:
                    "avoidable": where != "data"})
 
     def scan(self, fn: JitInfo, args: tuple, kwargs: dict, frame) -> bool:
-        """Find implicit transfers among a jitted call's arguments; record them. True if any were found."""
+        """Find implicit transfers among a jitted call's arguments; record them. True if any were found.
+
+        Flattening a parameter tree costs ~1 us per leaf, so containers are flattened on a function's first call
+        and every FULL_SCAN_EVERY-th after it; in between, only the arguments that held host data on the last
+        full scan are, and the top-level ones are type-checked (a NumPy batch). Never a transfer guard: one that
+        trips inside a call sends that signature to JAX's Python dispatch path for good."""
+        full = fn.scans % FULL_SCAN_EVERY == 0
+        fn.scans += 1
         found = _Found()
-        multi = fn.d2d  # uncommitted arrays are moved only where the call spans other devices
         origins_of = None
+        deep = set() if full else fn.deep
         for pos, a in fn.dynamic(args, kwargs):
-            if type(a) in (list, tuple) and a and all(isinstance(v, SCALARS) for v in a):
+            t = type(a)
+            if (t is list or t is tuple) and a and all(isinstance(v, SCALARS) for v in a):
                 found.add("python list", [len(a)], 4 * len(a), len(a))  # a Python list of numbers: one per element
                 found.origins[provenance.HOST_MADE] += 4 * len(a)
                 continue
+            container = not (t is P.ArrayImpl or t is np.ndarray or isinstance(a, (np.ndarray, np.generic)))
+            if not container:
+                leaves: Any = (a,)
+            elif full or pos in deep:
+                leaves = jax.tree_util.tree_leaves(a)
+            else:
+                continue
             arg_origin = _UNSEEN
-            for x in jax.tree_util.tree_leaves(a):
+            for x in leaves:
                 t = type(x)
                 if t is P.ArrayImpl:
-                    if multi and not P.committed(x) and x.ndim and len(x.sharding.device_set) == 1:
+                    if full and not fn.multi and P.committed(x) and len(x.sharding.device_set) > 1:
+                        fn.multi = True  # the call spans several devices: uncommitted arrays are moved there
+                    if fn.multi and not P.committed(x) and x.ndim and len(x.sharding.device_set) == 1:
                         found.add("uncommitted jax.Array", list(x.shape), x.nbytes, 1)
+                        if container:
+                            deep.add(pos)
                     continue
                 if not (t is np.ndarray or isinstance(x, (np.ndarray, np.generic))):
                     continue
+                if container:
+                    deep.add(pos)
                 b = int(x.nbytes)
                 found.add("numpy", list(np.shape(x)), b, 1)
                 if isinstance(x, np.ndarray) and self._seen_buffer(x):
@@ -202,6 +224,8 @@ class Transfers:
                 else:
                     found.origins[arg_origin.kind] += b
                     found.made_by(f"{arg_origin.text} (line {arg_origin.line})")
+        if full:
+            fn.deep = deep
         if not found.n:
             return False
         self._record_scan(fn, found, frame)

@@ -1,0 +1,65 @@
+"""When the host runs ahead of the device: one explicit wait spread back over the steps whose work it waited for.
+
+Under asynchronous dispatch (JAX; any runtime with a queue of launched work) a loop that reads a value every N
+steps launches N steps in a fraction of their time and then waits, in that one read, for all the work still queued.
+Between boundaries the host's wall times say 0.9 ms, 0.9 ms, ..., 500 ms; the device paced every one of them.
+Each such wait is spread back over the steps it waited for: the steps since the previous explicit wait (a device
+runs its work in launch order, so a wait that returns leaves nothing launched before it queued), each given a share
+weighed by its program cost (FLOPs) where every one is known, else by its executions, else equally. A step's time is
+then its own host time plus its share (`breakdown.paced_wall`), and the share is its `device` part: the sum over the
+steps is unchanged, and a synchronous loop (a wait every step) is unchanged too.
+
+Only records whose adapter dispatches into a queue it measures (`queue_wait_s`: JAX) are spread: torch_xla's sync
+waits for the graph before it at every boundary, and a read there forces the step's own graph to run (its own time).
+
+Records only, backend-neutral: `spread` sets `spread_out_s` / `spread_in_s` on boundary records in place, from
+their measured fields alone, so it is idempotent (run again on the same records, as the fold and the analysis both
+do, it changes nothing). The steps after the last wait (no wait ended them yet) keep their host times.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from .records import StepRecord
+
+MAX_GROUP = 1024  # steps one wait is spread over at most (a longer run of waitless steps: its latest ones)
+
+
+def explicit_wait(s: StepRecord) -> float:
+    """The time the host waited for the device on purpose: reads and block_until_ready / the sync's wait."""
+    return (s.device_to_host_time_s or 0.0) + (s.device_wait_s or 0.0)
+
+
+def spread(records: Iterable[StepRecord]) -> None:
+    """Spread each explicit wait that ends a run of two or more steps over that run (module docstring)."""
+    group: list[StepRecord] = []
+    for r in records:
+        if r.repeat > 1 or r.spread_in_s is not None or r.queue_wait_s is None:
+            group = []  # folded or spread already (its run was settled), or no queue (a synchronous backend)
+            continue
+        group.append(r)
+        wait = explicit_wait(r)
+        if wait <= 0.0:
+            continue
+        if len(group) >= 2:
+            _share(group[-MAX_GROUP:], wait)
+        group = []
+
+
+def _share(group: list[StepRecord], wait: float) -> None:
+    weights = _weights(group)
+    total = sum(weights)
+    for r, w in zip(group, weights):
+        r.spread_in_s = wait * w / total
+        r.spread_out_s = 0.0
+    group[-1].spread_out_s = wait
+
+
+def _weights(group: list[StepRecord]) -> list[float]:
+    flops = [r.flops for r in group]
+    if all(f is not None and f > 0 for f in flops):
+        return [float(f) for f in flops]
+    execs = [r.executions for r in group]
+    if all(e > 0 for e in execs):
+        return [float(e) for e in execs]
+    return [1.0] * len(group)
