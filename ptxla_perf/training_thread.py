@@ -13,6 +13,11 @@ import functools
 import threading
 import time
 
+try:
+    import resource
+except ImportError:  # not on Windows
+    resource = None  # type: ignore[assignment]
+
 
 class TrainingThread:
     """Which thread trains, and a clock of its CPU time readable from any thread."""
@@ -65,3 +70,18 @@ def _cpu_clock(thread: threading.Thread):
 
 
 TRAINING = TrainingThread()  # one per process: a process trains in one session at a time
+
+
+def _usage_rusage() -> tuple[float, int]:
+    r = resource.getrusage(resource.RUSAGE_THREAD)
+    return r.ru_utime + r.ru_stime, r.ru_nvcsw
+
+
+def _usage_clock() -> tuple[float, int]:
+    return time.thread_time(), -1
+
+
+# the calling thread's (CPU seconds, voluntary context switches): a span whose count moved blocked - slept on a
+# lock, a queue or I/O - rather than waited for a CPU (preempted on a loaded host). One syscall (Linux); elsewhere
+# the switch count is unknown (-1 both ends: every span counts as blocked)
+usage = _usage_rusage if hasattr(resource, "RUSAGE_THREAD") else _usage_clock

@@ -19,6 +19,7 @@ from .ready import ReadyWatch
 from .steps import Steps
 from .transfers import Transfers, array_leaves
 from ...faults import FAULTS, check, guarded
+from ...training_thread import usage
 
 class Calls:
     """The jitted-call path; it owns nothing but the order in which the parts see a call."""
@@ -38,6 +39,7 @@ class Calls:
         scope, led = self._scope, self._ledger
         if scope.depth:  # called while tracing another jitted function: not a launch
             return fn.jit(*args, **kwargs)
+        o0 = time.perf_counter()
         frame = sys._getframe(2)  # the caller of the wrapper (jitted.Jitted.__call__)
         try:  # our code (faults.py): a failure is recorded, the user's call goes on; a stop (BaseException) goes on
             check("jax.call")
@@ -48,8 +50,9 @@ class Calls:
             FAULTS.record("jax.call", exc)
         led.execs += 1
         compiles, compile_time = led.compiles, led.compile_time
-        c0 = led.cpu()
+        c0, v0 = usage()
         t0 = time.perf_counter()
+        led.own += t0 - o0  # ours: the boundary (steps.before_call) and the donation check
         scope.depth += 1
         scope.tracing = fn.key
         try:
@@ -57,14 +60,20 @@ class Calls:
         finally:
             scope.depth -= 1
             scope.tracing = None
-            # launch: the thread's CPU time in the call (tracing, dispatch), net of compile; the rest of its wall
-            # time the thread waited - for the device (a full queue of in-flight executions, a synchronous copy)
-            cpu, compiled = led.cpu() - c0, led.compile_time - compile_time
+            # launch: the thread's CPU time in the call (tracing, dispatch), net of compile; where the thread
+            # blocked in it, the rest of its wall time waited for the device (a full queue of in-flight
+            # executions, a synchronous copy); where it never blocked, the rest waited for a CPU (a loaded host:
+            # the breakdown's `other`)
+            c1, v1 = usage()
+            cpu, compiled = c1 - c0, led.compile_time - compile_time
             launch = max(cpu - compiled, 0.0)
             led.launch += launch
-            led.queue += max(time.perf_counter() - t0 - compiled - launch, 0.0)
+            t1 = time.perf_counter()
+            if v1 != v0 or v1 < 0:
+                led.queue += max(t1 - t0 - compiled - launch, 0.0)
             led.call_cpu += cpu
         guarded("jax.call_end", self._after, fn, args, kwargs, frame, out, t0, compiles, compile_time)
+        led.own += time.perf_counter() - t1
         return out
 
     def _after(self, fn: JitInfo, args: tuple, kwargs: dict, frame, out, t0: float, compiles: int,

@@ -31,6 +31,7 @@ class Counts(NamedTuple):
     uncosted: int  # calls whose program cost is not known
     launch: float  # the training thread's CPU time inside top-level jitted calls, net of their compile time
     queue: float  # the rest of their wall time: waiting for the device (a full queue, a synchronous copy)
+    own: float  # ptxla_perf's own time around the calls (the step boundary's bookkeeping: the `profiler` part)
     cpu: float  # the training thread's CPU clock (training_thread.py)
     call_cpu: float  # ...of it inside top-level jitted calls
     blocked: float  # the training thread's time in block_until_ready (waiting for the device: breakdown.py `device`)
@@ -70,6 +71,7 @@ class Ledger:
         self.uncosted = 0
         self.launch = 0.0
         self.queue = 0.0
+        self.own = 0.0
         self.call_cpu = 0.0
         self.blocked = 0.0
         self.cpu = TRAINING.cpu  # the training thread's CPU clock (training_thread.py)
@@ -78,7 +80,7 @@ class Ledger:
     def snapshot(self) -> Counts:
         return Counts(self.compiles, self.compile_time, self.cached, self.execs, self.d2h, self.d2h_bytes,
                       self.h2d, self.h2d_bytes, time.perf_counter(), self.d2h_time, self.flops, self.bytes, self.trans, self.uncosted,
-                      self.launch, self.queue, self.cpu(), self.call_cpu, self.blocked, TRAINING.ident)
+                      self.launch, self.queue, self.own, self.cpu(), self.call_cpu, self.blocked, TRAINING.ident)
 
     def event(self, kind: str, loc: Location | None, detail: dict) -> None:
         """One event per line and kind per step (repeats add up in detail["transfers"]), at most 16 a step."""
@@ -121,6 +123,7 @@ def record(prev: Counts, now: Counts, events: list[Event], site: Location | None
                      device_to_host_time_s=max(now.d2h_time - prev.d2h_time, 0.0),
                      launch_time_s=max(now.launch - prev.launch, 0.0),
                      queue_wait_s=max(now.queue - prev.queue, 0.0),
+                     own_time_us=max(now.own - prev.own, 0.0) * 1e6,
                      device_wait_s=max(now.blocked - prev.blocked, 0.0),
                      # settled on another thread since `prev` (the first boundary): that thread's CPU from its start
                      host_cpu_s=max((now.cpu - (prev.cpu if prev.thread == now.thread else 0.0)) -
