@@ -129,6 +129,7 @@ class SpmdEvidence:
     bytes_accessed: float | None = None
     collective_share_of_bytes: float | None = None
     collectives_error: str | None = None
+    boundary: int | None = None  # the boundary of an iteration it came from (iterations.group), as every evidence's
     extra: dict[str, Any] = field(default_factory=dict)
 
 
