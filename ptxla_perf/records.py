@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
+from .faults import guarded
+
 
 @dataclass
 class Location:
@@ -325,7 +327,8 @@ class StepRecord:
         live = d.pop("live")
         if live is not None:  # the report's steps[].live_arrays / live_bytes
             d["live_arrays"], d["live_bytes"] = live[0], live[1]
-        d["events"] = [e.to_json() for e in self.events]
+        # each event on its own (faults.py, point `evidence.KIND`): one that cannot be written is left out
+        d["events"] = [j for j in (guarded(f"evidence.{e.kind}", e.to_json) for e in self.events) if j is not None]
         if not d["events"]:
             del d["events"]
         if not d["boundaries"]:

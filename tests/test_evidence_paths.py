@@ -181,3 +181,39 @@ def test_a_fault_in_one_figure_or_section_drops_only_it(inject, point, gone):
         assert "rank_digest" in clean and "rank_digest" not in rep
     if point == "analysis.compiles":
         assert rep["summary"]["compiles"] == clean["summary"]["compiles"]
+
+
+@pytest.mark.parametrize("point", ["merge.rank_rules", "merge.rank_wait", "merge.heatmap", "merge.memory"])
+def test_a_fault_in_one_section_of_a_merge_drops_only_it(inject, point):
+    """A merged report's own sections each on their own: the failed one is missing, the ranks' steps, rows and
+    findings are kept, and the merged report lists the failure (profiler_errors and its profiler_error finding)."""
+    reps = [R.build(backend="torch_xla", run=_run(rank=rank), env=dict(R.environment({}), process_index=rank,
+                                                                        process_count=2), steps=_boundaries(["spmd"]))
+            for rank in (0, 1)]
+    clean = merge.merge(json.loads(json.dumps(reps)))
+    inject(point)
+    merged = merge.merge(json.loads(json.dumps(reps)))
+    R.validate(merged)
+    assert [e["where"] for e in merged["profiler_errors"]] == [point]
+    assert "profiler_error" in _kinds(merged) and "profiler_error" not in _kinds(clean)
+    assert merged["steps"] == clean["steps"] and len(merged["processes"]) == 2
+    assert {"device_to_host_sync", "spmd"} <= _kinds(merged)
+
+
+def test_an_event_that_cannot_be_written_drops_only_itself(monkeypatch):
+    """A bug of ours writing one event's evidence (not injected: a real exception) leaves that event out of
+    steps[].events; the step, its other events and the findings stay."""
+    from ptxla_perf import records
+    real = records.Event.to_json
+
+    def to_json(self):
+        if self.kind == "spmd":
+            raise TypeError("not serializable")
+        return real(self)
+    monkeypatch.setattr(records.Event, "to_json", to_json)
+    mark = faults.FAULTS.mark()
+    rep = _report(_boundaries(["spmd"]))
+    assert _failed(mark) == {"evidence.spmd"}
+    assert len(rep["steps"]) == ITERATIONS
+    assert {e["kind"] for e in rep["steps"][1]["events"]} == {"device_to_host_sync"}
+    assert {"device_to_host_sync", "spmd"} <= _kinds(rep)
