@@ -131,7 +131,9 @@ class SpmdEvidence:
     bytes_accessed: float | None = None
     collective_share_of_bytes: float | None = None
     collectives_error: str | None = None
-    boundary: int | None = None  # the boundary of an iteration it came from (iterations.group), as every evidence's
+    # the boundary of an iteration it came from (iterations.group stamps every evidence's); the graph's story, not
+    # the boundary's: not shown
+    boundary: int | None = field(default=None, metadata={"private": True})
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -63,6 +63,13 @@ def _run(**over) -> dict:
                  "argv": ["train.py"]}, **over)
 
 
+@pytest.fixture(autouse=True)
+def own_faults(monkeypatch):
+    """Each test's failures on their own: the process keeps the first of each point only (faults.Faults)."""
+    monkeypatch.setattr(faults.FAULTS, "_seen", {})
+    monkeypatch.setattr(faults.FAULTS, "_order", [])
+
+
 @pytest.fixture
 def inject(monkeypatch):
     """Make faults.check raise at these points, as PTXLA_PERF_FAULTS does for a whole process."""
