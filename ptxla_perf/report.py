@@ -111,19 +111,26 @@ def from_analysis(analysis: Analysis, *, backend: str, run: dict[str, Any], env:
     its = analysis.iterations
     trim = None
     if retention is not None:  # a long run: only the steps kept in full are serialized (retention.py)
-        p50 = fig.step_time.p50 if fig.step_time else None
-        trim = R.plan(rows, [f.steps for f in findings], retention, p50, steps_file)
+        # on a failure of ours (faults.py): every step, untrimmed
+        trim = guarded("section.retention", _plan, fig, rows, findings, retention, steps_file)
         kept = R.untrimmed(len(rows), steps_file) if trim is None else trim.info
         if kept is not None:
             run = dict(run, step_retention=kept)
     positions = range(len(rows)) if trim is None else trim.keep
+    # each finding on its own: one that cannot be written is left out (faults.py, point `finding.KIND`)
+    written = [j for j in (guarded(f"finding.{f.kind}", f.to_json) for f in findings) if j is not None]
     rep = assemble(backend=backend, run=run, env=env, steps=[fig.step_json(its[p], rows[p]) for p in positions],
-                   summary=fig.summary(), findings=[f.to_json() for f in findings],
+                   summary=fig.summary(), findings=written,
                    rules={"judged": analysis.judged, "not_judged": analysis.not_judged},
                    step_buckets=trim.buckets if trim else None, **parts)
     if trim is not None:
-        trim.trim_findings(rep["findings"], rows)
+        guarded("section.retention", trim.trim_findings, rep["findings"], rows)
     return rep
+
+
+def _plan(fig, rows: list[StepRow], findings: list[Finding], retention: R.Retention, steps_file: str | None):
+    p50 = fig.step_time.p50 if fig.step_time else None
+    return R.plan(rows, [f.steps for f in findings], retention, p50, steps_file)
 
 
 def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list[StepRecord],

@@ -224,3 +224,16 @@ def test_an_event_that_cannot_be_written_drops_only_itself(monkeypatch):
     assert len(rep["steps"]) == ITERATIONS
     assert {e["kind"] for e in rep["steps"][1]["events"]} == {"device_to_host_sync"}
     assert {"device_to_host_sync", "spmd"} <= _kinds(rep)
+
+
+def test_a_finding_that_cannot_be_written_or_a_failed_trim_drops_only_it(inject):
+    from ptxla_perf import retention
+    bounds = _boundaries(["spmd"])
+    clean = _report(bounds)
+    inject("finding.device_to_host_sync", "section.retention")
+    rep = R.build(backend="torch_xla", run=_run(), env=R.environment({}), steps=bounds,
+                  retention=retention.Retention.of({}))
+    assert _failed(0) == {"finding.device_to_host_sync", "section.retention"}
+    assert _kinds(rep) == _kinds(clean) - {"device_to_host_sync"}
+    assert len(rep["steps"]) == ITERATIONS and rep["summary"] == dict(clean["summary"], **{
+        "findings_by_severity": rep["summary"]["findings_by_severity"]})
