@@ -133,8 +133,8 @@ def unmeasured(comparison: Comparison) -> list[Violation]:
     out = []
     for side, src in (("A", comparison.a), ("B", comparison.b)):
         if src.unmeasured:
-            steady = src.values.get("steps", (None, None))[0]
-            out.append(Violation(rule="measured", name="steps", a=None, b=None, value=steady or 0.0,
+            steps = src.values.get("steps", (None, None))[0]
+            out.append(Violation(rule="measured", name="steps", a=None, b=None, value=steps or 0.0,
                                  message=f"{src.label or side} measured nothing: {src.unmeasured}; no rule is "
                                          "judged on an empty measurement (profile a run that reaches its steady "
                                          "steps)"))
