@@ -59,7 +59,7 @@ def _doc_gates(path: Path) -> list[str]:
     return re.findall(r"compare\([^)]*fail_on=\"([^\"]+)\"", path.read_text(), flags=re.S)
 
 
-@pytest.mark.parametrize("doc", ["docs/notebook.md", "README.md"])
+@pytest.mark.parametrize("doc", ["docs/notebook.md", "docs/api.md", "README.md"])
 def test_the_docs_gate_passes_a_read_every_n_steps_and_fails_a_read_every_step(reports, doc):
     gates = _doc_gates(ROOT / doc)
     assert gates, doc
