@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import sys
 
 from . import __version__
@@ -28,6 +29,26 @@ def describe(doc: str | None) -> str:
 
 class UsageError(Exception):
     """Bad input from the user: printed as one line, exit code 2."""
+
+
+def number(kind: type, low: float, high: float | None = None, *, above: bool = False):
+    """An argparse `type` for a numeric flag: a finite `kind` (int or float) of at least `low` (more than `low`
+    with `above`) and at most `high`; anything else is a one-line usage error (`argument --max-warmup: must be
+    >= 0, not -3`), never a value taken silently."""
+    lo = f"> {low:g}" if above else f">= {low:g}"
+    want = lo if high is None else f"{lo} and <= {high:g}"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'} {want}, not {text!r}") from None
+        if not math.isfinite(value) or value < low or (above and value == low) or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {want}, not {text}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its own messages
+    return parse
 
 
 class _Parser(argparse.ArgumentParser):

@@ -80,6 +80,11 @@ class Faults:
         self._said = False
         return len(self._order)
 
+    def seen(self) -> int:
+        """How many points failed so far: a mark for `since` that leaves the session's console line alone."""
+        with self._lock:
+            return len(self._order)
+
     def since(self, mark: int) -> list[Fault]:
         with self._lock:
             return [self._seen[w] for w in self._order[mark:]]

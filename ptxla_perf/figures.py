@@ -17,6 +17,7 @@ from . import breakdown as B
 from . import fold
 from . import iterations as I
 from . import summary_keys as K
+from .faults import guarded
 from .records import StepRecord
 from .values import StepRow, Stats, Summary, steady_of
 
@@ -271,7 +272,7 @@ class Figures:
     def breakdown(self, s: StepRecord) -> dict[str, float] | None:
         """Where the iteration's time went (breakdown.py): components summing to its wall time; None where the
         adapter did not measure them."""
-        return B.rounded(B.components(s))
+        return guarded("figure.time_breakdown", lambda: B.rounded(B.components(s)))
 
     def steady_breakdown(self) -> dict[str, Any] | None:
         """The mean breakdown of the steady iterations (summary.time_breakdown): what the console line, the
@@ -368,8 +369,9 @@ class Figures:
             eval_steps=len(self.evals),
             boundaries=sum(max(1, len(s.boundaries)) * s.repeat for s in its),
             wall_time_s=I.total(its, "wall_time_s"),
-            step_time_s=self.step_time, step_time_basis=basis(self.steady),
-            eval_step_time_s=Stats.from_json(stats([s.wall_time_s for s in self.evals if not s.compiles])),
+            step_time_s=_figure("step_time_s", lambda: self.step_time), step_time_basis=basis(self.steady),
+            eval_step_time_s=_figure("eval_step_time_s", lambda: Stats.from_json(
+                stats([s.wall_time_s for s in self.evals if not s.compiles]))),
             compiles=sum(s.compiles for s in self.iterations),
             compile_time_s=sum(s.compile_time_s for s in self.iterations),
             cached_compiles=I.total(self.iterations, "cached_compiles"),
@@ -383,9 +385,19 @@ class Figures:
             fallback_copies_per_step=self.per_step(self.fallback_copies), host_to_device_per_step=self.per_step(h2d),
             device_to_host_transfer_bytes_per_step=self.per_step(d2h_bytes),
             host_to_device_bytes_per_step=self.per_step(h2d_bytes),
-            fallback_ops=self.fallback_ops, throughput=self.throughput(),
-            overhead_us_per_step=Stats.from_json(wstats(weighed(self.steady, "own", partial=True))),
-            host_time_s=Stats.from_json(_exact(wstats(weighed(self.steady, "host_time")), self.steady, "host_time")),
-            data_wait_s=Stats.from_json(_exact(wstats(weighed(self.steady, "data_wait")), self.steady, "data_wait")),
-            time_breakdown=self.steady_breakdown())
+            fallback_ops=self.fallback_ops, throughput=_figure("throughput", self.throughput, {}),
+            overhead_us_per_step=_figure("overhead_us_per_step", lambda: Stats.from_json(
+                wstats(weighed(self.steady, "own", partial=True)))),
+            host_time_s=_figure("host_time_s", lambda: self._stats("host_time")),
+            data_wait_s=_figure("data_wait_s", lambda: self._stats("data_wait")),
+            time_breakdown=_figure("time_breakdown", self.steady_breakdown))
+
+    def _stats(self, what: str) -> Stats | None:
+        return Stats.from_json(_exact(wstats(weighed(self.steady, what)), self.steady, what))
+
+
+def _figure(name: str, derive: Callable[[], Any], default: Any = None) -> Any:
+    """One derived figure of the summary, on its own (faults.py, point `figure.NAME`): one that fails is left
+    out (null) and listed under profiler_errors; the steps, the counts and the other figures are kept."""
+    return guarded(f"figure.{name}", derive, default=default)
 

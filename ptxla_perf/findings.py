@@ -30,6 +30,7 @@ from .figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
 from . import fmt
 from .fmt import ms as _ms
 from . import memory_rules
+from .faults import guarded
 from .end_rules import run_end  # noqa: F401 - the run-end scope's entry point (session_report calls it)
 from .pacing import spread
 from .records import Event, Location, StepRecord
@@ -947,6 +948,13 @@ RULES: tuple[Rule, ...] = (Recompilation(), WarmupCompiles(), NewGraph(), Device
 ITERATION_RULES: tuple[Rule, ...] = (*RULES, *memory_rules.RULES)
 
 
+def _compile_classes(with_tail: list[StepRecord], max_warmup: int) -> tuple[list[C.CompileUnit], dict]:
+    """Every compile unit and its class (compiles.py); on a failure of ours (faults.py) none: the compile rules
+    find nothing, the steps and the other rules are kept."""
+    units = C.units(with_tail)
+    return units, C.classify(units, dict(phase_lengths(with_tail)), max_warmup)
+
+
 def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = None, max_warmup: int = MAX_WARMUP,
             expect_steps: bool = True, tail: StepRecord | None = None, rules: Sequence[Rule] = (),
             host_to_device_bytes: int | None = None, attribution: bool = True,
@@ -967,8 +975,7 @@ def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = 
         it = I.group(boundaries)
     train = [s for s in it if s.phase != I.EVAL]
     with_tail = it + ([replace(tail, index=I.count(it), phase=I.AFTER, boundaries=[])] if tail else [])
-    all_units = C.units(with_tail)
-    by_key = C.classify(all_units, dict(phase_lengths(with_tail)), max_warmup)
+    all_units, by_key = guarded("analysis.compiles", _compile_classes, with_tail, max_warmup, default=([], {}))
     warmup = _warmup(train, all_units, max_warmup)
     recompiles = sum(u.count for u in all_units if u.klass == C.RECOMPILE)
     figures = Figures.derive(it, train, warmup, recompiles, host_to_device_bytes)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from itertools import groupby
+from .faults import guarded
 from .records import Boundary, Event, StepRecord, Transfers
 
 TRAIN, EVAL = "train", "eval"
@@ -155,7 +156,7 @@ def _eval_tail(groups: list[tuple[str, list[StepRecord]]], pending: list[StepRec
 
 def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
     if len(parts) == 1:
-        return parts[0].copy(index=index, phase=phase, boundaries=[], events=list(parts[0].events))
+        return parts[0].copy(index=index, phase=phase, boundaries=[], events=_events(parts, stamp=False))
     close = next((p for p in reversed(parts) if launched(p)), parts[-1])
     fallback: dict[str, int] = {}
     for p in parts:
@@ -176,8 +177,7 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
         fallback_ops=fallback, graph_hashes=[h for p in parts for h in p.graph_hashes],
         attributed=any(p.attributed for p in parts), phase=phase,
         samples=close.samples, tokens=close.tokens, model_flops=close.model_flops,
-        # each event keeps the boundary it came from: compiles are judged per boundary slot (compiles.py)
-        events=[Event(e.kind, e.location, replace(e.detail, boundary=p.index)) for p in parts for e in p.events],
+        events=_events(parts, stamp=True),
         own_time_us=sum(p.own_time_us for p in parts) if all(p.own_time_us is not None for p in parts) else None,
         optimizer_steps=sum(p.optimizer_steps for p in parts), backward_calls=sum(p.backward_calls for p in parts),
         grad_enabled=any(grads) if grads else None,
@@ -190,6 +190,24 @@ def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
         eager_launches=sum(p.eager_launches for p in parts),
         live=next((p.live for p in reversed(parts) if p.live is not None), None),
         **{k: _opt_sum(parts, k) for k in _TIMED}, hot_lines=_lines_sum(parts))
+
+
+def _events(parts: list[StepRecord], stamp: bool) -> list[Event]:
+    """An iteration's events; where it grouped several boundaries (`stamp`), each keeps the boundary it came from:
+    compiles are judged per boundary slot (compiles.py). Each event is taken on its own (faults.py, point
+    `evidence.KIND`): one that fails is left out and listed under profiler_errors, the iteration and its other
+    events are kept."""
+    out = []
+    for p in parts:
+        for e in p.events:
+            kept = guarded(f"evidence.{e.kind}", _stamped, e, p.index if stamp else None)
+            if kept is not None:
+                out.append(kept)
+    return out
+
+
+def _stamped(e: Event, boundary: int | None) -> Event:
+    return e if boundary is None else Event(e.kind, e.location, replace(e.detail, boundary=boundary))
 
 
 _TIMED = ("data_wait_s", "eager_time_s", "launch_time_s", "device_wait_s", "device_time_s", "host_cpu_s",

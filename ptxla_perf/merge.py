@@ -14,11 +14,14 @@ from typing import Any
 
 from . import SCHEMA_ID
 from . import rank_heatmap, rank_rules, rank_wait
+from .faults import FAULTS, errors_json, guarded
 from .figures import stats
 from .memory import MemorySection
 from .report import assemble
 from .rank_rules import rank_of, steady_times
-from .verdicts import TRACE, origin_of, severity_rank
+from .session_report import profiler_error
+from . import summary_keys as K
+from .verdicts import TRACE, origin_of, severity_counts, severity_rank
 from .values import Stats, Summary
 
 _STATUS_ORDER = ["completed", "running", "stopped", "interrupted", "crashed"]
@@ -135,14 +138,15 @@ def _merge(reports: list[dict[str, Any]], paths: list[str] | None,
     if hasattr(reports[0], "full_report"):  # read up to its digest (merge_inputs.py): rank 0's steps are kept
         reports[0] = reports[0].full_report()
     base = reports[0]
+    mark = FAULTS.seen()  # the merge's own failures: each section on its own (faults.py), listed with rank 0's
     procs = [_process_row(r, p) for r, p in zip(reports, paths)]
-    splits = {rank_of(r): rank_wait.split_of(r, rank_of(r)) for r in reports}
-    waits = rank_wait.collective_waits({k: v for k, v in splits.items() if v is not None})
+    waits = guarded("merge.rank_wait", _collective_waits, reports, default={})
     for row in procs:  # what each rank waited for the others per steady step (rank_wait.py says how it is told)
         if row["rank"] in waits:
             row["collective_wait_s"], row["collective_wait_basis"] = round(waits[row["rank"]][0], 7), \
                 waits[row["rank"]][1]
-    findings = rank_rules.judge(reports) + merge_findings(reports)  # the cross-rank rules (rank_rules.py) first
+    # the cross-rank rules (rank_rules.py) first
+    findings = guarded("merge.rank_rules", rank_rules.judge, reports, default=[]) + merge_findings(reports)
     run = dict(base.get("run", {}), status=_worst_status(reports),
                exit_code=next((r["run"].get("exit_code") for r in reports if r["run"].get("exit_code")),
                               base.get("run", {}).get("exit_code")),
@@ -161,14 +165,29 @@ def _merge(reports: list[dict[str, Any]], paths: list[str] | None,
     if trace is not None:  # its findings as merged across ranks (with the ranks they occur on)
         trace = dict(trace, findings=[f for f in findings if origin_of(f) == TRACE])
     straggler = next((f for f in findings if f.get("kind") == "straggler"), None)
-    heat = rank_heatmap.heatmap(reports, [p["rank"] for p in procs], [p.get("host") for p in procs], straggler)
+    heat = guarded("merge.heatmap", rank_heatmap.heatmap, reports, [p["rank"] for p in procs],
+                   [p.get("host") for p in procs], straggler)
     agg = dict(aggregate(procs, straggler), **({"notes": notes} if notes else {}),
                **({"heatmap": heat} if heat else {}))
-    return assemble(backend=base["backend"], run=run, env=env, steps=base.get("steps", []),
-                    summary=base.get("summary", {}), findings=findings, profiler=base.get("profiler"),
-                    roofline=base.get("roofline"), trace=trace, extra=base.get("extra"), rules=base.get("rules"),
-                    processes=procs, aggregate=agg,
-                    memory=_memory(base, reports), step_buckets=base.get("step_buckets"))
+    out = assemble(backend=base["backend"], run=run, env=env, steps=base.get("steps", []),
+                   summary=base.get("summary", {}), findings=findings, profiler=base.get("profiler"),
+                   roofline=base.get("roofline"), trace=trace, extra=base.get("extra"), rules=base.get("rules"),
+                   processes=procs, aggregate=agg,
+                   memory=guarded("merge.memory", _memory, base, reports), step_buckets=base.get("step_buckets"))
+    own = FAULTS.since(mark)
+    if own and not any(f.get("kind") == "profiler_error" for f in out["findings"]):
+        out["findings"].append(profiler_error(own).to_json())
+        out["summary"][K.FINDINGS_BY_SEVERITY] = severity_counts(out["findings"])
+    errors = list(base.get("profiler_errors") or []) + errors_json(own)
+    if errors:  # rank 0's own (the other ranks' are named by their merged profiler_error finding) and the merge's
+        out["profiler_errors"] = errors
+    return out
+
+
+def _collective_waits(reports: list[dict[str, Any]]) -> dict[int, tuple]:
+    """What each rank waited for the others per steady step (rank_wait.py)."""
+    splits = {rank_of(r): rank_wait.split_of(r, rank_of(r)) for r in reports}
+    return rank_wait.collective_waits({k: v for k, v in splits.items() if v is not None})
 
 
 def _memory(base: dict[str, Any], reports: list[dict[str, Any]]) -> MemorySection | None:

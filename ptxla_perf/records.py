@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
+from .faults import guarded
+
 
 @dataclass
 class Location:
@@ -129,6 +131,9 @@ class SpmdEvidence:
     bytes_accessed: float | None = None
     collective_share_of_bytes: float | None = None
     collectives_error: str | None = None
+    # the boundary of an iteration it came from (iterations.group stamps every evidence's); the graph's story, not
+    # the boundary's: not shown
+    boundary: int | None = field(default=None, metadata={"private": True})
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -331,7 +336,8 @@ class StepRecord:
         live = d.pop("live")
         if live is not None:  # the report's steps[].live_arrays / live_bytes
             d["live_arrays"], d["live_bytes"] = live[0], live[1]
-        d["events"] = [e.to_json() for e in self.events]
+        # each event on its own (faults.py, point `evidence.KIND`): one that cannot be written is left out
+        d["events"] = [j for j in (guarded(f"evidence.{e.kind}", e.to_json) for e in self.events) if j is not None]
         if not d["events"]:
             del d["events"]
         if not d["boundaries"]:

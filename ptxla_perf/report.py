@@ -22,7 +22,7 @@ from . import summary_keys as K
 from .end_rules import run_end
 from .findings import Analysis, Finding, analyze
 from .config import MAX_WARMUP
-from .faults import FAULTS, check
+from .faults import FAULTS, check, guarded
 from .memory import MemorySection
 from .rank_digest import KEY as DIGEST, Steady
 from .rank_wait import steady_rows
@@ -65,7 +65,8 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
     if trace is not None:  # its findings in place of any earlier trace findings
         findings = [f for f in findings if origin_of(f) != TRACE]
         trace = trace.to_json() if isinstance(trace, TraceSection) else dict(trace)
-        trace["findings"] = defer_distorted(findings, list(trace.get("findings", [])))
+        own = list(trace.get("findings", []))
+        trace["findings"] = guarded("section.trace", defer_distorted, findings, own, default=own)
         findings += trace["findings"]
     if not isinstance(summary, Summary):
         summary = Summary.from_json(summary)
@@ -89,10 +90,12 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
         keys = [k for k, _ in parts]
         at = keys.index("memory") + 1 if "memory" in keys else keys.index("findings") + 1
         keys.insert(at, DIGEST)
-        digest = Steady.of_rows(steady_rows({"steps": steps, "summary": summary_json})).to_json(keys)
-        parts.insert(at, (DIGEST, digest))
+        digest = guarded("section.rank_digest", lambda: Steady.of_rows(
+            steady_rows({"steps": steps, "summary": summary_json})).to_json(keys))
+        if digest is not None:  # without it a merge reads the rank's steps (merge_inputs.py)
+            parts.insert(at, (DIGEST, digest))
     report: dict[str, Any] = dict(parts)
-    attach(report["findings"])
+    guarded("section.sources", attach, report["findings"])  # the findings' source lines: a view, never the report
     return report
 
 
@@ -108,19 +111,26 @@ def from_analysis(analysis: Analysis, *, backend: str, run: dict[str, Any], env:
     its = analysis.iterations
     trim = None
     if retention is not None:  # a long run: only the steps kept in full are serialized (retention.py)
-        p50 = fig.step_time.p50 if fig.step_time else None
-        trim = R.plan(rows, [f.steps for f in findings], retention, p50, steps_file)
+        # on a failure of ours (faults.py): every step, untrimmed
+        trim = guarded("section.retention", _plan, fig, rows, findings, retention, steps_file)
         kept = R.untrimmed(len(rows), steps_file) if trim is None else trim.info
         if kept is not None:
             run = dict(run, step_retention=kept)
     positions = range(len(rows)) if trim is None else trim.keep
+    # each finding on its own: one that cannot be written is left out (faults.py, point `finding.KIND`)
+    written = [j for j in (guarded(f"finding.{f.kind}", f.to_json) for f in findings) if j is not None]
     rep = assemble(backend=backend, run=run, env=env, steps=[fig.step_json(its[p], rows[p]) for p in positions],
-                   summary=fig.summary(), findings=[f.to_json() for f in findings],
+                   summary=fig.summary(), findings=written,
                    rules={"judged": analysis.judged, "not_judged": analysis.not_judged},
                    step_buckets=trim.buckets if trim else None, **parts)
     if trim is not None:
-        trim.trim_findings(rep["findings"], rows)
+        guarded("section.retention", trim.trim_findings, rep["findings"], rows)
     return rep
+
+
+def _plan(fig, rows: list[StepRow], findings: list[Finding], retention: R.Retention, steps_file: str | None):
+    p50 = fig.step_time.p50 if fig.step_time else None
+    return R.plan(rows, [f.steps for f in findings], retention, p50, steps_file)
 
 
 def build(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list[StepRecord],

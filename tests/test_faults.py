@@ -107,6 +107,11 @@ CASES = [
                  {"torch_xla.timed_call", "torch_xla.attribution", "boundary.sampled", "boundary.label",
                   "rule.host_bound", "rule.device_to_host_sync", "section.roofline", "section.memory", "html",
                   "summary", "adapter.stop"}, 6, id="torch_xla-hooks-rules-sections"),
+    # the analysis at the finest grain (issue 37): one evidence type, one figure, the compile classes, one section
+    pytest.param(TORCH, "evidence.device_to_host_sync,figure.throughput,figure.time_breakdown,analysis.compiles,"
+                        "section.sources,section.rank_digest",
+                 {"evidence.device_to_host_sync", "figure.throughput", "figure.time_breakdown", "analysis.compiles",
+                  "section.sources", "section.rank_digest"}, 6, id="torch_xla-event-figure-section"),
     pytest.param(TORCH, "torch_xla.sync", {"torch_xla.sync"}, 0, id="torch_xla-sync-hook"),
     pytest.param(TORCH, "report", {"report"}, 0, id="torch_xla-report-assembly"),
     pytest.param(JAX, "jax.call_end,jax.boundary,jax.np_read,jax.monitoring,jax.upload,boundary.sampled,adapter.stop",

@@ -128,7 +128,7 @@ def test_bad_peak_is_a_one_line_error(tmp_path):
     proc = run_cli("profile", "--port", "none", "--peak-tflops", "-3", PROGRAMS, "torch_xla", "matmul",
                    cwd=tmp_path)
     assert proc.returncode == 2
-    assert "peak_tflops must be a positive number" in proc.stderr
+    assert "argument --peak-tflops: must be > 0, not -3" in proc.stderr  # before anything runs (cli.number)
     assert "Traceback" not in proc.stderr
 
 

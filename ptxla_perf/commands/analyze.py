@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from ..cli import COMMANDS, UsageError, describe
+from ..cli import COMMANDS, UsageError, describe, number
 from .. import report as R
 from ..trace import TraceError, TraceSection, analyze_trace
 from ..trace.render import print_table, to_markdown
@@ -29,9 +29,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "(another host, or taken outside its start and end)")
     p.add_argument("--format", choices=["table", "json", "markdown"], default="table",
                    help="console output (default: %(default)s)")
-    p.add_argument("--top", type=int, default=15, metavar="N", help="top HLO ops to list (default: %(default)s)")
-    p.add_argument("--gaps", type=int, default=5, metavar="N", help="largest idle gaps to list (default: %(default)s)")
-    p.add_argument("--min-gap-ms", type=float, default=None, metavar="MS",
+    p.add_argument("--top", type=number(int, 1), default=15, metavar="N", help="top HLO ops to list (default: %(default)s)")
+    p.add_argument("--gaps", type=number(int, 0), default=5, metavar="N", help="largest idle gaps to list (default: %(default)s)")
+    p.add_argument("--min-gap-ms", type=number(float, 0), default=None, metavar="MS",
                    help="smallest idle gap counted (default: 5%% of the median step, at least 0.1 ms)")
     p.add_argument("--xprof", choices=["auto", "always", "never"], default="auto",
                    help="use xprof's device tables (hlo_stats, overview_page): auto = when the capture has a "
@@ -64,8 +64,6 @@ def merge_into_report(trace: TraceSection, report_path: str | None, force: bool 
 
 def run(args) -> int:
 
-    if args.top < 1 or args.gaps < 0:
-        raise UsageError("--top must be >= 1 and --gaps >= 0")
     use_xprof = {"auto": None, "always": True, "never": False}[args.xprof]
     try:
         trace = analyze_trace(args.path, args.run, top_n=args.top, gaps_n=args.gaps, min_gap_ms=args.min_gap_ms,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import COMMANDS, UsageError, describe
+from ..cli import COMMANDS, UsageError, describe, number
 from ..capture import CaptureError, capture
 from ..trace import analyze_trace
 from ..trace.render import print_table
@@ -19,7 +19,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--service", required=True, metavar="HOST:PORT[,HOST:PORT...]",
                    help="the job's profiler server (torch_xla.debug.profiler.start_server / jax.profiler.start_server); "
                         "a comma-separated list captures every host of a multi-host job into one run folder")
-    p.add_argument("--duration-ms", type=int, default=2000, metavar="N", help="capture length (default: %(default)s)")
+    p.add_argument("--duration-ms", type=number(int, 0, above=True), default=2000, metavar="N", help="capture length (default: %(default)s)")
     p.add_argument("--logdir", default="profiles", metavar="DIR",
                    help="TensorBoard logdir to write into (default: %(default)s)")
     p.add_argument("--host-tracer-level", type=int, default=2, choices=[0, 1, 2, 3],
@@ -28,8 +28,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="device (TPU/GPU) tracing on/off (default: %(default)s)")
     p.add_argument("--python-tracer-level", type=int, default=0, choices=[0, 1],
                    help="trace Python function calls (large captures; default: %(default)s)")
-    p.add_argument("--delay-ms", type=int, default=0, metavar="N", help="start the capture N ms later")
-    p.add_argument("--attempts", type=int, default=1, metavar="N",
+    p.add_argument("--delay-ms", type=number(int, 0), default=0, metavar="N", help="start the capture N ms later")
+    p.add_argument("--attempts", type=number(int, 1, 10), default=1, metavar="N",
                    help="capture attempts when nothing was recorded (each one takes --duration-ms; default: 1)")
     p.add_argument("--analyze", action="store_true", help="print `analyze` output for the new capture")
     return p
@@ -37,12 +37,6 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(args) -> int:
 
-    if args.duration_ms <= 0:
-        raise UsageError("--duration-ms must be > 0")
-    if not 1 <= args.attempts <= 10:
-        raise UsageError("--attempts must be 1..10")
-    if args.delay_ms < 0:
-        raise UsageError("--delay-ms must be >= 0")
     try:
         res = capture(args.service, args.logdir, args.duration_ms, args.host_tracer_level, args.device_tracer_level,
                       args.attempts, python_tracer_level=args.python_tracer_level, delay_ms=args.delay_ms)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import COMMANDS, UsageError, describe
+from ..cli import COMMANDS, UsageError, describe, number
 from .. import diff as d
 
 
@@ -24,7 +24,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="output format (default: %(default)s)")
     p.add_argument("--per-step", action="store_true",
                    help="divide totals by each side's step count (MarkStep counter / summary.steps)")
-    p.add_argument("--step", type=int, default=None, metavar="N",
+    p.add_argument("--step", type=number(int, 0), default=None, metavar="N",
                    help="in XLA_METRICS_FILE files, use the [MetricsData; step=N] block (default: the last)")
     p.add_argument("--fail-on", action="append", default=None, metavar="RULES",
                    help="comma-separated rules, e.g. 'compiles>+0,device_to_host_per_step>0,"

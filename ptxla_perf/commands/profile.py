@@ -7,7 +7,7 @@ import os
 import runpy
 import sys
 
-from ..cli import COMMANDS, UsageError, describe
+from ..cli import COMMANDS, UsageError, describe, number
 from ..config import DEFAULT_PORT, MAX_WARMUP, RooflineConfig
 from ..frames import print_user_traceback
 from ..which_backend import detect_backend
@@ -26,7 +26,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="line attribution: first steps and after anomalies (auto), every step, or never")
     p.add_argument("--guard", choices=["on", "off"], default="on",
                    help="stop runaway compilation before it exhausts memory (docs/guard.md; default: on)")
-    p.add_argument("--max-warmup", type=int, default=MAX_WARMUP,
+    p.add_argument("--max-warmup", type=number(int, 0), default=MAX_WARMUP,
                    help="most steps counted as warm-up (default: %(default)s)")
     p.add_argument("--tensorboard", default=None, metavar="DIR",
                    help="write per-step scalars (step time, compiles, transfers) as TensorBoard event files into "
@@ -34,15 +34,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--steps-file", default=None, metavar="PATH",
                    help="stream every step's record to PATH as JSON lines while the run goes (a long run's report "
                         "keeps only some steps in full; docs/report.md#step-retention) (default: none)")
-    p.add_argument("--peak-tflops", type=float, default=None, metavar="X",
+    p.add_argument("--peak-tflops", type=number(float, 0, above=True), default=None, metavar="X",
                    help="the device's peak FLOP/s in TFLOP/s for HFU and model-FLOPs MFU (default: from the device kind; "
                         "calibrated on a CPU; docs/roofline.md)")
-    p.add_argument("--peak-gbps", type=float, default=None, metavar="Y",
+    p.add_argument("--peak-gbps", type=number(float, 0, above=True), default=None, metavar="Y",
                    help="the device's peak memory bandwidth in GB/s (default: as --peak-tflops)")
-    p.add_argument("--device-memory-gb", type=float, default=None, metavar="G",
+    p.add_argument("--device-memory-gb", type=number(float, 0, above=True), default=None, metavar="G",
                    help="the device's memory in GiB for the report's memory headroom, e.g. 16 to ask whether the step "
                         "would fit on a TPU v5e (default: from the runtime or the device kind; unknown on a CPU)")
-    p.add_argument("--model-flops-per-step", type=float, default=None, metavar="F",
+    p.add_argument("--model-flops-per-step", type=number(float, 0, above=True), default=None, metavar="F",
                    help="the model's FLOPs per training step (6 x parameters x tokens for a transformer) for "
                         "model-FLOPs MFU beside HFU (default: not given; docs/roofline.md)")
     p.add_argument("script", help="the training script")

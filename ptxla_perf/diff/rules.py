@@ -127,6 +127,20 @@ def _finding_count(src: Source, other: Source, name: str) -> tuple[float | None,
     return F.count(src.findings, name), None
 
 
+def unmeasured(comparison: Comparison) -> list[Violation]:
+    """One violation for each side that measured nothing (a report with no steady step or a `no_steps` finding):
+    a CI gate that passed there would pass because nothing was measured."""
+    out = []
+    for side, src in (("A", comparison.a), ("B", comparison.b)):
+        if src.unmeasured:
+            steps = src.values.get("steps", (None, None))[0]
+            out.append(Violation(rule="measured", name="steps", a=None, b=None, value=steps or 0.0,
+                                 message=f"{src.label or side} measured nothing: {src.unmeasured}; no rule is "
+                                         "judged on an empty measurement (profile a run that reaches its steady "
+                                         "steps)"))
+    return out
+
+
 def check(comparison: Comparison, rules: list[Rule] | str, strict: bool = False) -> list[Violation]:
     """Evaluate rules on a comparison; return the broken ones (empty list: all passed). Raises RuleError for a
     rule whose name neither input knows, or that needs a value an input cannot provide (e.g. step_time_p50 from
@@ -135,8 +149,11 @@ def check(comparison: Comparison, rules: list[Rule] | str, strict: bool = False)
     if isinstance(rules, str):
         rules = parse_rules(rules)
     a, b = comparison.a, comparison.b
-    broken: list[Violation] = []
     comparison.within_noise = []
+    empty = unmeasured(comparison)
+    if empty and rules:  # a gate never passes on nothing: no rule is judged on an empty measurement
+        return empty
+    broken: list[Violation] = []
     for rule in rules:
         if rule.is_glob:
             names = sorted({n for n in (*a.values, *b.values) if fnmatch.fnmatchcase(n, rule.name)}

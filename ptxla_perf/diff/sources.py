@@ -92,6 +92,7 @@ class Source:
     notes: list[str] = field(default_factory=list)
     findings: list | None = None  # report JSON: its findings (diff/findings.py); None for metrics text
     judged: set = field(default_factory=set)  # report JSON: the finding kinds its rules looked for
+    unmeasured: str | None = None  # report JSON: why nothing was measured (no steady step, a no_steps finding)
 
     def describe(self) -> str:
         kind = "metrics text" if self.kind == "metrics_text" else "report JSON"
@@ -310,10 +311,24 @@ def from_report(report: dict, label: str = "") -> Source:
                  raw={k: "counter" for k in fallback}, fallback=fallback)
     _add_per_step(src)
     src.findings, src.judged = F.collect(report), F.judged(report)
+    src.unmeasured = _unmeasured(summary, src.findings)
     run = report.get("run") if isinstance(report.get("run"), dict) else {}
     if run.get("status") not in (None, "completed"):
         src.notes.append(f"{label}: run status is {run['status']!r}")
     return src
+
+
+def _unmeasured(summary: dict, findings: list) -> str | None:
+    """Why a report measured nothing a gate can judge: a `no_steps` finding, or no steady step (every step
+    warm-up, or none at all). None where it measured steady steps (reports before `steady_steps`: steps > 0)."""
+    if any(f.kind == "no_steps" for f in findings):
+        return "it has a no_steps finding: no step boundary was seen"
+    steady, steps = summary.get(K.STEADY_STEPS), summary.get(K.STEPS)
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps <= 0:
+        return "it has no steps"
+    if isinstance(steady, int) and not isinstance(steady, bool) and steady <= 0:
+        return f"it has no steady steps ({steps} steps, all warm-up or compiling)"
+    return None
 
 
 def neither(label: str, what: str = "no torch_xla metric or counter in it") -> str:

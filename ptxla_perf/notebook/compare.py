@@ -24,7 +24,7 @@ class Comparison:
 
     @property
     def passed(self) -> bool:
-        """No `fail_on` rule broke in any pair (True when no rules were given)."""
+        """No `fail_on` rule broke in any pair, and no run measured nothing (True when no rules were given)."""
         return not any(self.violations or [])
 
     @cached_property

@@ -203,8 +203,9 @@ def _read(name: str) -> str:
 def compare(*runs: "Report | dict | str", labels: list[str] | None = None, per_step: bool = False,
             fail_on: str | list[str] | None = None, strict: bool = False) -> Comparison:
     """Compare runs (Reports, report dicts, paths or URLs) with the first: the `diff` command's rows for each
-    pair. `fail_on` takes the diff command's `--fail-on` rules (e.g. "device_to_host_per_step>0"):
-    `Comparison.passed` and `.violations` say what broke; `strict` as `--strict`. Raises ValueError (a bad rule:
+    pair. `fail_on` takes the diff command's `--fail-on` rules (e.g. "warnings:device_to_host_sync>0"):
+    `Comparison.passed` and `.violations` say what broke - also that a run measured nothing (no steady step, a
+    `no_steps` finding), which never passes; `strict` as `--strict`. Raises ValueError (a bad rule:
     `diff.RuleError`) with one line."""
     if len(runs) < 2:
         raise ValueError("compare needs at least two runs (the first is the baseline)")
