@@ -61,9 +61,10 @@ def init_params(rng):
 
 
 def layer_norm(p, x):
+    x = x.astype(jnp.float32)
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) * jax.lax.rsqrt(var + 1e-5) * p["g"] + p["b"]
+    return ((x - mean) * jax.lax.rsqrt(var + 1e-5) * p["g"] + p["b"]).astype(compute_dtype)
 
 
 def linear(p, x):
@@ -75,7 +76,7 @@ def attention(p, x):
     h = args.heads
     q, k, v = jnp.split(linear(p["attn"], x), 3, axis=-1)
     q, k, v = (a.reshape(b, t, h, d // h).transpose(0, 2, 1, 3) for a in (q, k, v))
-    att = (q @ k.transpose(0, 1, 3, 2)) / np.sqrt(d // h)
+    att = (q @ k.transpose(0, 1, 3, 2)) * (d // h) ** -0.5
     mask = jnp.tril(jnp.ones((t, t), bool))
     att = jax.nn.softmax(jnp.where(mask, att.astype(jnp.float32), -1e9), axis=-1).astype(compute_dtype)
     y = (att @ v).transpose(0, 2, 1, 3).reshape(b, t, d)
