@@ -149,6 +149,11 @@ def main() -> None:
         return main_jax(args, modes)
     args.steps = args.steps or 80
     args.target = 1.03 if args.target is None else args.target
+    main_encoder(args, modes)
+
+
+def main_encoder(args, modes: list[str]) -> None:
+    """The torch_xla encoder loop's pairs and table."""
     ms: dict[str, list[float]] = {m: [] for m in modes}
     own: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}  # per run: (p50, mean) us
     with tempfile.TemporaryDirectory() as tmp:
