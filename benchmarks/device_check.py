@@ -7,8 +7,9 @@ from XLA's own out-of-memory message. Then a user-style training loop (nanoGPT-s
 the loss printed every 50 steps; device_loop.py) at a launch-bound and a device-bound size, plain and profiled in
 alternating pairs and once waiting for every step: a second table of the loop's own ms/step against the report's.
 
-Sized for one H100/H200 in well under 8 minutes (Python 3.12, jax 0.11 + CUDA, no torch_xla, no network: the
-project on PYTHONPATH). `--cpu-smoke` runs the same jobs at CPU sizes (a dry run of the script itself).
+Sized for one H100/H200 within 6 minutes (Python 3.12, jax 0.11 + CUDA, no torch_xla, no network: the project on
+PYTHONPATH); the tables are rewritten after every job, so a run cut short keeps what it did. `--cpu-smoke` runs the
+same jobs at CPU sizes (a dry run of the script itself).
 
     PYTHONPATH=$PWD python benchmarks/device_check.py [--cpu-smoke] [--out DIR] [--only NAME,...] [--pairs 3]
 """
@@ -195,19 +196,30 @@ def main(argv: list[str] | None = None) -> int:
     (out / "oom").mkdir(exist_ok=True)
     env = _env(args.cpu_smoke)
     t0 = time.perf_counter()
-    results = []
+    results, loops = [], []
     for name, job_args in jobs(args.cpu_smoke, only):
         print(f"device_check: {name} ...", file=sys.stderr, flush=True)
         results.append(run_job(name, job_args, out, env, args.timeout_s))
         print(f"device_check: {name} {results[-1].get('error') or 'ok'} ({results[-1]['seconds']} s)",
               file=sys.stderr, flush=True)
-    loops = []
+        write_tables(out, args, results, loops, time.perf_counter() - t0)  # what is done survives a cut-off
     for name in LOOPS:
         if only and name not in only:
             continue
         print(f"device_check: {name} ...", file=sys.stderr, flush=True)
         loops.append(run_loop(name, args.cpu_smoke, out, env, args.timeout_s, args.pairs,
                               log=lambda msg: print(f"device_check: {msg}", file=sys.stderr, flush=True)))
+        write_tables(out, args, results, loops, time.perf_counter() - t0)
+    rows = write_tables(out, args, results, loops, time.perf_counter() - t0, show=True)
+    # the check itself passes when every job wrote a report and the OOM run was read as one
+    ok = all("report" in r for r in results) and all(
+        row.get("oom finding", "-") != "-" for row in rows if row["run"] == "oom") and all(map(loop_ok, loops))
+    return 0 if ok else 1
+
+
+def write_tables(out: Path, args, results: list[dict], loops: list[dict], seconds: float,
+                 show: bool = False) -> list[dict[str, str]]:
+    """OUT/device_check.md and .json from the jobs and loops run so far (printed when `show`); the jobs' rows."""
     rows = [table_row(r) for r in results]
     loop_rows = [loop_row(r) for r in loops]
     versions = {}
@@ -218,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:  # noqa: BLE001 - not installed
             versions[pkg] = None
     head = (f"device_check ({'cpu smoke' if args.cpu_smoke else 'device'}; Python {sys.version.split()[0]}; "
-            + ", ".join(f"{k} {v}" for k, v in versions.items() if v) + f"; {time.perf_counter() - t0:.0f} s)")
+            + ", ".join(f"{k} {v}" for k, v in versions.items() if v) + f"; {seconds:.0f} s)")
     text = head + "\n\n" + (markdown(rows) + "\n" if rows else "")
     if loop_rows:
         text += (f"\nTraining loops (gpt_loop.py; {args.pairs} alternating plain/profiled pairs and one run waiting "
@@ -234,12 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     (out / "device_check.md").write_text(text)
     (out / "device_check.json").write_text(json.dumps({"versions": versions, "rows": rows, "loop_rows": loop_rows,
                                                        "loops": [recorded(r) for r in loops]}, indent=1))
-    print(text)
-    # the check itself passes when every job wrote a report and the OOM run was read as one
-    ok = all("report" in r for r in results) and all(
-        row.get("oom finding", "-") != "-" for row in rows if row["run"] == "oom") and all(map(loop_ok, loops))
-    return 0 if ok else 1
-
+    if show:
+        print(text)
+    return rows
 
 if __name__ == "__main__":
     sys.exit(main())
