@@ -3,12 +3,15 @@ profiled by the real runner in its own process on the machine's first device, th
 say against what the device says: device time vs wall time per step, HFU (XLA's FLOPs; model-FLOPs MFU beside it
 where a recipe gives its model FLOPs) against the spec peak (peaks.py),
 each largest graph's XLA memory figures against the runtime's `memory_stats()` peak, and the `oom` finding made
-from XLA's own out-of-memory message.
+from XLA's own out-of-memory message. Then a user-style training loop (nanoGPT-style JAX + optax, numpy batches,
+the loss printed every 50 steps; device_loop.py) at a launch-bound and a device-bound size, plain and profiled in
+alternating pairs and once waiting for every step: a second table of the loop's own ms/step against the report's.
 
-Sized for one H100/H200 in well under 8 minutes (Python 3.12, jax 0.11 + CUDA, no torch_xla, no network: the
-project on PYTHONPATH). `--cpu-smoke` runs the same jobs at CPU sizes (a dry run of the script itself).
+Sized for one H100/H200 within 6 minutes (Python 3.12, jax 0.11 + CUDA, no torch_xla, no network: the project on
+PYTHONPATH); the tables are rewritten after every job, so a run cut short keeps what it did. `--cpu-smoke` runs the
+same jobs at CPU sizes (a dry run of the script itself).
 
-    PYTHONPATH=$PWD python benchmarks/device_check.py [--cpu-smoke] [--out DIR] [--only NAME,...]
+    PYTHONPATH=$PWD python benchmarks/device_check.py [--cpu-smoke] [--out DIR] [--only NAME,...] [--pairs 3]
 """
 from __future__ import annotations
 
@@ -23,6 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "benchmarks") not in sys.path:  # its sibling modules, also when loaded from a file path
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from device_loop import LOOPS, loop_ok, loop_row, recorded, run_loop  # noqa: E402
 
 # name -> (recipe, overrides on a GPU/TPU, overrides for --cpu-smoke); the runner's own defaults are CPU-sized
 JOBS: dict[str, tuple[str, list[str], list[str]]] = {
@@ -172,23 +179,49 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cpu-smoke", action="store_true", help="CPU sizes, JAX_PLATFORMS=cpu: a dry run of the check")
     p.add_argument("--out", default="device_check_out", help="folder for the runs, logs and the table")
-    p.add_argument("--only", default="", help="comma-separated job names (" + ", ".join([*JOBS, "oom"]) + ")")
-    p.add_argument("--timeout-s", type=float, default=150.0, help="per job")
+    p.add_argument("--only", default="", help="comma-separated job names (" + ", ".join([*JOBS, "oom", *LOOPS])
+                   + ")")
+    p.add_argument("--timeout-s", type=float, default=150.0, help="per job (per run of a loop)")
+    p.add_argument("--pairs", type=int, default=3, help="plain/profiled pairs per training loop (default 3)")
     args = p.parse_args(argv)
+    if args.pairs < 1:
+        p.error("--pairs must be at least 1")
+    only = {x for x in args.only.split(",") if x} or None
+    unknown = sorted((only or set()) - {*JOBS, "oom", *LOOPS})
+    if unknown:
+        p.error(f"--only: unknown job {', '.join(unknown)} (pick from {', '.join([*JOBS, 'oom', *LOOPS])})")
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     (out / "oom_step.py").write_text(textwrap.dedent(_OOM_SCRIPT))
     (out / "oom").mkdir(exist_ok=True)
     env = _env(args.cpu_smoke)
-    only = {x for x in args.only.split(",") if x} or None
     t0 = time.perf_counter()
-    results = []
+    results, loops = [], []
     for name, job_args in jobs(args.cpu_smoke, only):
         print(f"device_check: {name} ...", file=sys.stderr, flush=True)
         results.append(run_job(name, job_args, out, env, args.timeout_s))
         print(f"device_check: {name} {results[-1].get('error') or 'ok'} ({results[-1]['seconds']} s)",
               file=sys.stderr, flush=True)
+        write_tables(out, args, results, loops, time.perf_counter() - t0)  # what is done survives a cut-off
+    for name in LOOPS:
+        if only and name not in only:
+            continue
+        print(f"device_check: {name} ...", file=sys.stderr, flush=True)
+        loops.append(run_loop(name, args.cpu_smoke, out, env, args.timeout_s, args.pairs,
+                              log=lambda msg: print(f"device_check: {msg}", file=sys.stderr, flush=True)))
+        write_tables(out, args, results, loops, time.perf_counter() - t0)
+    rows = write_tables(out, args, results, loops, time.perf_counter() - t0, show=True)
+    # the check itself passes when every job wrote a report and the OOM run was read as one
+    ok = all("report" in r for r in results) and all(
+        row.get("oom finding", "-") != "-" for row in rows if row["run"] == "oom") and all(map(loop_ok, loops))
+    return 0 if ok else 1
+
+
+def write_tables(out: Path, args, results: list[dict], loops: list[dict], seconds: float,
+                 show: bool = False) -> list[dict[str, str]]:
+    """OUT/device_check.md and .json from the jobs and loops run so far (printed when `show`); the jobs' rows."""
     rows = [table_row(r) for r in results]
+    loop_rows = [loop_row(r) for r in loops]
     versions = {}
     for pkg in ("jax", "jaxlib", "torch", "torch_xla"):
         try:
@@ -197,8 +230,12 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:  # noqa: BLE001 - not installed
             versions[pkg] = None
     head = (f"device_check ({'cpu smoke' if args.cpu_smoke else 'device'}; Python {sys.version.split()[0]}; "
-            + ", ".join(f"{k} {v}" for k, v in versions.items() if v) + f"; {time.perf_counter() - t0:.0f} s)")
-    text = head + "\n\n" + markdown(rows) + "\n"
+            + ", ".join(f"{k} {v}" for k, v in versions.items() if v) + f"; {seconds:.0f} s)")
+    text = head + "\n\n" + (markdown(rows) + "\n" if rows else "")
+    if loop_rows:
+        text += (f"\nTraining loops (gpt_loop.py; {args.pairs} alternating plain/profiled pairs and one run waiting "
+                 "for every step; ms/step timed by the loop between prints; the report's figures from the last "
+                 "profiled run):\n\n" + markdown(loop_rows) + "\n")
     for r in results:  # the oom finding whole (the table cuts it), with XLA's message it was made from
         oom = next((f for f in (r.get("report") or {}).get("findings", []) if f.get("kind") == "oom"), None)
         if oom:
@@ -207,13 +244,11 @@ def main(argv: list[str] | None = None) -> int:
             text += (f"\n{r['name']}: {oom['message']}\n  XLA said: {said.splitlines()[0] if said else '?'}"
                      + (f" (requested {asked / 2**30:,.1f} GiB)" if asked else "") + "\n")
     (out / "device_check.md").write_text(text)
-    (out / "device_check.json").write_text(json.dumps({"versions": versions, "rows": rows}, indent=1))
-    print(text)
-    # the check itself passes when every job wrote a report and the OOM run was read as one
-    ok = all("report" in r for r in results) and all(
-        row.get("oom finding", "-") != "-" for row in rows if row["run"] == "oom")
-    return 0 if ok else 1
-
+    (out / "device_check.json").write_text(json.dumps({"versions": versions, "rows": rows, "loop_rows": loop_rows,
+                                                       "loops": [recorded(r) for r in loops]}, indent=1))
+    if show:
+        print(text)
+    return rows
 
 if __name__ == "__main__":
     sys.exit(main())

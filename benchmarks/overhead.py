@@ -18,6 +18,14 @@ which is far less noisy than wall-clock ratios.
 The overhead target (issue 18), on a quiet machine: `python benchmarks/overhead.py --pairs 8 --modes profile`
 (plain and profile only, 8 alternating pairs, ~3 min on 2 cores): the default `profile` mode's median ratio
 against the plain run is at most `--target`; the last line says whether it is.
+
+`--jax` measures JAX workloads instead (benchmarks/workloads/jax_step.py, issue 36): a numpy-fed small step
+(launch-bound: a 40-leaf MLP, ~0.2 ms per call) and a device-bound step (large matmuls), each plain and under
+`profile` (and `always`, `base` where asked) in alternating pairs: the per-call cost ratio, and how many steady
+calls missed JAX's C++ dispatch cache in each run (counted by the workload itself). Target: the small step's
+median profile/plain ratio at most `--target` (default 1.10 here).
+
+    python benchmarks/overhead.py --jax [--pairs 8] [--steps N] [--modes profile] [--base DIR]
 """
 from __future__ import annotations
 
@@ -31,8 +39,13 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from pairs import ratio_stats, run_workload  # noqa: E402
+
 WORKLOAD = HERE / "workloads" / "encoder_loop.py"
 MODES = ("profile", "always", "debug2")
+JAX_WORKLOAD = HERE / "workloads" / "jax_step.py"
+JAX_SIZES = ("small", "large")
 
 
 def run(mode: str, steps: int, tmp: Path, base: str | None = None) -> tuple[float, dict | None]:
@@ -55,24 +68,92 @@ def run(mode: str, steps: int, tmp: Path, base: str | None = None) -> tuple[floa
     return ms, data
 
 
+def run_jax(size: str, mode: str, steps: int | None, tmp: Path, base: str | None) -> dict:
+    """One run of the JAX workload: its own ms/call and C++ cache misses over the steady calls."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    root = base if mode == "base" else str(HERE.parent)
+    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
+    got = run_workload(JAX_WORKLOAD, [size, *([str(steps)] if steps else [])], profiled=mode != "plain",
+                       tag=f"{size}_{mode}", workdir=tmp, env=env, timeout_s=900,
+                       profile_args=["--attribution", "always"] if mode == "always" else [])
+    if "error" in got:
+        raise SystemExit(f"{size} {mode} run failed ({got['exit_code']}): {got['error']} (log: {tmp})")
+    return got
+
+
+def main_jax(args, modes: list[str]) -> None:
+    target = args.target if args.target is not None else 1.10
+    ms = {(z, m): [] for z in JAX_SIZES for m in modes}
+    misses = {(z, m): [] for z in JAX_SIZES for m in modes}
+    calls = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for pair in range(args.pairs):
+            order = modes[pair % len(modes):] + modes[:pair % len(modes)]
+            for size in JAX_SIZES:
+                for mode in order:
+                    bench = run_jax(size, mode, args.steps, Path(tmp), args.base)["bench"]
+                    ms[size, mode].append(bench["ms_per_step"])
+                    misses[size, mode].append(bench["cpp_cache_misses"])
+                    calls[size] = bench["steps"]
+                print(f"pair {pair + 1}/{args.pairs} {size}: "
+                      + "  ".join(f"{m} {ms[size, m][-1]:.3f} ms/call ({misses[size, m][-1]} misses)" for m in modes),
+                      file=sys.stderr, flush=True)
+    print(f"\nJAX steady calls, median over {args.pairs} alternating pairs (jax_step.py; ms per call timed by the "
+          "workload over its steady calls, after 20 warm-up calls)")
+    print(f"{'step':6s} {'mode':8s} {'ms/call':>9s} {'ratio vs plain':>15s} {'min':>7s} {'max':>7s} "
+          f"{'C++ cache misses / calls':>25s}")
+    for size in JAX_SIZES:
+        for m in modes:
+            r = ratio_stats(ms[size, m], ms[size, "plain"])
+            print(f"{size:6s} {m:8s} {statistics.median(ms[size, m]):9.3f} {r[0]:15.3f} {r[1]:7.3f} {r[2]:7.3f} "
+                  f"{statistics.median(misses[size, m]):>17g} / {calls[size]}")
+    if "profile" in modes:
+        ratio = ratio_stats(ms["small", "profile"], ms["small", "plain"])[0]
+        enough = args.pairs >= 8
+        print(f"\ntarget: small step profile/plain per call {ratio:.3f} {'<=' if ratio <= target else '>'} {target} "
+              f"over {args.pairs} pairs: {'met' if ratio <= target and enough else 'not met'}"
+              + ("" if enough else " (fewer than 8 pairs: not a measurement of the target)")
+              + f"; C++ cache misses under profile: {statistics.median(misses['small', 'profile']):g} of "
+              f"{calls['small']} steady calls (plain: {statistics.median(misses['small', 'plain']):g})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=10)
-    ap.add_argument("--steps", type=int, default=80)
-    ap.add_argument("--modes", default=",".join(MODES), help="compared against plain: " + ", ".join(MODES))
-    ap.add_argument("--target", type=float, default=1.03, help="the profile mode's median ratio it must not exceed")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="steady steps per run (default 80; with --jax: 300 small, 30 large)")
+    ap.add_argument("--modes", default=None, help="compared against plain: " + ", ".join(MODES)
+                    + " (default: all; with --jax: profile)")
+    ap.add_argument("--target", type=float, default=None, help="the profile mode's median ratio it must not exceed "
+                    "(default 1.03; with --jax, the small step's, 1.10)")
     ap.add_argument("--base", help="a checkout of an earlier ptxla_perf (the folder holding its ptxla_perf/): "
                                    "adds the mode `base`, its profile run")
+    ap.add_argument("--jax", action="store_true", help="the JAX workloads (a numpy-fed small step, a device-bound "
+                                                       "step) instead of the torch_xla encoder loop")
     args = ap.parse_args()
-    asked = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in asked if m not in MODES]
+    allowed = ("profile", "always") if args.jax else MODES
+    asked = [m.strip() for m in (args.modes or ("profile" if args.jax else ",".join(MODES))).split(",")
+             if m.strip()]
+    unknown = [m for m in asked if m not in allowed]
     if unknown or not asked:
-        ap.error(f"--modes: {', '.join(unknown) or 'none given'}; pick from {', '.join(MODES)}")
+        ap.error(f"--modes: {', '.join(unknown) or 'none given'}; pick from {', '.join(allowed)}")
     if args.pairs < 1:
         ap.error("--pairs must be at least 1")
+    if args.steps is not None and args.steps < 1:
+        ap.error("--steps must be at least 1")
     if args.base and not (Path(args.base) / "ptxla_perf" / "__init__.py").is_file():
         ap.error(f"--base: no ptxla_perf/ package in {args.base}")
     modes = ["plain"] + asked + (["base"] if args.base else [])
+    if args.jax:
+        return main_jax(args, modes)
+    args.steps = args.steps or 80
+    args.target = 1.03 if args.target is None else args.target
+    main_encoder(args, modes)
+
+
+def main_encoder(args, modes: list[str]) -> None:
+    """The torch_xla encoder loop's pairs and table."""
     ms: dict[str, list[float]] = {m: [] for m in modes}
     own: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}  # per run: (p50, mean) us
     with tempfile.TemporaryDirectory() as tmp:
