@@ -1,8 +1,10 @@
 """Step boundaries. `jax.profiler.StepTraceAnnotation` exits are boundaries when the code uses them; otherwise the
 step function is the jitted function called again from the same line that computes gradients (a backward pass
-traced in it; with none: the first whose arrays change between calls), not a generation or evaluation step called
-first; each of its calls starts a step. Until it is known, each top-level call keeps a segment (counters, events),
-and the steps are cut from them once it is."""
+traced in it; with none: the one called most whose arrays change between calls), not a generation or evaluation
+step called first; each of its calls starts a step. The loop that trains is the loop that counts: the step
+function's calls from another line that compute gradients (a warm-up loop before the timed one, a second training
+loop) are steps too, and its line moves there; its calls there that compute none are evaluation. Until it is
+known, each top-level call keeps a segment (counters, events), and the steps are cut from them once it is."""
 from __future__ import annotations
 
 import sys
@@ -19,8 +21,9 @@ from . import _private as P
 from .jitted import JitInfo
 from .ledger import Counts, Ledger, Scope, record
 
-_READER_FALLBACK = 100  # calls from one line of a function that computes no gradients (no training step seen):
-#                         then the loop is not training (inference, a benchmark): its repeated function is the step
+_READER_FALLBACK = 1000  # calls from one line of a function that computes no gradients (no training step seen):
+#                          then the loop is not training (inference, a benchmark): its repeated function is the
+#                          step. Long enough that an evaluation loop run before training is not taken for it
 _MAX_UNDECIDED = 4096  # top-level calls kept while no step function is known
 
 
@@ -59,9 +62,11 @@ class Candidates:
         return calls
 
     def fallback(self) -> tuple:
-        """No function computes gradients: the first called again from one line whose arrays changed between
-        calls (the state the loop carries), else the first called again from one line."""
-        return next((k for k in self.order if k in self.changed), self.order[0])
+        """No function computes gradients: of the keys called again from one line, those whose arrays changed
+        between calls (the state the loop carries) if any, the one called most (the main loop, not the warm-up
+        before it); the first called again among equals."""
+        keys = [k for k in self.order if k in self.changed] or self.order
+        return max(keys, key=lambda k: len(self.calls[k]))
 
 
 class Steps:
@@ -81,6 +86,9 @@ class Steps:
         self._step_key: tuple | None = None
         self._cand = Candidates()
         self._grad_fns: set = set()  # identities of functions that traced a backward pass (compute gradients)
+        self._grad_calls: set = set()  # (identity, static arguments) of the programs traced with one
+        self._calling: tuple | None = None  # (fn, args, kwargs) of the top-level call in progress
+        self._moved = False  # the step function's line moved (steps.py docstring); said once in `detection`
         self._members: set = set()  # other functions called once or twice in each iteration: phases of it
         self._mark: Counts | None = None  # counters at the last boundary; None before the first step
         self._mark_site: Location | None = None
@@ -118,6 +126,9 @@ class Steps:
         """A backward pass is being traced: inside a top-level jitted call, that function computes gradients."""
         if self._scope.depth and self._scope.tracing is not None:
             self._grad_fns.add(self._scope.tracing)
+            calling = self._calling
+            if calling is not None and calling[0].key == self._scope.tracing:
+                self._grad_calls.add((calling[0].key, _statics(*calling)))
 
     def annotation_enter(self) -> None:
         if self._scope.depth:
@@ -149,6 +160,7 @@ class Steps:
 
     def before_call(self, fn: JitInfo, frame, args: tuple, kwargs: dict) -> None:
         """A top-level jitted call is about to run."""
+        self._calling = (fn, args, kwargs)  # what a backward pass traced inside it belongs to (cleared after it)
         if fn.library and classify(frame.f_code.co_filename) != USER:
             pass  # called by a library on the user's behalf: part of whatever the user's loop is doing
         elif not self._annotated:
@@ -158,7 +170,7 @@ class Steps:
 
     def after_call(self, fn: JitInfo) -> None:
         """It returned: where the step (or the candidate's segment) would end if no further call came."""
-        cand = self._cand
+        cand, self._calling = self._cand, None
         if fn.same_function(self._step_fn) and not self.in_other:
             self._last_call_end = (self._ledger.snapshot(), len(self._ledger.events))
         elif self._step_fn is None and cand.current is not None and cand.pre:
@@ -168,7 +180,7 @@ class Steps:
     def _maybe_step(self, fn: JitInfo, frame, args: tuple, kwargs: dict) -> None:
         """A top-level call of a jitted function: maybe a step boundary (inferred steps)."""
         if self._step_fn is not None:
-            self._known_step(fn, frame)
+            self._known_step(fn, frame, args, kwargs)
             return
         # no step function yet: each top-level call starts a segment (the counters at its start, the events
         # since the previous one), so that the steps can be cut once the step function is known
@@ -191,14 +203,19 @@ class Steps:
             self._decide(cand.fallback(), f"called {len(calls)} times from one line and no jitted function "
                                           "computes gradients")
 
-    def _known_step(self, fn: JitInfo, frame) -> None:
-        """The step function is known: its call from its line starts a step; other calls open evaluation."""
+    def _known_step(self, fn: JitInfo, frame, args: tuple, kwargs: dict) -> None:
+        """The step function is known: its call from its line starts a step, and so does its call from another
+        line that computes gradients (the line moves there); other calls open evaluation."""
         if not fn.same_function(self._step_fn):
             if not self.in_other and fn.key in self._members:
                 return  # a phase of the iteration: its second jitted call (grads, then the update)
-            if not self.in_other and self._step_open:
+            if fn.key in self._grad_fns and self._step_fn.key not in self._grad_fns:
+                self._to_training(fn, frame)  # training after a loop of a function that computes none
+            elif not self.in_other and self._step_open:
                 self._open_other()
-            return
+                return
+            else:
+                return
         key = (frame.f_code, frame.f_lineno)
         if key == self._site_cache[0]:
             site = self._site_cache[1]
@@ -207,14 +224,45 @@ class Steps:
             if classify(frame.f_code.co_filename) == USER:  # called straight from user code: cacheable
                 self._site_cache = (key, site)
         if site is not None and (site.file, site.line) != self._step_key:
-            if not self.in_other and self._step_open:
-                self._open_other()  # the step function called from elsewhere (e.g. evaluation)
-            return
+            if not self._trains(fn, args, kwargs):
+                if not self.in_other and self._step_open:
+                    self._open_other()  # the step function called from elsewhere to evaluate (no gradients)
+                return
+            self._move(site)  # a training call from another line: the loop that trains now (after a warm-up)
         if self.in_other:
             self._close_other()
         elif self._step_open:
             self.emit(site)
         self._step_open = True
+
+    def _trains(self, fn: JitInfo, args: tuple, kwargs: dict) -> bool:
+        """This call's program computes gradients (traced with a backward pass, its static arguments as now)."""
+        return bool(self._grad_calls) and (fn.key, _statics(fn, args, kwargs)) in self._grad_calls
+
+    def _move(self, site: Location) -> None:
+        """The step function trains from another line now (a warm-up loop, then the timed loop; a second
+        training loop): its calls from there are steps, and the calls from the old line, if they come back and
+        train, are steps too. Each training call is a step wherever it is made: dropping the warm-up's would
+        hide iterations that updated the state, and torch_xla counts every iteration the same way."""
+        self._step_key = (site.file, site.line)
+        if not self._moved:
+            self._moved = True
+            self.detection += (f"; its calls from other lines that compute gradients are steps too (first: "
+                               f"{site.short()})")
+
+    def _to_training(self, fn: JitInfo, frame) -> None:
+        """The step function was decided without gradients (a long evaluation or inference loop) and a function
+        that computes them is called again at top level: training began; its calls are the steps from here."""
+        site = user_frame(frame)[0]
+        old = self._step_fn.name if self._step_fn is not None else "?"
+        self._notes.append(f"the {self.count} steps before training began are calls of {old}, which computes no "
+                           f"gradients; from there on the steps are calls of {fn.name}, which does")
+        self._step_fn, self._step_key, self._members = fn, (site.file, site.line) if site else ("?", 0), set()
+        if self.in_other:  # its first call opened an evaluation interval: that call was the first training step
+            self.in_other, self._step_open = False, True
+        self.detection = (f"inferred: the jitted function {fn.name} at {site.short() if site else '?'}, called "
+                          "again and computes gradients (after a loop of one that computes none); each call "
+                          "starts a step")
 
     def _decide(self, key: tuple, why: str, fn: JitInfo | None = None, end: tuple | None = None) -> None:
         """`key`'s function is the step function: each of its calls from its line so far starts a step; the
@@ -295,6 +343,28 @@ class Steps:
         self._mark = now
         busy = rec.compiles or rec.device_to_host.count or rec.executions or rec.host_to_device.count
         return rec if busy else None
+
+
+def _statics(fn: JitInfo, args: tuple, kwargs: dict) -> tuple:
+    """A call's static arguments, by parameter: what tells `step(..., train=True)` from `step(..., train=False)`,
+    one jitted function and two programs. Unhashable: unknown."""
+    nums, names = fn.static
+    if not nums and not names:
+        return ()
+    names_of, pos = fn.varnames, {n: i for i, n in enumerate(fn.varnames)}
+    found: dict = {}
+    for i in nums:
+        name = names_of[i] if i < len(names_of) else i
+        found[name] = args[i] if i < len(args) else kwargs.get(name)
+    for n in names:
+        i = pos.get(n, len(args))
+        found[n] = kwargs[n] if n in kwargs else args[i] if i < len(args) else None
+    out = tuple(sorted(found.items(), key=lambda kv: str(kv[0])))
+    try:
+        hash(out)
+    except TypeError:
+        return (None,)
+    return out
 
 
 def _fingerprint(args: tuple, kwargs: dict) -> list:
