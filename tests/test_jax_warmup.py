@@ -88,10 +88,12 @@ def test_an_inference_loop_after_its_warm_up_is_the_step():
     assert f":{planted_line(LOOPS, 'INFER')}" in data["run"]["step_detection"]
 
 
-def test_the_step_function_called_to_evaluate_from_another_line_is_evaluation():
-    """`train_step(..., train=False)` from another line every 10 steps: the same jitted function, but that program
-    computes no gradients: evaluation records, not steps."""
-    data = _profile_script("eval_static")
+@pytest.mark.parametrize("mode", ["eval_static", "eval_grad_loop"])
+def test_the_step_function_called_to_evaluate_from_another_line_is_evaluation(mode):
+    """Every 10 steps, the same jitted function from another line: `train_step(..., train=False)` (that program
+    computes no gradients), or a loop of training calls over held-out data whose results are dropped (the
+    parameters stay as they were: nothing is carried from call to call): evaluation records, not steps."""
+    data = _profile_script(mode)
     phases = _phases(data["steps"])
     assert phases["train"] == 30 and phases["eval"] >= 2, phases
 

@@ -5,7 +5,9 @@ training loop of 30 calls that reads the loss every 10 steps.
 - eval_first: argv[2] calls of eval_step (no gradients) over a validation set, then training.
 - infer: no training: 3 warm-up calls of eval_step, then 30 from the timed loop (the steps of an inference loop).
 - eval_static: the timed loop, with train_step(..., train=False) called from another line every 10 steps (the
-  same jitted function; that program computes no gradients: evaluation, not steps)."""
+  same jitted function; that program computes no gradients: evaluation, not steps).
+- eval_grad_loop: the timed loop, with a loop of 3 calls of train_step over held-out data every 10 steps, its
+  results dropped (a program that computes gradients, run over fixed parameters: evaluation, not steps)."""
 import sys
 from functools import partial
 
@@ -62,5 +64,9 @@ for i in range(30 if mode != "infer" else 0):
         print(i, float(loss))
         if mode == "eval_static":
             _, val = train_step(w, x, train=False)  # EVAL
+            print("val", float(val))
+        elif mode == "eval_grad_loop":
+            for _ in range(3):
+                _, val = train_step(w, -x, train=True)  # EVAL
             print("val", float(val))
 print("done")
