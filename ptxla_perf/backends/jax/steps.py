@@ -70,7 +70,10 @@ class Candidates:
         """The key's call now takes an array that a call since its previous one returned (the state the loop
         carries: a training loop's, not an evaluation's over fixed parameters)."""
         calls = self.calls[key]
-        return _fed([r for i in range(calls[-2], calls[-1]) for r in self.outs.get(i, ())], args, kwargs)
+        outs = [self.outs[i] for i in range(calls[-2], calls[-1]) if i in self.outs]
+        if not outs:  # nothing was kept (our after-call stage failed): not a reason to wait
+            return True
+        return _fed([r for refs in outs for r in refs], args, kwargs)
 
     def fallback(self, grad_fns: set = frozenset()) -> tuple:
         """Of the keys called again from one line: those of functions that compute gradients if any, else
