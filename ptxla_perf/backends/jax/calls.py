@@ -87,7 +87,7 @@ class Calls:
             self._costs.cost_compiled(fn, args, kwargs)
             self._memory.watch_outputs(fn, out)
         led.add_cost(fn.cost if len(fn.costs) < 2 else self._costs.call_cost(fn, args, kwargs))
-        self._steps.after_call(fn)
+        self._steps.after_call(fn, out)
 
     def _run(self, fn: JitInfo, args: tuple, kwargs: dict, frame):
         self._transfers.scan(fn, args, kwargs, frame)

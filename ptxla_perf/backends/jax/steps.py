@@ -1,8 +1,11 @@
 """Step boundaries. `jax.profiler.StepTraceAnnotation` exits are boundaries when the code uses them; otherwise the
 step function is the jitted function called again from the same line that computes gradients (a backward pass
-traced in it; with none: the first whose arrays change between calls), not a generation or evaluation step called
-first; each of its calls starts a step. Until it is known, each top-level call keeps a segment (counters, events),
-and the steps are cut from them once it is."""
+traced in it; with none: the one called most whose arrays change between calls), not a generation or evaluation
+step called first; each of its calls starts a step. The loop that trains is the loop that counts: when the step
+function trains in a loop on another line (called there again, computing gradients, on what the calls since
+returned: a warm-up loop, then the timed loop), its line moves there; a call from elsewhere that does not
+(an evaluation on the test set) is evaluation. Until it is known, each top-level call keeps a segment
+(counters, events), and the steps are cut from them once it is."""
 from __future__ import annotations
 
 import sys
@@ -19,9 +22,13 @@ from . import _private as P
 from .jitted import JitInfo
 from .ledger import Counts, Ledger, Scope, record
 
-_READER_FALLBACK = 100  # calls from one line of a function that computes no gradients (no training step seen):
-#                         then the loop is not training (inference, a benchmark): its repeated function is the step
+_READER_FALLBACK = 1000  # calls from one line of a function that computes no gradients (no training step seen):
+#                          then the loop is not training (inference, a benchmark): its repeated function is the
+#                          step. Long enough that an evaluation loop run before training is not taken for it
 _MAX_UNDECIDED = 4096  # top-level calls kept while no step function is known
+_UNFED = 16  # calls from one line of a function that computes gradients, never fed what the calls before it
+#              returned: the step all the same (its state kept where we do not see it)
+_MAX_FED = 1024  # outputs kept while a run of the step function on another line is watched
 
 
 class Candidates:
@@ -39,6 +46,7 @@ class Candidates:
         self.order: list[tuple] = []  # keys in the order they were called a second time (the fallback)
         self.fns: dict[tuple, JitInfo] = {}
         self.changed: set = set()  # keys whose arrays changed between two calls (state carried by the loop)
+        self.outs: dict[int, list] = {}  # call index -> weak refs to what it returned
         self.current: tuple | None = None
 
     def add(self, key: tuple, fn: JitInfo, start: Counts, events: list, site, args: tuple, kwargs: dict
@@ -58,10 +66,22 @@ class Candidates:
             self.changed.add(key)
         return calls
 
-    def fallback(self) -> tuple:
-        """No function computes gradients: the first called again from one line whose arrays changed between
-        calls (the state the loop carries), else the first called again from one line."""
-        return next((k for k in self.order if k in self.changed), self.order[0])
+    def fed(self, key: tuple, args: tuple, kwargs: dict) -> bool:
+        """The key's call now takes an array that a call since its previous one returned (the state the loop
+        carries: a training loop's, not an evaluation's over fixed parameters)."""
+        calls = self.calls[key]
+        outs = [self.outs[i] for i in range(calls[-2], calls[-1]) if i in self.outs]
+        if not outs:  # nothing was kept (our after-call stage failed): not a reason to wait
+            return True
+        return _fed([r for refs in outs for r in refs], args, kwargs)
+
+    def fallback(self, grad_fns: set = frozenset()) -> tuple:
+        """Of the keys called again from one line: those of functions that compute gradients if any, else
+        those whose arrays changed between calls (the state the loop carries) if any; the one called most (the
+        main loop, not the warm-up before it), the first called again among equals."""
+        keys = ([k for k in self.order if k[0] in grad_fns] or [k for k in self.order if k in self.changed]
+                or self.order)
+        return max(keys, key=lambda k: len(self.calls[k]))
 
 
 class Steps:
@@ -81,6 +101,11 @@ class Steps:
         self._step_key: tuple | None = None
         self._cand = Candidates()
         self._grad_fns: set = set()  # identities of functions that traced a backward pass (compute gradients)
+        self._grad_calls: set = set()  # (identity, static arguments) of the programs traced with one
+        self._calling: tuple | None = None  # (fn, args, kwargs) of the top-level call in progress
+        self._moved = False  # the step function's line moved (steps.py docstring); said once in `detection`
+        self._run: tuple | None = None  # (file, line) of a training call of the step function from another
+        #                                 line, and weak refs to what the top-level calls since it returned
         self._members: set = set()  # other functions called once or twice in each iteration: phases of it
         self._mark: Counts | None = None  # counters at the last boundary; None before the first step
         self._mark_site: Location | None = None
@@ -118,6 +143,9 @@ class Steps:
         """A backward pass is being traced: inside a top-level jitted call, that function computes gradients."""
         if self._scope.depth and self._scope.tracing is not None:
             self._grad_fns.add(self._scope.tracing)
+            calling = self._calling
+            if calling is not None and calling[0].key == self._scope.tracing:
+                self._grad_calls.add((calling[0].key, _statics(*calling)))
 
     def annotation_enter(self) -> None:
         if self._scope.depth:
@@ -149,6 +177,7 @@ class Steps:
 
     def before_call(self, fn: JitInfo, frame, args: tuple, kwargs: dict) -> None:
         """A top-level jitted call is about to run."""
+        self._calling = (fn, args, kwargs)  # what a backward pass traced inside it belongs to (cleared after it)
         if fn.library and classify(frame.f_code.co_filename) != USER:
             pass  # called by a library on the user's behalf: part of whatever the user's loop is doing
         elif not self._annotated:
@@ -156,19 +185,22 @@ class Steps:
         elif not self._ann_depth and not self.in_other and self._mark is not None:
             self.in_other = True  # a jitted call between annotated steps: evaluation until the next step
 
-    def after_call(self, fn: JitInfo) -> None:
+    def after_call(self, fn: JitInfo, out: Any = None) -> None:
         """It returned: where the step (or the candidate's segment) would end if no further call came."""
-        cand = self._cand
+        cand, self._calling = self._cand, None
+        if self._run is not None and len(self._run[1]) < _MAX_FED:
+            self._run[1].extend(_refs(out))
         if fn.same_function(self._step_fn) and not self.in_other:
             self._last_call_end = (self._ledger.snapshot(), len(self._ledger.events))
         elif self._step_fn is None and cand.current is not None and cand.pre:
             cand.end[cand.current] = (len(cand.pre) - 1, self._ledger.snapshot(), len(self._ledger.events))
+            cand.outs[len(cand.pre) - 1] = _refs(out)
 
     # --- inferred steps ---------------------------------------------------------------------------------------
     def _maybe_step(self, fn: JitInfo, frame, args: tuple, kwargs: dict) -> None:
         """A top-level call of a jitted function: maybe a step boundary (inferred steps)."""
         if self._step_fn is not None:
-            self._known_step(fn, frame)
+            self._known_step(fn, frame, args, kwargs)
             return
         # no step function yet: each top-level call starts a segment (the counters at its start, the events
         # since the previous one), so that the steps can be cut once the step function is known
@@ -177,28 +209,36 @@ class Steps:
         key = (fn.key, site.file, site.line) if site else (fn.key, "?", 0)
         if len(cand.pre) >= _MAX_UNDECIDED:
             if cand.order:  # a long loop of calls that never changed their inputs: it is the loop
-                self._decide(cand.fallback(), "called repeatedly from one line; no jitted function computes "
-                                              "gradients")
+                best = cand.fallback(self._grad_fns)
+                why = "it computes gradients" if best[0] in self._grad_fns else "no jitted function computes gradients"
+                self._decide(best, f"called repeatedly from one line; {why}")
                 return self._maybe_step(fn, frame, args, kwargs)
             cand.forget()
         calls = cand.add(key, fn, self._ledger.snapshot(), self._ledger.take(), site, args, kwargs)
         if len(calls) < 2:
             return
         if fn.key in self._grad_fns:
-            self._decide(key, "called again from one line and computes gradients (a backward pass is traced in "
-                              "it)", fn)
+            if len(calls) >= _UNFED or cand.fed(key, args, kwargs):  # else maybe an evaluation loop (one
+                # that computes gradients too) over fixed parameters before the training loop's second call
+                self._decide(key, "called again from one line and computes gradients (a backward pass is traced "
+                                  "in it)", fn)
         elif len(calls) >= _READER_FALLBACK:
             self._decide(cand.fallback(), f"called {len(calls)} times from one line and no jitted function "
                                           "computes gradients")
 
-    def _known_step(self, fn: JitInfo, frame) -> None:
-        """The step function is known: its call from its line starts a step; other calls open evaluation."""
+    def _known_step(self, fn: JitInfo, frame, args: tuple, kwargs: dict) -> None:
+        """The step function is known: its call from its line starts a step; when it trains in a loop on another
+        line, its line moves there; other calls open evaluation."""
         if not fn.same_function(self._step_fn):
             if not self.in_other and fn.key in self._members:
                 return  # a phase of the iteration: its second jitted call (grads, then the update)
-            if not self.in_other and self._step_open:
+            if fn.key in self._grad_fns and self._step_fn.key not in self._grad_fns:
+                self._to_training(fn, frame)  # training after a loop of a function that computes none
+            elif not self.in_other and self._step_open:
                 self._open_other()
-            return
+                return
+            else:
+                return
         key = (frame.f_code, frame.f_lineno)
         if key == self._site_cache[0]:
             site = self._site_cache[1]
@@ -207,14 +247,62 @@ class Steps:
             if classify(frame.f_code.co_filename) == USER:  # called straight from user code: cacheable
                 self._site_cache = (key, site)
         if site is not None and (site.file, site.line) != self._step_key:
-            if not self.in_other and self._step_open:
-                self._open_other()  # the step function called from elsewhere (e.g. evaluation)
-            return
+            if not self._loop_moved(fn, site, args, kwargs):
+                if not self.in_other and self._step_open:
+                    self._open_other()  # the step function called from elsewhere (evaluation)
+                return
+            self._move(site)  # a training loop on another line: the loop that trains now (after a warm-up)
+            if self.in_other:  # the run's first call opened an evaluation interval: it was a training step
+                self.in_other, self._step_open = False, True
+        elif self._run is not None:
+            self._run = None  # its own line came back: a run of calls elsewhere is over
         if self.in_other:
             self._close_other()
         elif self._step_open:
             self.emit(site)
         self._step_open = True
+
+    def _loop_moved(self, fn: JitInfo, site: Location, args: tuple, kwargs: dict) -> bool:
+        """A call of the step function from another line: the training loop runs there now when this call
+        computes gradients and takes what the calls since this line's previous call returned (the state the
+        loop carries; its own line not called in between). One call per epoch on the test set (Flax's
+        `apply_model`, which computes gradients too), or an evaluation loop over fixed parameters, is not."""
+        if not self._trains(fn, args, kwargs):
+            return False
+        here, run = (site.file, site.line), self._run
+        if run is not None and run[0] == here and _fed(run[1], args, kwargs):
+            self._run = None
+            return True
+        self._run = (here, [])  # after_call keeps what the calls until its next call return
+        return False
+
+    def _trains(self, fn: JitInfo, args: tuple, kwargs: dict) -> bool:
+        """This call's program computes gradients (traced with a backward pass, its static arguments as now)."""
+        return bool(self._grad_calls) and (fn.key, _statics(fn, args, kwargs)) in self._grad_calls
+
+    def _move(self, site: Location) -> None:
+        """The step function trains in a loop on another line now (a warm-up loop, then the timed loop; a
+        second training loop): its calls there are the steps from here. The calls before stay steps: they
+        trained (dropping the warm-up's would hide iterations that updated the state; torch_xla counts every
+        iteration the same way), and the ones that compiled are warm-up steps, out of the steady statistics."""
+        self._step_key = (site.file, site.line)
+        if not self._moved:
+            self._moved = True
+            self.detection += f"; the training loop moved to {site.short()} (its calls there are steps too)"
+
+    def _to_training(self, fn: JitInfo, frame) -> None:
+        """The step function was decided without gradients (a long evaluation or inference loop) and a function
+        that computes them is called again at top level: training began; its calls are the steps from here."""
+        site = user_frame(frame)[0]
+        old = self._step_fn.name if self._step_fn is not None else "?"
+        self._notes.append(f"the {self.count} steps before training began are calls of {old}, which computes no "
+                           f"gradients; from there on the steps are calls of {fn.name}, which does")
+        self._step_fn, self._step_key, self._members = fn, (site.file, site.line) if site else ("?", 0), set()
+        if self.in_other:  # its first call opened an evaluation interval: that call was the first training step
+            self.in_other, self._step_open = False, True
+        self.detection = (f"inferred: the jitted function {fn.name} at {site.short() if site else '?'}, called "
+                          "again and computes gradients (after a loop of one that computes none); each call "
+                          "starts a step")
 
     def _decide(self, key: tuple, why: str, fn: JitInfo | None = None, end: tuple | None = None) -> None:
         """`key`'s function is the step function: each of its calls from its line so far starts a step; the
@@ -255,9 +343,11 @@ class Steps:
         cand = self._cand
         if self._step_fn is None and not self._annotated and cand.order:
             # no jitted function computed gradients (an inference loop, training outside jitted code): the one
-            # called again from one line with new arrays each call (else the first called again) is the step
-            key = cand.fallback()
-            self._decide(key, "called again from one line (no jitted function computes gradients)",
+            # called most from one line with new arrays each call (else the one called most) is the step; one
+            # that computes gradients but was never fed its previous results: the one called most
+            key = cand.fallback(self._grad_fns)
+            self._decide(key, "called again from one line and computes gradients" if key[0] in self._grad_fns
+                         else "called again from one line (no jitted function computes gradients)",
                          end=cand.end.get(key))
         if self._mark is None:
             return
@@ -295,6 +385,46 @@ class Steps:
         self._mark = now
         busy = rec.compiles or rec.device_to_host.count or rec.executions or rec.host_to_device.count
         return rec if busy else None
+
+
+def _statics(fn: JitInfo, args: tuple, kwargs: dict) -> tuple:
+    """A call's static arguments, by parameter: what tells `step(..., train=True)` from `step(..., train=False)`,
+    one jitted function and two programs. Unhashable: unknown."""
+    nums, names = fn.static
+    if not nums and not names:
+        return ()
+    names_of, pos = fn.varnames, {n: i for i, n in enumerate(fn.varnames)}
+    found: dict = {}
+    for i in nums:
+        name = names_of[i] if i < len(names_of) else i
+        found[name] = args[i] if i < len(args) else kwargs.get(name)
+    for n in names:
+        i = pos.get(n, len(args))
+        found[n] = kwargs[n] if n in kwargs else args[i] if i < len(args) else None
+    out = tuple(sorted(found.items(), key=lambda kv: str(kv[0])))
+    try:
+        hash(out)
+    except TypeError:
+        return (None,)
+    return out
+
+
+def _refs(out: Any) -> list:
+    """Weak references to a call's output arrays."""
+    refs = []
+    for x in jax.tree_util.tree_leaves(out):
+        if type(x) is P.ArrayImpl:
+            try:
+                refs.append(weakref.ref(x))
+            except TypeError:
+                pass
+    return refs
+
+
+def _fed(refs: list, args: tuple, kwargs: dict) -> bool:
+    """Whether a call takes any of those arrays (still alive: a freed one's id reused is not the same)."""
+    alive = {id(x) for x in (r() for r in refs) if x is not None}
+    return bool(alive) and any(id(x) in alive for x in jax.tree_util.tree_leaves((args, kwargs)))
 
 
 def _fingerprint(args: tuple, kwargs: dict) -> list:
