@@ -4,6 +4,7 @@ sent is told by where it came from: read back from the device (a round trip), ma
 (random draws, constants, lists: the source says so), or data (the input pipeline)."""
 from __future__ import annotations
 
+import math
 import time
 import weakref
 from collections import Counter
@@ -236,7 +237,7 @@ class Transfers:
         led.h2d += found.n
         led.h2d_bytes += found.nbytes
         loc = user_frame(frame)[0] if led.lines else None
-        shapes = sorted(found.shapes, key=lambda s: -int(np.prod(s)) if s else 0)
+        shapes = sorted(found.shapes, key=lambda s: -math.prod(s))
         led.event("host_to_device_transfer", loc,
                   {"call": fn.name, "shapes": shapes[:6], "bytes": found.nbytes, "transfers": found.n,
                    "arrays": found.n, "source": sorted(found.kinds), "repeated_buffers": found.repeated,
