@@ -161,7 +161,9 @@ def _graph_sources(out: RooflineSection) -> None:
     found = [g.get("flops_source") for g in graphs if g.get("flops") is not None]
     out.flops_source = next((s for s in reversed(_SOURCES) if s in found), None)
     out.flops_lower_bound = any(g.get("flops_lower_bound") for g in graphs)
-    out.bytes_lower_bound = any(g.get("bytes_lower_bound") for g in graphs)
+    # a costed graph whose bytes are unknown adds none to the steps' bytes: theirs are a lower bound then
+    out.bytes_lower_bound = any(g.get("bytes_lower_bound") or (g.get("flops") is not None and
+                                                               g.get("bytes_accessed") is None) for g in graphs)
 
 
 def _no_negative(out: RooflineSection) -> None:

@@ -13,7 +13,10 @@ from dataclasses import replace
 
 import pytest
 
-from ptxla_perf import hlo_cost, hlo_flops
+from conftest import SCRIPTS, load_report, run_cli
+
+from ptxla_perf import hlo_cost, hlo_flops, peaks, roofline
+from ptxla_perf.records import StepRecord
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
@@ -183,3 +186,69 @@ def test_no_negative_figure_survives_without_hlo():
     cost = hlo_flops.checked(hlo_cost.GraphCost(-1.0, -1.0, -1.0, hlo_cost.XLA), lambda: None)
     assert (cost.flops, cost.bytes_accessed, cost.transcendentals) == (None, None, None)
     assert cost.flops_source is None and "unknown" in cost.note
+
+
+# --- no report carries a negative or partial figure as a measurement (roofline.py's guard) -----------------------
+PEAK = peaks.Peak(1e12, 1e11, "bf16", "test chip", "test")
+
+
+def _steps(flops, nbytes, n=4):
+    return [StepRecord(index=i, wall_time_s=1e-3, executions=1, flops=flops, bytes_accessed=nbytes) for i in range(n)]
+
+
+def _numbers(d, path=""):
+    for k, v in d.items():
+        if isinstance(v, dict):
+            yield from _numbers(v, f"{path}{k}.")
+        elif isinstance(v, list):
+            for i, x in enumerate(v):
+                if isinstance(x, dict):
+                    yield from _numbers(x, f"{path}{k}[{i}].")
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            yield f"{path}{k}", v
+
+
+def test_the_roofline_carries_no_negative_figure():
+    """What the GPU's report carried before (flops -1 per step, achieved_flops_per_s -321): the steps' negative
+    FLOPs are unknown, negative bytes count as none (a lower bound), a graph's -1 is null."""
+    graphs = [{"id": "step", "flops": -1.0, "bytes_accessed": -1.0, "transcendentals": 0.0,
+               "source": "xla_cost_analysis"}]
+    sec = roofline.section(_steps(-1.0, -1.0), {"source": "xla_cost_analysis", "graphs": graphs}, PEAK).to_json()
+    assert not [(k, v) for k, v in _numbers(sec) if v < 0], sec
+    assert sec["flops_per_step"] is None and sec["achieved_flops_per_s"] is None and sec["hfu"] is None
+    assert sec["graphs"][0]["flops"] is None and any("negative FLOP count" in n for n in sec["notes"])
+    sec = roofline.section(_steps(1e9, -1.0), {"source": "xla_cost_analysis", "graphs": graphs}, PEAK).to_json()
+    assert sec["bytes_per_step"] == 0 and sec["bytes_lower_bound"] and sec["achieved_bytes_per_s"] == 0
+    assert any(n.startswith("bytes per step are a lower bound") for n in sec["notes"])
+
+
+def test_partial_flops_print_as_a_lower_bound():
+    graphs = [{"id": "step", "flops": 1e9, "source": "xla_cost_analysis", "flops_source": "hlo_text",
+               "flops_lower_bound": True}]
+    sec = roofline.section(_steps(1e9, 1e7), {"source": "xla_cost_analysis", "graphs": graphs}, PEAK).to_json()
+    assert sec["flops_source"] == "hlo_text" and sec["flops_lower_bound"]
+    line = roofline.summary_lines(sec)[0]
+    assert "≥ 1 GFLOP/step (hlo_text)" in line and "HFU ≥ " in line and "TFLOP/s achieved" in line
+
+
+# --- end to end: `profile` with a GPU's compiled figures ---------------------------------------------------------
+MB, D_IN, D_H, D_OUT = 256, 256, 512, 128  # tests/scripts/roofline_programs.py's mlp
+MLP_FLOPS = 2 * MB * (2 * D_IN * D_H + 3 * D_H * D_OUT)  # its dots; elementwise ops ~0.3 % on top
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch_xla"])
+def test_profile_with_a_gpus_negative_compiled_count(tmp_path, backend):
+    out = tmp_path / "report.json"
+    env = {"JAX_PLATFORMS": "cpu"} if backend == "jax" else {}
+    proc = run_cli("profile", "--port", "none", "--backend", backend, "--report", str(out),
+                   str(SCRIPTS / "roofline_programs.py"), backend, "mlp", cwd=tmp_path,
+                   **env, **{hlo_flops.SIMULATE_ENV: "negative"})
+    assert out.exists(), proc.stderr[-3000:]
+    report = load_report(out)  # the schema: no negative FLOP or byte figure in steps[] or the roofline
+    roof = report["roofline"]
+    assert roof["flops_source"] == "hlo" and not roof["flops_lower_bound"], roof
+    assert roof["flops_per_step"] == pytest.approx(MLP_FLOPS, rel=TOL)
+    assert roof["bytes_lower_bound"] and any("-1 FLOPs" in (g.get("note") or "") for g in roof["graphs"])
+    assert not [(k, v) for k, v in _numbers(roof) if v < 0]
+    assert all((s["flops"] or 0) >= 0 and (s["bytes_accessed"] or 0) >= 0 for s in report["steps"])
+    assert "FLOP/step (hlo)" in proc.stderr
