@@ -26,14 +26,13 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from . import hlo_cost
-from .hlo_cost import GraphCost, _arrays, _attr, _dot_conv_flops, _operands
+from .hlo_cost import _COMPUTATION as _HEADER
+from .hlo_cost import _INSTR, GraphCost, _arrays, _attr, _dot_conv_flops, _operands
 
 SIMULATE_ENV = "PTXLA_PERF_COMPILED_COST"  # tests: negative | missing | low (the compiled figures a GPU gives)
 SLACK = 0.01  # a compiled count this far below the dots' is still taken (XLA rewrites small dots)
 COMPILED, HLO, TEXT = "compiled", "hlo", "hlo_text"
 
-_HEADER = re.compile(r"^(?P<entry>ENTRY\s+)?%?(?P<name>[\w.\-]+)\s*(?:\(.*\)\s*->\s*.*?)?\s*\{\s*$")
-_INSTR = re.compile(r"^\s*(?P<root>ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.+?)\s+(?P<op>[a-z][\w\-]*)\((?P<rest>.*)$")
 _KNOWN_TRIP = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
 _CALLED = re.compile(r"\b(?:to_apply|calls|body|condition|true_computation|false_computation)=%?([\w.\-]+)"
                      r"|\bbranch_computations=\{([^}]*)\}")
@@ -153,19 +152,20 @@ def trip_count(mod: Module, comp: Computation, w: Instr) -> int | None:
 
 
 def _edges(mod: Module, comp: Computation):
-    """(called computation, times it runs per execution of `comp` or None when unknown, is_loop) for the ops that
-    run whole computations: calls, fusions, conditional branches (each counted), and loop bodies."""
+    """(called computation, times it runs per execution of `comp` or None when unknown, is_loop, the conditional
+    it is a branch of or None) for the ops that run whole computations: calls, fusions, conditional branches (one
+    of which runs), and loop bodies."""
     for ins in comp.instrs.values():
         if ins.op == "while":
             body = (_attr(ins.rest, "body") or "").lstrip("%")
             if body in mod.comps:
-                yield mod.comps[body], trip_count(mod, comp, ins), True
+                yield mod.comps[body], trip_count(mod, comp, ins), True, None
         elif ins.op in _SUBCALLS:
             for m in _CALLED.finditer(ins.rest):
                 for name in (m.group(1),) if m.group(1) else m.group(2).split(","):
                     name = name.strip().lstrip("%")
                     if name in mod.comps:
-                        yield mod.comps[name], 1, False
+                        yield mod.comps[name], 1, False, ins.name if ins.op == "conditional" else None
 
 
 @dataclass
@@ -183,13 +183,18 @@ def dot_flops(mod: Module) -> DotCount:
         if depth > 32:
             return 0.0
         f = sum(_dot_conv_flops(i.op, _arrays(i.shape), i.rest, mod.shapes) for i in comp.instrs.values())
-        for sub, times, loop in _edges(mod, comp):
+        branches: dict[str, float] = {}  # a conditional runs one branch: the floor has its smallest
+        for sub, times, loop, branch_of in _edges(mod, comp):
             if loop and times is None:
                 out.unknown_loops += 1
             elif loop and times > 1:
                 out.loops += 1
-            f += (1 if times is None else times) * walk(sub, depth + 1)
-        return f
+            sub_f = (1 if times is None else times) * walk(sub, depth + 1)
+            if branch_of is None:
+                f += sub_f
+            else:
+                branches[branch_of] = min(branches.get(branch_of, sub_f), sub_f)
+        return f + sum(branches.values())
 
     out.flops = walk(mod.comps[mod.entry], 0)
     return out
@@ -256,7 +261,7 @@ def loop_cost(mod: Module, analyse: Callable[[str], dict]) -> tuple[dict[str, fl
 def _loops(mod: Module, comp: Computation, depth: int = 0) -> list[tuple[str, int | None]]:
     """The loops `comp` runs directly or through calls, fusions and branches (not those inside other loops)."""
     out = []
-    for sub, times, loop in _edges(mod, comp):
+    for sub, times, loop, _branch in _edges(mod, comp):
         if loop:
             out.append((sub.name, times))
         elif depth < 16:

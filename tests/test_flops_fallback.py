@@ -252,3 +252,11 @@ def test_profile_with_a_gpus_negative_compiled_count(tmp_path, backend):
     assert not [(k, v) for k, v in _numbers(roof) if v < 0]
     assert all((s["flops"] or 0) >= 0 and (s["bytes_accessed"] or 0) >= 0 for s in report["steps"])
     assert "FLOP/step (hlo)" in proc.stderr
+
+
+def test_a_conditional_runs_one_branch():
+    def f(w, x, p):
+        return jax.lax.cond(p, lambda x: x @ w @ w, lambda x: x @ w, x).sum()
+    w, x = jnp.ones((32, 32)), jnp.ones((8, 32))
+    mod = hlo_flops.parse(jax.jit(f).lower(w, x, True).as_text(dialect="hlo"))
+    assert hlo_flops.dot_flops(mod).flops == 2 * 8 * 32 * 32  # the smaller branch: what it runs at least
