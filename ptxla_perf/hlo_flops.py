@@ -9,7 +9,8 @@ times its trip count - the FLOPs the program cannot have less of - and keeps the
 valid (present, not negative) and not below that. Otherwise the FLOPs come from XLA's own HloCostAnalysis of that
 HLO, run by us on jaxlib's standalone CPU client (hlo_cost.py), loop bodies times their trip counts (each body
 analysed as a module of its own); without jaxlib's entry points, from the dot/convolution count alone (a lower
-bound). A partitioned program's HLO is the global one: divided over the `partitions` devices it is split across.
+bound). A partitioned program's HLO is the global one: divided over the `partitions` devices it is split across
+(an even split assumed), except where the work is in a shard_map or pmap body, whose shapes are one device's.
 
 `GraphCost.flops_source` says which (`compiled` | `hlo` | `hlo_text`), `flops_lower_bound` whether the figure is
 partial (dot/convolution only, or a loop whose trip count is unknown counted once), `bytes_lower_bound` whether
@@ -173,6 +174,12 @@ class DotCount:
     flops: float = 0.0
     loops: int = 0  # loops with a trip count above 1
     unknown_loops: int = 0  # loops whose trip count is unknown (counted once)
+    opaque_calls: int = 0  # custom calls that do work (a Pallas/Triton kernel, cuDNN attention): their FLOPs unknown
+
+
+# custom calls that only annotate (shardings, layouts, host offloading): no work of their own
+_ANNOTATIONS = re.compile(r'custom_call_target="(?:Sharding|xla\.sdy\.[\w]+|SPMD\w+|LayoutConstraint|MoveTo\w+|'
+                          r'annotate_device_placement|X64\w+)"')
 
 
 def dot_flops(mod: Module) -> DotCount:
@@ -183,6 +190,8 @@ def dot_flops(mod: Module) -> DotCount:
         if depth > 32:
             return 0.0
         f = sum(_dot_conv_flops(i.op, _arrays(i.shape), i.rest, mod.shapes) for i in comp.instrs.values())
+        out.opaque_calls += sum(1 for i in comp.instrs.values()
+                                if i.op == "custom-call" and not _ANNOTATIONS.search(i.rest))
         branches: dict[str, float] = {}  # a conditional runs one branch: the floor has its smallest
         for sub, times, loop, branch_of in _edges(mod, comp):
             if loop and times is None:
@@ -311,11 +320,12 @@ def checked(cost: GraphCost, text_fn: Callable[[], str | None], partitions: int 
                                  flops_lower_bound=cost.flops_lower_bound or partial))
 
     try:
-        mod = parse(text_fn() or "")
+        text = text_fn() or ""
+        mod = parse(text)
         dots = dot_flops(mod)
     except Exception:  # no HLO to hold it against: what it says, less any negative figure
         return keep(False)
-    parts = max(int(partitions or 1), 1)
+    parts = split_over(text, partitions)
     implied = dots.flops / parts
     if valid and cost.flops >= implied * (1 - SLACK) and not dots.loops:
         return keep(bool(dots.unknown_loops))
@@ -332,9 +342,11 @@ def checked(cost: GraphCost, text_fn: Callable[[], str | None], partitions: int 
            else _why(cost, counted, "the program with each loop body times its trip count"))
     split = f", divided over the {parts} devices it is partitioned across" if parts > 1 else ""
     loops = f", {unknown} loop(s) of unknown trip count counted once" if unknown else ""
+    if dots.opaque_calls:
+        loops += (f", {dots.opaque_calls} custom call(s) whose work XLA cannot count (a kernel of its own) left out")
     if props is not None:
         out = replace(cost, flops=counted, transcendentals=props["transcendentals"] / parts, flops_source=HLO,
-                      flops_lower_bound=bool(unknown),
+                      flops_lower_bound=bool(unknown or dots.opaque_calls),
                       note=_join(cost.note, f"{why}: FLOPs from XLA's cost analysis of the HLO before "
                                             f"optimization, each loop body times its trip count{split}{loops}"))
     else:
@@ -349,11 +361,21 @@ def checked(cost: GraphCost, text_fn: Callable[[], str | None], partitions: int 
     return _positive(out)
 
 
+_MANUAL = re.compile(r"manual_computation_body|GlobalToLocalShape|SPMDFullToShardShape")
+
+
+def split_over(text: str, partitions: int | None) -> int:
+    """The devices the HLO's global count is divided over: `partitions`, except in a program whose work is in a
+    shard_map (or pmap, which JAX builds as one) body - its shapes are already one device's."""
+    parts = max(int(partitions or 1), 1)
+    return 1 if parts > 1 and _MANUAL.search(text) else parts
+
+
 def text_cost(text: str, partitions: int = 1) -> GraphCost:
     """hlo_cost.text_cost (dot/convolution FLOPs, inputs + outputs as bytes) with each loop body's dots times its
     trip count, divided over the devices a partitioned program is split across. Raises on unreadable text."""
     cost = hlo_cost.text_cost(text)
-    parts = max(int(partitions or 1), 1)
+    parts = split_over(text, partitions)
     try:
         cost.flops = dot_flops(parse(text)).flops / parts
     except ValueError:  # no computations to walk: the flat count

@@ -260,3 +260,42 @@ def test_a_conditional_runs_one_branch():
     w, x = jnp.ones((32, 32)), jnp.ones((8, 32))
     mod = hlo_flops.parse(jax.jit(f).lower(w, x, True).as_text(dialect="hlo"))
     assert hlo_flops.dot_flops(mod).flops == 2 * 8 * 32 * 32  # the smaller branch: what it runs at least
+
+
+# jax 0.10.2's HLO of `jit(shard_map(lambda x, w: jnp.tanh(x @ w), mesh=4 devices, in_specs=(P("d"), P())))` (and
+# of a pmap, which it builds the same way): the body's shapes are one device's
+SHARD_MAP_HLO = """HloModule jit__lambda, entry_computation_layout={(f32[64,32]{1,0}, f32[32,64]{1,0})->f32[64,64]{1,0}}
+
+xla.sdy.manual_computation_body.1 {
+  shard_map.5 = f32[16,32]{1,0} parameter(0)
+  shard_map.6 = f32[32,64]{1,0} parameter(1)
+  dot_general.1 = f32[16,64]{1,0} dot(shard_map.5, shard_map.6), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT tanh.1 = f32[16,64]{1,0} tanh(dot_general.1)
+}
+
+ENTRY main.2 {
+  x.1 = f32[64,32]{1,0} parameter(0)
+  w.1 = f32[32,64]{1,0} parameter(1)
+  shard_map.9 = (f32[16,32]{1,0}, f32[32,64]{1,0}) custom-call(x.1, w.1), custom_call_target="xla.sdy.GlobalToLocalShape"
+  shard_map.10 = f32[16,32]{1,0} get-tuple-element(shard_map.9), index=0
+  shard_map.11 = f32[32,64]{1,0} get-tuple-element(shard_map.9), index=1
+  shard_map.12 = f32[16,64]{1,0} call(shard_map.10, shard_map.11), to_apply=xla.sdy.manual_computation_body.1
+  ROOT shard_map.13 = f32[64,64]{1,0} custom-call(shard_map.12), custom_call_target="xla.sdy.LocalToGlobalShape"
+}
+"""
+
+
+def test_a_shard_map_body_is_one_devices_already():
+    """pmap and shard_map bodies have one device's shapes in the HLO before optimization: not divided again."""
+    assert hlo_flops.split_over(SHARD_MAP_HLO, 4) == 1 and hlo_flops.split_over("ENTRY main {}", 4) == 4
+    cost = hlo_flops.checked(hlo_cost.GraphCost(-1.0, -1.0, 0.0, hlo_cost.XLA), lambda: SHARD_MAP_HLO, 4)
+    assert cost.flops == pytest.approx(2 * 16 * 32 * 64, rel=TOL) and cost.flops_source == "hlo"
+    assert not cost.flops_lower_bound  # the shard_map's shape custom calls only annotate
+
+
+def test_a_kernel_of_its_own_makes_the_count_a_lower_bound():
+    """A custom call that does work (a Pallas kernel, cuDNN attention) in the HLO before optimization: XLA's
+    analysis cannot count it (-1), so the figure is a lower bound."""
+    text = SHARD_MAP_HLO.replace('custom_call_target="xla.sdy.LocalToGlobalShape"', 'custom_call_target="my_kernel"')
+    cost = hlo_flops.checked(hlo_cost.GraphCost(None, None, None, hlo_cost.XLA), lambda: text)
+    assert cost.flops_source == "hlo" and cost.flops_lower_bound and "custom call" in cost.note
