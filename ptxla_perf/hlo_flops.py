@@ -328,14 +328,14 @@ def checked(cost: GraphCost, text_fn: Callable[[], str | None], partitions: int 
     parts = split_over(text, partitions)
     implied = dots.flops / parts
     if valid and cost.flops >= implied * (1 - SLACK) and not dots.loops:
-        return keep(bool(dots.unknown_loops))
+        return keep(bool(dots.unknown_loops or dots.opaque_calls))
     try:
         props, unknown = loop_cost(mod, hlo_cost.xla_text_cost)
         counted = props["flops"] / parts
     except Exception:  # jaxlib's entry points missing: the dots alone
         props, unknown, counted = None, dots.unknown_loops, None
     if valid and counted is not None and cost.flops >= counted * (1 - SLACK):
-        return keep(bool(unknown))  # the compiler counted the loops' repeats itself
+        return keep(bool(unknown or dots.opaque_calls))  # the compiler counted the loops' repeats itself
     if valid and counted is None and cost.flops >= implied * (1 - SLACK):
         return keep(True)  # it may count a loop body once: nothing better to offer
     why = (_why(cost, implied, "the program's own dots and convolutions") if counted is None or implied > counted
