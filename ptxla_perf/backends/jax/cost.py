@@ -108,8 +108,10 @@ class Costs:
             notes.append("no jitted function compiled during the session")
         return {"source": source, "scope": "per device (the compiled, partitioned program each device runs)",
                 "method": "compiled.cost_analysis() (XLA HloCostAnalysis of the optimized program), once per jitted "
-                          "function and signature, right after the call that compiled it (a cache hit); summed "
-                          "over the top-level jitted calls of each step",
+                          "function and signature, right after the call that compiled it (a cache hit), held "
+                          "against the lowered HLO's dots and loops (a GPU's custom calls, a loop body counted "
+                          "once: then counted from that HLO; flops_source); summed over the top-level jitted calls "
+                          "of each step",
                 "graphs": graphs[:20], "notes": notes}
 
 
