@@ -32,6 +32,9 @@ class GraphCost:
     transcendentals: float | None
     source: str  # xla_cost_analysis | hlo_text | unavailable
     note: str | None = None  # why a weaker source was used, or what the figures leave out
+    flops_source: str | None = None  # compiled | hlo | hlo_text: what the FLOPs were counted from (hlo_flops.py)
+    flops_lower_bound: bool = False  # partial FLOPs: dots/convolutions only, or a loop counted once
+    bytes_lower_bound: bool = False  # partial bytes: the graph's inputs + outputs, or what a compiled count missed
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,10 +49,11 @@ def from_properties(props: Any, note: str | None = None) -> GraphCost:
     older versions a list of one dict per program) -> GraphCost. Missing keys mean zero: XLA omits them."""
     if isinstance(props, (list, tuple)):
         props = props[0] if props else None
-    if not isinstance(props, dict) or "flops" not in props:
-        raise ValueError("cost analysis returned no 'flops'")
-    return GraphCost(float(props.get("flops", 0.0)), float(props.get("bytes accessed", 0.0)),
-                     float(props.get("transcendentals", 0.0)), XLA, note)
+    if not isinstance(props, dict) or not props:
+        raise ValueError("cost analysis returned nothing")
+    flops = float(props["flops"]) if "flops" in props else None  # missing: unknown (hlo_flops.checked counts them)
+    return GraphCost(flops, float(props.get("bytes accessed", 0.0)), float(props.get("transcendentals", 0.0)), XLA,
+                     note if flops is not None else (note or "the cost analysis gave no FLOPs"))
 
 
 # --- XLA's HloCostAnalysis through jaxlib ------------------------------------------------------------------
@@ -73,6 +77,17 @@ def xla_cost(proto: bytes) -> GraphCost:
     xla = importlib.import_module("jaxlib._jax")
     module = hlo.HloModule.from_serialized_hlo_module_proto(proto)
     return from_properties(xla.hlo_module_cost_analysis(cpu_client(xla), module))
+
+
+def xla_text_cost(text: str) -> dict[str, float]:
+    """HloCostAnalysis of a module given as HLO text (hlo_flops.py: one loop body at a time). Raises when the
+    private entry points are missing."""
+    if os.environ.get(DISABLE_ENV):
+        raise ImportError(f"{DISABLE_ENV} is set")
+    hlo = importlib.import_module("jaxlib._hlo")
+    xla = importlib.import_module("jaxlib._jax")
+    props = xla.hlo_module_cost_analysis(cpu_client(xla), hlo.hlo_module_from_text(text))
+    return dict(props[0] if isinstance(props, (list, tuple)) else props)
 
 
 def cost(proto_fn, text: str | None) -> GraphCost:
@@ -158,7 +173,8 @@ def _dot_conv_flops(op: str, arrays, rest: str, shapes: dict) -> float:
     return 0.0
 
 
-_COMPUTATION = re.compile(r"^(?P<entry>ENTRY\s+)?%?(?P<name>[\w.\-]+)\s*\(.*\{\s*$")
+# `%name (p: f32[2]) -> f32[2] {` (torch_xla, XLA's printer) or `region_0.2 {` (JAX's `as_text(dialect="hlo")`)
+_COMPUTATION = re.compile(r"^(?P<entry>ENTRY\s+)?%?(?P<name>[\w.\-]+)\s*(?:\(.*)?\{\s*$")
 
 
 def _parse(text: str):
@@ -199,7 +215,8 @@ def text_cost(text: str) -> GraphCost:
         if comp == entry and (op == "parameter" or root):
             nbytes += _nbytes(arrays)
     return GraphCost(flops, nbytes, trans, TEXT,
-                     "from the HLO text: dot/convolution FLOPs only; bytes = graph inputs + outputs (a lower bound)")
+                     "from the HLO text: dot/convolution FLOPs only; bytes = graph inputs + outputs (a lower bound)",
+                     flops_source=TEXT, flops_lower_bound=True, bytes_lower_bound=True)
 
 
 def instruction_costs(text: str) -> dict[str, dict[str, float]]:

@@ -158,24 +158,46 @@ def _first_line(exc: BaseException) -> str:
 # --- capacity -------------------------------------------------------------------------------------------------
 def capacity(runtime: dict[str, Any] | None, devices: list[str | None], override_gb: float | None
              ) -> dict[str, Any]:
-    """The device's memory: the user's figure, else the runtime's `bytes_limit`, else the spec table, else
-    unknown. `source` says which: user | runtime | table | unknown."""
+    """The memory a step can use: the user's figure, else the runtime's `bytes_limit`, else the spec table, else
+    unknown. `source` says where from (user | runtime | table | unknown); `kind` what it is: `allocator_limit` (the
+    runtime's allocator may use this much: on a GPU a fraction of the device's memory, `set_by` the variable that
+    sets it), `device_memory` (the device's own), `runtime_limit` (the runtime's figure, its nature unsaid), `user`
+    or `unknown`; `device_bytes` the device's physical memory where known (the runtime's, or the spec table's)."""
+    rt = runtime or {}
+    name = next((d for d in devices if d), None)
+    table = next((t for t in (memory_from_table(d) for d in devices if d) if t), None)
+    device = {"device_bytes": table[1] if table else None, "device_source": "table" if table else None}
     if override_gb:
         return {"bytes": int(float(override_gb) * 2**30), "source": "user", "name": f"{float(override_gb):g} GiB",
-                "detail": "--device-memory-gb / roofline.device_memory_gb"}
-    limit = (runtime or {}).get("bytes_limit")
+                "detail": "--device-memory-gb / roofline.device_memory_gb", "kind": "user", "set_by": None,
+                **device}
+    limit = rt.get("bytes_limit")
     if limit:
-        name = next((d for d in devices if d), None)
-        return {"bytes": int(limit), "source": "runtime", "name": name, "detail": "the runtime's memory_stats()"}
-    for d in devices:
-        if d:
-            found = memory_from_table(d)
-            if found:
-                name, nbytes, src = found
-                return {"bytes": nbytes, "source": "table", "name": name, "detail": src}
-    return {"bytes": None, "source": "unknown", "name": next((d for d in devices if d), None),
+        kind = {"allocator": "allocator_limit", "device": "device_memory"}.get(rt.get("limit_kind"), "runtime_limit")
+        if kind == "device_memory":
+            device = {"device_bytes": int(limit), "device_source": "runtime"}
+        what = {"allocator_limit": "the allocator's limit, not the device's memory",
+                "device_memory": "the device's memory", "runtime_limit": "the runtime's limit"}[kind]
+        return {"bytes": int(limit), "source": "runtime", "name": name, "kind": kind,
+                "set_by": rt.get("limit_set_by") if kind == "allocator_limit" else None,
+                "detail": f"the runtime's memory_stats() bytes_limit: {what}", **device}
+    if table:
+        return {"bytes": table[1], "source": "table", "name": table[0], "detail": table[2], "kind": "device_memory",
+                "set_by": None, **device}
+    return {"bytes": None, "source": "unknown", "name": name, "kind": "unknown", "set_by": None, **device,
             "detail": "the runtime gives no memory figure for this device (the CPU) and the spec table has none: "
                       "pass --device-memory-gb to ask whether it would fit on a given device"}
+
+
+def capacity_words(cap: dict[str, Any], num=None) -> str:
+    """What a capacity is, in a few words: `NVIDIA H200 allocator limit, XLA_PYTHON_CLIENT_MEM_FRACTION unset
+    (default 75 %); device 141 GiB`, `TPU v5e`, `user`."""
+    num = num or fmt.nbytes
+    name = cap.get("name") or cap.get("source") or "?"
+    if cap.get("kind") != "allocator_limit":
+        return name
+    words = f"{name} allocator limit" + (f", {cap['set_by']}" if cap.get("set_by") else "")
+    return words + (f"; device {num(cap['device_bytes'])}" if cap.get("device_bytes") else "")
 
 
 # --- live memory, step over step ---------------------------------------------------------------------------------
@@ -297,7 +319,7 @@ def summary_line(sec: dict[str, Any] | None, largest: bool = True) -> list[str]:
     num = (lambda n: f"{n / 2**30:.3g} GiB") if big else fmt.nbytes
     head = f"  memory      peak {num(peak)}"
     if cap.get("bytes"):
-        head += f" of {num(cap['bytes'])} ({cap.get('name') or cap.get('source')})"
+        head += f" of {num(cap['bytes'])} ({capacity_words(cap, num)})"
     else:
         head += " (device capacity unknown)"
     parts = [head, f"args {fmt.nbytes(sec.get('argument_bytes') or 0)}",

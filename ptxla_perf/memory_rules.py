@@ -102,6 +102,8 @@ def _source(cap: dict[str, Any]) -> str | None:
     if not src or not cap.get("bytes"):
         return None
     name = cap.get("name")
+    if cap.get("kind") == "allocator_limit":  # not the device's memory: the allocator's share of it
+        src = "the runtime's allocator limit"
     return f"{name}, {src}" if name and cap.get("source") != "user" else src
 
 

@@ -106,6 +106,9 @@ class RooflineSection:
     verdict: str = "unknown"
     explanation: str | None = None
     related_findings: list[str] = field(default_factory=list)
+    flops_source: str | None = None  # what the FLOPs were counted from: compiled | hlo | hlo_text (hlo_flops.py)
+    flops_lower_bound: bool = False  # partial FLOPs (dots/convolutions only, a loop counted once): rates too
+    bytes_lower_bound: bool = False  # partial bytes (what a compiled count missed, inputs + outputs only)
     boundaries: dict[str, Any] | None = None  # how boundaries got their cost: captured | carried | unknown
     bound_by: dict[str, Any] | None = None  # an overhead-bound step's largest breakdown component
     top_ops: list[dict[str, Any]] | None = None  # a capture's top ops with their instructions' costs
@@ -133,13 +136,57 @@ def section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: floa
     out = _section(steady, costs, peak, step_time_p50, found, breakdown)
     out.hfu = out.mfu
     _model_mfu(out, steady, peak)
+    _no_negative(out)
     return out
+
+
+_SOURCES = ("compiled", "hlo", "hlo_text")  # strongest first
+# the section's figures that are counts, sizes, rates or times: never negative in a report
+_NON_NEGATIVE = ("flops_per_step", "bytes_per_step", "transcendentals_per_step", "arithmetic_intensity",
+                 "observed_step_time_s", "costed_step_time_s", "achieved_flops_per_s", "achieved_bytes_per_s", "mfu",
+                 "hfu", "model_flops_per_step", "model_mfu", "bandwidth_utilization", "device_step_time_s",
+                 "predicted_compute_s", "predicted_memory_s", "predicted_step_time_s", "observed_over_predicted",
+                 "device_over_predicted")
+
+
+def _graph_sources(out: RooflineSection) -> None:
+    """What the graphs' FLOPs were counted from (the weakest source among them) and whether any figure is partial;
+    a graph's negative figure (a cost analysis that gave -1) is unknown."""
+    graphs = []
+    for g in out.graphs:
+        g = {k: (None if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0 and k != "signatures"
+                 else v) for k, v in g.items()}
+        graphs.append(g)
+    out.graphs = graphs
+    found = [g.get("flops_source") for g in graphs if g.get("flops") is not None]
+    out.flops_source = next((s for s in reversed(_SOURCES) if s in found), None)
+    out.flops_lower_bound = any(g.get("flops_lower_bound") for g in graphs)
+    # a costed graph whose bytes are unknown adds none to the steps' bytes: theirs are a lower bound then
+    out.bytes_lower_bound = any(g.get("bytes_lower_bound") or (g.get("flops") is not None and
+                                                               g.get("bytes_accessed") is None) for g in graphs)
+
+
+def _no_negative(out: RooflineSection) -> None:
+    """The guard every report passes: no FLOP, byte, rate or time figure is negative (unknown instead, said), and
+    partial figures are said to be lower bounds."""
+    bad = [k for k in _NON_NEGATIVE if (getattr(out, k) or 0) < 0]
+    for k in bad:
+        setattr(out, k, None)
+    if bad:
+        out.notes.append(f"negative figures left out (unknown): {', '.join(bad)}")
+    if out.flops_per_step is not None and out.flops_lower_bound:
+        out.notes.append("FLOPs per step are a lower bound (dots and convolutions only, or a loop of unknown trip "
+                         "count counted once): achieved FLOP/s, HFU and the compute prediction are lower bounds too")
+    if out.bytes_per_step is not None and out.bytes_lower_bound:
+        out.notes.append("bytes per step are a lower bound (the compiled figure missed part of the program, or the "
+                         "graphs' inputs + outputs only): achieved bytes/s, bandwidth utilization and the memory "
+                         "prediction are lower bounds too")
 
 
 def _model_mfu(out: RooflineSection, steady: list, peak: Peak) -> None:
     """Model-FLOPs MFU where every rated step has model FLOPs (StepRecord.model_flops), over the time HFU was
     measured over; not given where HFU is not (the time does not cover the work, no peak)."""
-    costed = [s for s in steady if s.flops is not None]
+    costed = [s for s in steady if s.flops is not None and s.flops >= 0]
     rated = ([s for s in costed if s.device_time_s is not None] if out.mfu_time_basis == "device" else costed)
     model = [getattr(s, "model_flops", None) for s in rated]
     if not rated or any(m is None for m in model):
@@ -186,7 +233,13 @@ def _section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: flo
     out = RooflineSection(costs.get("source", "unavailable"), costs.get("scope"), costs.get("method"),
                           peak.to_json(), costs.get("graphs", []), list(costs.get("notes", [])), len(steady),
                           ridge_flops_per_byte=peak.ridge, boundaries=costs.get("boundaries") or None)
-    costed = [s for s in steady if s.flops is not None]
+    _graph_sources(out)
+    costed = [s for s in steady if s.flops is not None and s.flops >= 0]
+    if len(costed) < sum(1 for s in steady if s.flops is not None):
+        out.notes.append(f"{sum(1 for s in steady if (s.flops or 0) < 0)} steady steps had a negative FLOP count "
+                         "(a cost analysis that gave -1): left out, their cost unknown")
+    if any(s.bytes_accessed is None or s.bytes_accessed < 0 for s in costed):
+        out.bytes_lower_bound = True
     out.steps_with_cost = len(costed)
     if not costed:
         out.explanation = ("no steady step has a known cost" if steady else "no steady steps to measure") + \
@@ -194,7 +247,7 @@ def _section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: flo
         return out
     n = len(costed)
     flops = sum(s.flops for s in costed)
-    nbytes = sum(s.bytes_accessed or 0.0 for s in costed)
+    nbytes = sum(_bytes(s) for s in costed)
     out.flops_per_step = flops / n
     out.bytes_per_step = nbytes / n
     out.transcendentals_per_step = sum(s.transcendentals or 0.0 for s in costed) / n
@@ -207,7 +260,7 @@ def _section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: flo
     out.mfu_time_basis = basis
     if time_s > 0:
         out.achieved_flops_per_s = sum(s.flops for s in rated) / time_s
-        out.achieved_bytes_per_s = sum(s.bytes_accessed or 0.0 for s in rated) / time_s
+        out.achieved_bytes_per_s = sum(_bytes(s) for s in rated) / time_s
     if peak.flops_per_s and out.achieved_flops_per_s is not None:
         out.mfu = out.achieved_flops_per_s / peak.flops_per_s
     if out.mfu is not None and 1.0 < out.mfu <= CALIBRATED_SLACK and peak.name.startswith("cpu"):
@@ -233,6 +286,11 @@ def _section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: flo
         return out
     _verdict(out, observed, predicted, basis, peak, found or [], breakdown)
     return out
+
+
+def _bytes(s) -> float:
+    """A step's bytes, unknown or negative as 0 (the section's bytes are then a lower bound: bytes_lower_bound)."""
+    return max(s.bytes_accessed or 0.0, 0.0)
 
 
 def _verdict(out: RooflineSection, observed: float, predicted: float, basis: str, peak: Peak, found: list[Sink],
@@ -380,12 +438,14 @@ def summary_lines(sec: dict[str, Any] | None) -> list[str]:
     if sec.get("flops_per_step") is None:
         return [f"  roofline    unavailable: {sec.get('explanation') or sec.get('source')}"]
     peak = sec.get("peak") or {}
-    first = f"  roofline    {_flops(sec['flops_per_step'])}FLOP/step ({sec.get('source')})"
+    at_least = "≥ " if sec.get("flops_lower_bound") else ""  # a partial count is a lower bound, never a measurement
+    first = (f"  roofline    {at_least}{_flops(sec['flops_per_step'])}FLOP/step "
+             f"({sec.get('flops_source') or sec.get('source')})")
     if sec.get("achieved_flops_per_s") is not None:
-        first += f";  {sec['achieved_flops_per_s'] / 1e12:.3g} TFLOP/s achieved"
+        first += f";  {at_least}{sec['achieved_flops_per_s'] / 1e12:.3g} TFLOP/s achieved"
     hfu = sec.get("hfu", sec.get("mfu"))  # before issue 31: `mfu` only (the same figure)
     if hfu is not None:
-        first += (f";  HFU {hfu:.1%} of {peak['flops_per_s'] / 1e12:.3g} TFLOP/s {peak.get('dtype')} "
+        first += (f";  HFU {at_least}{hfu:.1%} of {peak['flops_per_s'] / 1e12:.3g} TFLOP/s {peak.get('dtype')} "
                   f"({peak.get('name')}; {sec.get('mfu_time_basis') or 'wall'} time; XLA's FLOPs, remat included)")
     if sec.get("model_mfu") is not None:
         first += f";  MFU {sec['model_mfu']:.1%} (model {_flops(sec['model_flops_per_step'])}FLOP/step)"

@@ -175,7 +175,8 @@ def test_would_it_fit_override(tmp_path, profile):
     proc, report = profile(TORCH_SCRIPT, "matmul", options=("--device-memory-gb", "0.00004"))
     mem = report["memory"]
     assert mem["capacity"] == {"bytes": int(0.00004 * 2**30), "source": "user", "name": "4e-05 GiB",
-                               "detail": mem["capacity"]["detail"]}
+                               "detail": mem["capacity"]["detail"], "kind": "user", "set_by": None,
+                               "device_bytes": None, "device_source": None}
     assert mem["headroom_bytes"] == mem["capacity"]["bytes"] - mem["peak_bytes"] < 0
     (f,) = _kinds(report, "memory_headroom")
     assert f["severity"] == "warning" and f["evidence"]["capacity_source"] == "user"

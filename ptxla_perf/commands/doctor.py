@@ -15,7 +15,7 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from .. import peaks
+from .. import memory, peaks
 from ..cli import COMMANDS, describe
 from ..config import ProfilerConfig
 
@@ -36,8 +36,14 @@ try:
     stats = devs[0].memory_stats() or {}
 except Exception:
     stats = {}
+try:  # what the limit is (the allocator's on a GPU, and the variable that sets it)
+    import os
+    from ptxla_perf.backends.jax.memory import limit_kind
+    kind = limit_kind(devs[0].platform, os.environ)
+except Exception:
+    kind = {}
 print(json.dumps({"platform": devs[0].platform, "device_kind": devs[0].device_kind, "count": len(devs),
-                  "bytes_limit": stats.get("bytes_limit")}))
+                  "bytes_limit": stats.get("bytes_limit"), **kind}))
 """,
     "torch_xla": """
 import json
@@ -47,8 +53,14 @@ try:
     limit = (xm.get_memory_info(dev) or {}).get("bytes_limit")
 except Exception:
     limit = None
+try:
+    import os
+    from ptxla_perf.backends.torch_xla.memory import limit_kind
+    kind = limit_kind(str(xr.device_type()).upper(), os.environ)
+except Exception:
+    kind = {}
 print(json.dumps({"platform": xr.device_type(), "device_kind": xm.xla_device_kind(), "count": xr.addressable_runtime_device_count(),
-                  "bytes_limit": limit}))
+                  "bytes_limit": limit, **kind}))
 """,
 }
 
@@ -122,12 +134,7 @@ def peak_and_capacity(device: dict[str, Any]) -> dict[str, Any]:
     else:
         peak_text = (f"{peak.name}: {peak.flops_per_s / 1e12:.3g} TFLOP/s {peak.dtype}, "
                      f"{peak.bytes_per_s / 1e9:.4g} GB/s")
-    if device.get("bytes_limit"):
-        cap = {"bytes": int(device["bytes_limit"]), "source": "runtime"}
-    else:
-        row = peaks.memory_from_table(kind)
-        cap = {"bytes": row[1], "source": row[2]} if row else {"bytes": None, "source": "unknown (no runtime figure "
-               "or spec row; --device-memory-gb sets it; memory_headroom not measured)"}
+    cap = memory.capacity({k: device.get(k) for k in ("bytes_limit", "limit_kind", "limit_set_by")}, [kind], None)
     return {"peak": peak.to_json(), "peak_text": peak_text, "memory_capacity": cap}
 
 
@@ -204,8 +211,10 @@ def render(info: dict[str, Any]) -> list[str]:
             lines.append(f"device ({fw})  runtime did not start: {dev['error']}")
         else:
             cap = dev["memory_capacity"]
-            cap_text = (f"{cap['bytes'] / 2**30:.3g} GiB ({'runtime' if cap['source'] == 'runtime' else 'spec table'})"
-                        if cap["bytes"] else "unknown")
+            cap_text = (f"{cap['bytes'] / 2**30:.3g} GiB ({cap['source']}: "
+                        f"{memory.capacity_words(cap, lambda n: f'{n / 2**30:.3g} GiB')})" if cap["bytes"] else
+                        "unknown (no runtime figure or spec row; --device-memory-gb sets it; memory_headroom not "
+                        "measured)")
             lines += [f"device ({fw})  {dev['device_kind']} x{dev['count']} ({dev['platform']})",
                       f"  peak       {dev['peak_text']}", f"  memory     capacity {cap_text}"]
     lines.append("features")

@@ -118,8 +118,10 @@ def headline_section(report: dict[str, Any]) -> str:
     basis = roof.get("mfu_time_basis")
     over = f", over the {'device' if basis == 'device' else 'wall'} time" if basis else ""
     if hfu is not None:  # over the time the section says (the device's busy time on torch_xla)
-        kpis.append(_kpi("HFU", fmt.pct(hfu, 1), "hardware FLOPs utilisation: XLA's FLOPs (rematerialised and "
-                         "auxiliary ops counted)" + over, "mfu"))
+        lower = roof.get("flops_lower_bound")  # partial FLOPs: a lower bound, never shown as a measurement
+        kpis.append(_kpi("HFU", ("≥ " if lower else "") + fmt.pct(hfu, 1), "hardware FLOPs utilisation: XLA's "
+                         "FLOPs (rematerialised and auxiliary ops counted)" + over
+                         + ("; a lower bound: the FLOPs are partial" if lower else ""), "mfu"))
     if roof.get("model_mfu") is not None:
         kpis.append(_kpi("MFU", fmt.pct(roof["model_mfu"], 1), "model FLOPs utilisation: the model FLOPs given "
                          "per step" + over, "model_mfu"))

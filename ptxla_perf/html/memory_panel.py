@@ -74,7 +74,7 @@ def _bars(rows: list[dict[str, Any]], cap: int | None, capacity: dict[str, Any],
         parts.append(f"<line x1=\"{cx:.1f}\" y1=\"0\" x2=\"{cx:.1f}\" y2=\"{h - 14}\" stroke=\"#333\" "
                      "stroke-dasharray=\"4 3\"/>"
                      f"<text x=\"{max(cx - 150, 0):.1f}\" y=\"{h - 2}\" font-size=\"11\">capacity {fmt.nbytes(cap)} "
-                     f"({escape(str(capacity.get('name') or capacity.get('source')))})</text>")
+                     f"({escape(M.capacity_words(capacity))})</text>")
     parts.append("</svg>")
     legend = "".join(f"<span><i style=\"background:{c}\"></i>{k}</span>" for k, c in PARTS)
     return f"<div class=\"legend\" style=\"margin-left:0\">{legend}</div>" + "".join(parts)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from ... import hlo_cost
+import jax
+
+from ... import hlo_cost, hlo_flops
 from . import _private as P
 from .compiles import Compiles, signature
 from .jitted import JitInfo
@@ -50,6 +52,7 @@ class Costs:
         scope.depth += 1
         try:
             lowered = fn.jit.lower(*args, **kwargs)
+            compiled = None
             try:
                 if os.environ.get(hlo_cost.DISABLE_ENV):
                     raise ImportError(f"{hlo_cost.DISABLE_ENV} is set")
@@ -57,11 +60,14 @@ class Costs:
                     raise ImportError("jax.stages.Compiled.cost_analysis is missing")
                 compiled = lowered.compile()
                 self._remember_memory(fn, compiled)
-                cost = hlo_cost.from_properties(compiled.cost_analysis())
+                # held against the program's own dots and loops: a GPU's compiled count misses cuBLAS calls
+                # (-1 each), every backend's counts a loop body once (hlo_flops.py)
+                cost = hlo_flops.checked(hlo_cost.from_properties(compiled.cost_analysis()),
+                                         lambda: lowered.as_text(dialect="hlo"), _partitions(compiled))
                 if len(self._compiled) < _MAX_COMPILED:
                     self._compiled[id(compiled)] = compiled
             except Exception as exc:  # private or changed API: the HLO text instead
-                cost = _cost_from_text(lowered, exc)
+                cost = _cost_from_text(lowered, exc, _partitions(compiled) if compiled is not None else 1)
         except Exception as exc:  # never break the user's call for a diagnostic
             cost = hlo_cost.unavailable(f"lowering for cost analysis failed: {str(exc).splitlines()[0][:120]}")
         finally:
@@ -102,16 +108,29 @@ class Costs:
             notes.append("no jitted function compiled during the session")
         return {"source": source, "scope": "per device (the compiled, partitioned program each device runs)",
                 "method": "compiled.cost_analysis() (XLA HloCostAnalysis of the optimized program), once per jitted "
-                          "function and signature, right after the call that compiled it (a cache hit); summed "
-                          "over the top-level jitted calls of each step",
+                          "function and signature, right after the call that compiled it (a cache hit), held "
+                          "against the lowered HLO's dots and loops (a GPU's custom calls, a loop body counted "
+                          "once: then counted from that HLO; flops_source); summed over the top-level jitted calls "
+                          "of each step",
                 "graphs": graphs[:20], "notes": notes}
 
 
-def _cost_from_text(lowered, exc: Exception) -> hlo_cost.GraphCost:
+def _partitions(compiled) -> int:
+    """The devices a partitioned program is split across (its HLO before optimization is the global program): the
+    devices of its inputs' and outputs' shardings where any is split, else 1 (every device runs the whole)."""
+    try:
+        found = [s for s in jax.tree_util.tree_leaves((compiled.input_shardings, compiled.output_shardings))
+                 if hasattr(s, "device_set")]
+        return max((len(s.device_set) for s in found if not s.is_fully_replicated), default=1)
+    except Exception:
+        return 1
+
+
+def _cost_from_text(lowered, exc: Exception, partitions: int = 1) -> hlo_cost.GraphCost:
     why = f"XLA cost analysis unavailable ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
     try:
         text = lowered.as_text(dialect="hlo")
-        cost = hlo_cost.text_cost(text)
+        cost = hlo_flops.text_cost(text, partitions)
         cost.note = f"{why}; {cost.note}"
         return cost
     except Exception:

@@ -3,6 +3,7 @@ step that replaces them (missing_donation), and live arrays sampled every few st
 from __future__ import annotations
 
 import math
+import os
 import time
 import weakref
 from typing import Any
@@ -60,13 +61,14 @@ class Memory:
         if not P.backends_initialized():
             return None
         try:
-            stats = jax.local_devices()[0].memory_stats()
+            device = jax.local_devices()[0]
+            stats = device.memory_stats()
         except Exception:
             return None
         if not stats:
             return None
         return {"bytes_limit": stats.get("bytes_limit"), "bytes_in_use": stats.get("bytes_in_use"),
-                "peak_bytes_in_use": stats.get("peak_bytes_in_use")}
+                "peak_bytes_in_use": stats.get("peak_bytes_in_use"), **limit_kind(device.platform, os.environ)}
 
     # --- donation -------------------------------------------------------------------------------------------
     def watch_outputs(self, fn: JitInfo, out) -> None:
@@ -133,6 +135,27 @@ class Memory:
         if self._watch.observe(rec.live_arrays) and self._ledger.lines:
             self._holders_before = holder_counts(_is_array)
             rec.attributed = True
+
+
+_FRACTION_VARS = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")  # the second: its older name
+_ALLOCATOR_VARS = ("XLA_PYTHON_CLIENT_PREALLOCATE", "XLA_PYTHON_CLIENT_ALLOCATOR")
+
+
+def limit_kind(platform: str, env) -> dict[str, Any]:
+    """What `memory_stats()['bytes_limit']` is on this platform: on a GPU the allocator's limit (jaxlib's GPU client
+    gives its allocator 75 % of the device's memory unless XLA_CLIENT_MEM_FRACTION / XLA_PYTHON_CLIENT_MEM_FRACTION
+    says otherwise; XLA_PYTHON_CLIENT_PREALLOCATE and XLA_PYTHON_CLIENT_ALLOCATOR change how), with the variables
+    that set it; on a TPU the device's memory; elsewhere unsaid."""
+    platform = (platform or "").lower()
+    if platform in ("gpu", "cuda", "rocm"):
+        frac = next(((v, env[v]) for v in _FRACTION_VARS if env.get(v)), None)
+        said = [f"{frac[0]}={frac[1]}" if frac else
+                "XLA_PYTHON_CLIENT_MEM_FRACTION unset (default 75 %)"]
+        said += [f"{v}={env[v]}" for v in _ALLOCATOR_VARS if env.get(v)]
+        return {"limit_kind": "allocator", "limit_set_by": "; ".join(said)}
+    if platform == "tpu":
+        return {"limit_kind": "device"}
+    return {}
 
 
 def _live_sample() -> tuple[int, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ... import hlo_cost
+from ... import hlo_cost, hlo_flops
 from ...records import Event, Location, StepRecord
 from . import _private as P
 from ._private import X
@@ -31,12 +31,13 @@ class GraphCosts:
         if digest not in self._costs and self.spmd_devices():  # what one device runs, and its collectives
             cost, self._spmd_graphs[digest] = spmd_graph(text, lambda: X._get_xla_tensors_hlo_proto(live),
                                                          self._spmd, self.meshes())
-            if cost is not None:
-                self._costs[digest] = cost
+            if cost is not None:  # the partitioned module XLA's CPU pipeline built: held against the global HLO
+                self._costs[digest] = hlo_flops.checked(cost, lambda: text, self._spmd or 1)
         if digest in self._costs:
             return False
-        # once per graph: XLA's cost analysis of the same live tensors' HLO
-        self._costs[digest] = hlo_cost.cost(lambda: X._get_xla_tensors_hlo_proto(live), text)
+        # once per graph: XLA's cost analysis of the same live tensors' HLO, loop bodies times their trip counts
+        cost = hlo_cost.cost(lambda: X._get_xla_tensors_hlo_proto(live), text)
+        self._costs[digest] = hlo_flops.checked(cost, lambda: text, 1, hlo_flops.origin_of(cost))
         return True
 
     def spmd_event(self, rec: StepRecord, digest: str) -> None:

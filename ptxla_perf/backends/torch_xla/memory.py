@@ -100,13 +100,30 @@ def device_memory() -> dict[str, Any] | None:
     try:
         import torch_xla.core.xla_model as xm
         import torch_xla.runtime as xr
-        if str(xr.device_type()).upper() == "CPU":
+        kind = str(xr.device_type()).upper()
+        if kind == "CPU":
             return None
         info = xm.get_memory_info(torch_xla.device())
     except Exception:
         return None
     return {"bytes_limit": info.get("bytes_limit"), "bytes_in_use": info.get("bytes_used"),
-            "peak_bytes_in_use": info.get("peak_bytes_used")}
+            "peak_bytes_in_use": info.get("peak_bytes_used"), **limit_kind(kind, os.environ)}
+
+
+def limit_kind(device_type: str, env) -> dict[str, Any]:
+    """What the runtime's `bytes_limit` is: on a GPU (CUDA) the PJRT allocator's limit (torch_xla gives it 75 % of
+    the device's memory unless PJRT_ALLOCATOR_FRACTION says otherwise; PJRT_ALLOCATOR_PREALLOCATE changes how);
+    on a TPU the device's memory; elsewhere unsaid."""
+    if device_type in ("CUDA", "GPU"):
+        frac = env.get("PJRT_ALLOCATOR_FRACTION")
+        said = [f"PJRT_ALLOCATOR_FRACTION={frac}" if frac else
+                "PJRT_ALLOCATOR_FRACTION unset (default 75 %)"]
+        if env.get("PJRT_ALLOCATOR_PREALLOCATE"):
+            said.append(f"PJRT_ALLOCATOR_PREALLOCATE={env['PJRT_ALLOCATOR_PREALLOCATE']}")
+        return {"limit_kind": "allocator", "limit_set_by": "; ".join(said)}
+    if device_type == "TPU":
+        return {"limit_kind": "device"}
+    return {}
 
 
 def is_xla_tensor(x) -> bool:
