@@ -171,7 +171,8 @@ class Transfers:
 
         Flattening a parameter tree costs ~1 us per leaf, so containers are flattened on a function's first call
         and every FULL_SCAN_EVERY-th after it; in between, only the arguments that held host data on the last
-        full scan are, and the top-level ones are type-checked (a NumPy batch). Never a transfer guard: one that
+        full scan, or whose first leaf is host data now (parameters brought to the host and handed back), are,
+        and the top-level ones are type-checked (a NumPy batch). Never a transfer guard: one that
         trips inside a call sends that signature to JAX's Python dispatch path for good."""
         full = fn.scans % FULL_SCAN_EVERY == 0
         fn.scans += 1
@@ -187,7 +188,7 @@ class Transfers:
             container = not (t is P.ArrayImpl or t is np.ndarray or isinstance(a, (np.ndarray, np.generic)))
             if not container:
                 leaves: Any = (a,)
-            elif full or pos in deep:
+            elif full or pos in deep or _host_first(a):
                 leaves = jax.tree_util.tree_leaves(a)
             else:
                 continue
@@ -281,6 +282,18 @@ class Transfers:
             self._buffers = {k: v for k, v in self._buffers.items()
                              if v[0]() is not None and now - v[1] <= _REPEAT_WINDOW}
         return seen is not None and seen[0]() is x and now - seen[1] <= _REPEAT_WINDOW
+
+
+def _host_first(a: Any) -> bool:
+    """Whether a container's first leaf (through dicts, lists and tuples) is host data: ~1 us, no flattening."""
+    for _ in range(32):
+        if isinstance(a, dict):
+            a = next(iter(a.values()), None)
+        elif isinstance(a, (list, tuple)):
+            a = a[0] if a else None
+        else:
+            return isinstance(a, (np.ndarray, np.generic))
+    return False
 
 
 class _Found:
