@@ -968,7 +968,7 @@ def analyze(boundaries: list[StepRecord], *, advice: Mapping[str, str] | None = 
     the memory section derives it (memory.capacity), which `memory_growth` is rated against. `folded`: a long
     run's older iterations (fold.py), before `boundaries`; a folded record stands for `repeat` iterations."""
     advice = {**GENERIC_ADVICE, **(advice or {})}
-    spread(boundaries)  # a wait for several steps' queued work, back over those steps (pacing.py)
+    spread(boundaries, tail)  # a wait for several steps' queued work, back over those steps (pacing.py)
     if folded is not None and folded.records:
         it = folded.expanded() + I.group(boundaries, folded.flags, folded.iterations)
     else:

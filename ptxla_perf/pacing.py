@@ -30,8 +30,10 @@ def explicit_wait(s: StepRecord) -> float:
     return (s.device_to_host_time_s or 0.0) + (s.device_wait_s or 0.0)
 
 
-def spread(records: Iterable[StepRecord]) -> None:
-    """Spread each explicit wait that ends a run of two or more steps over that run (module docstring)."""
+def spread(records: Iterable[StepRecord], tail: StepRecord | None = None) -> None:
+    """Spread each explicit wait that ends a run of two or more steps over that run (module docstring). `tail`:
+    the work after the last step (no step: a final read or block_until_ready after the loop), whose wait is
+    spread over the steps since the last wait inside the loop."""
     group: list[StepRecord] = []
     for r in records:
         if r.repeat > 1 or r.spread_in_s is not None or r.queue_wait_s is None:
@@ -42,17 +44,20 @@ def spread(records: Iterable[StepRecord]) -> None:
         if wait <= 0.0:
             continue
         if len(group) >= 2:
-            _share(group[-MAX_GROUP:], wait)
+            _share(group[-MAX_GROUP:], wait, r)
         group = []
+    if (group and tail is not None and tail.queue_wait_s is not None and tail.spread_out_s is None
+            and explicit_wait(tail) > 0.0):
+        _share(group[-MAX_GROUP:], explicit_wait(tail), tail)
 
 
-def _share(group: list[StepRecord], wait: float) -> None:
+def _share(group: list[StepRecord], wait: float, drain: StepRecord) -> None:
     weights = _weights(group)
     total = sum(weights)
     for r, w in zip(group, weights):
         r.spread_in_s = wait * w / total
         r.spread_out_s = 0.0
-    group[-1].spread_out_s = wait
+    drain.spread_out_s = wait
 
 
 def _weights(group: list[StepRecord]) -> list[float]:

@@ -60,6 +60,17 @@ def test_spreading_is_idempotent_and_leaves_waitless_tails_and_synchronous_loops
     assert all(r.spread_in_s is None for r in torch_like)
 
 
+def test_a_wait_after_the_loop_is_spread_over_the_steps_since_the_last_wait():
+    """`jax.block_until_ready(state)` after a loop that never read: the tail's wait is the queued steps' work."""
+    recs = [_rec(i, 0.001) for i in range(5)]
+    tail = _rec(5, 0.201, read=0.2)
+    spread(recs, tail)
+    assert [B.paced_wall(r) for r in recs] == pytest.approx([0.041] * 5)
+    assert tail.spread_out_s == pytest.approx(0.2) and tail.spread_in_s is None
+    spread(recs, tail)  # settled: unchanged
+    assert [B.paced_wall(r) for r in recs] == pytest.approx([0.041] * 5)
+
+
 def test_shares_follow_each_steps_program_cost():
     recs = [_rec(0, 0.001, flops=1e9), _rec(1, 0.001, flops=3e9), _rec(2, 0.081, read=0.08, flops=4e9)]
     spread(recs)
