@@ -30,8 +30,8 @@ class Compiles:
         self._unresolved: list[Event] = []
 
     def pending(self, learn) -> tuple[str, str] | None:
-        """Hash, HLO text and pending tensors (its outputs) of what this sync is about to run (`learn(digest, text, live)` costs
-        it once). Costs a heap scan (~0.1 s): graph-capture steps only. Raises on a failed capture (the caller
+        """Hash, HLO text and pending tensors (its outputs) of what this sync is about to run (`learn(digest, text,
+        live)` costs it once). Costs a heap scan (~0.1 s): graph-capture steps only. Raises on a failed capture (the caller
         notes it, never the user's step)."""
         # no warnings.catch_warnings(): its exit resets every once-per-line registry, so the user's own warnings
         # would print again after each attribution step
