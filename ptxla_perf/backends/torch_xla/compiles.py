@@ -30,12 +30,15 @@ class Compiles:
         self._unresolved: list[Event] = []
 
     def pending(self, learn) -> tuple[str, str] | None:
-        """Hash, HLO text and live tensors of what this sync is about to run (`learn(digest, text, live)` costs
-        it once). Costs a heap scan (~0.1 s): graph-capture steps only. Raises on a failed capture (the caller
+        """Hash, HLO text and pending tensors (its outputs) of what this sync is about to run (`learn(digest, text,
+        live)` costs it once). Costs a heap scan (~0.1 s): graph-capture steps only. Raises on a failed capture (the caller
         notes it, never the user's step)."""
         # no warnings.catch_warnings(): its exit resets every once-per-line registry, so the user's own warnings
         # would print again after each attribution step
-        live = live_xla_tensors()
+        # only the tensors the sync computes: a tensor whose value is on the device already (its IR, if any, just
+        # that data) is no output, and the data of an out-of-date wrapper's old value may be donated already (an
+        # HLO dump of it fails: "Data Handle: Deleted")
+        live = [t for t in live_xla_tensors() if pending_ir(t)]
         if not live:
             return None
         digest = X._get_graph_hash(live)
@@ -227,7 +230,18 @@ def live_xla_tensors() -> list[torch.Tensor]:
     not the other way round): holding it does not keep the impl alive, and when the C++ owner lets go the object
     becomes an undefined tensor, which `_get_graph_hash` aborts on just the same. `_fix_weakref()` (what torch does
     for a tensor reached through a weak reference) makes the object own its impl again for as long as we hold it;
-    on a tensor that already owns it, it does nothing (tests/test_modes.py)."""
+    on a tensor that already owns it, it does nothing (tests/test_modes.py).
+
+    What is returned is each tensor's XLA value as it stands, never brought up to date: torch_xla's tensors are
+    functionalization wrappers, and every binding that takes a wrapper (`_xla_get_tensor_id`, `_get_graph_hash`,
+    the HLO dumps) first applies the mutations made through its aliases (`at::functionalization::impl::sync`). A
+    wrapper whose storage was updated through an alias (`p.data.addcdiv_(...)` in an optimizer written before
+    torch 1.0's in-place idiom) is out of date until the program itself uses it again: syncing it here rebuilt its
+    value at the sync and changed the graph the sync ran (214 outputs instead of 217 on transformers 2.3's AdamW:
+    another graph, a compile the plain run never has; tests/test_capture_keeps_the_graph.py). So a wrapper is
+    unwrapped without a sync (`torch._from_functional_tensor`): the bindings are given the values the sync itself
+    will take. An out-of-date wrapper's own value is its old data (no output), and the update waiting in its storage
+    has no Python object the heap scan could find: on such loops the captured graph lacks those updates."""
     tensor = torch.Tensor
     candidates = []
     for o in gc.get_objects():
@@ -239,14 +253,16 @@ def live_xla_tensors() -> list[torch.Tensor]:
                     candidates.append(o)
             except Exception:
                 pass
-    tensor_id, live = X._xla_get_tensor_id, []
+    tensor_id, by_id = X._xla_get_tensor_id, {}
+    is_functional, unwrap = torch._is_functional_tensor, torch._from_functional_tensor
     for o in candidates:
         try:
-            tensor_id(o)
+            value = unwrap(o) if is_functional(o) else o  # no sync: the value the sync will take (see above)
+            by_id[tensor_id(value)] = value  # (a value found both through its wrapper and on its own: once)
         except Exception:  # fake, functional over fake, wrapper subclass, freed: not an XLA tensor
             continue
-        live.append(o)
-    return live
+    # in torch_xla's own order (its live tensors by id), not the heap's: the same graph gets the same hash each step
+    return [by_id[k] for k in sorted(by_id)]
 
 
 def dims_of(shape: str) -> tuple[int, ...] | None:

@@ -14,7 +14,6 @@ from ...live_holders import GrowthWatch, find_holder, holder_counts
 from ...records import Event, StepRecord
 from . import _private as P
 from ._private import X
-from .compiles import pending_ir
 
 
 class GraphMemory:
@@ -25,13 +24,12 @@ class GraphMemory:
         self._graph_mem: dict[str, dict] = {}  # graph hash -> XLA's memory analysis of it (memory.py)
         self._mem_time = 0.0  # seconds spent compiling graphs for their memory figures (at the end)
 
-    def keep(self, digest: str, live: list) -> None:
+    def keep(self, digest: str, pending: list) -> None:
+        """`pending`: the tensors with pending IR the sync is about to compute (Compiles.pending), its outputs."""
         if len(self._protos) >= 16:
             return
-        try:  # the graph the sync runs: its outputs are the tensors with pending IR (not device data)
-            pending = [t for t in live if pending_ir(t)]
-            if pending:
-                self._protos[digest] = X._get_xla_tensors_hlo_proto(pending)
+        try:
+            self._protos[digest] = X._get_xla_tensors_hlo_proto(pending)
         except Exception:  # the memory figures of this graph stay unknown
             pass
 
