@@ -37,7 +37,9 @@ def launched(b: StepRecord) -> bool:
 
 
 def _role(b: StepRecord, training: bool, opt_run: bool) -> str:
-    if not launched(b):
+    if not launched(b) and not (training and b.optimizer_steps):
+        # an optimizer step whose graphs the counters missed (torch.compile's openxla backend runs them outside
+        # the sync and clears the counters while it compiles) still ends its iteration
         return "idle"
     if b.phase == EVAL:
         return "eval"
