@@ -210,3 +210,16 @@ def mlp_sweep(tmp_path_factory):
                    "profiler.scalars=false", "hydra.sweep.dir=sweep", cwd=cwd, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, cwd / "sweep", port
+
+
+@pytest.fixture(scope="session")
+def reads_and_fallback_run(tmp_path_factory) -> dict:
+    """reads_and_fallback.py (a host read and a CPU fallback every step) profiled once, with per-step scalars:
+    test_one_source.py reads every view of it, test_findings_typed.py its rules (both in xdist_group
+    "reads_and_fallback"). Returns {proc, path, logdir, tmp}; read the report with load_report(path)."""
+    tmp = tmp_path_factory.mktemp("one_source")
+    report, logdir = tmp / "report.json", tmp / "tb"
+    proc = run_cli("profile", "--port", "none", "--report", str(report), "--tensorboard", str(logdir),
+                   str(SCRIPTS / "reads_and_fallback.py"), cwd=tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"proc": proc, "path": report, "logdir": logdir, "tmp": tmp}
