@@ -116,3 +116,16 @@ def test_device_part_follows_the_blocked_sync_on_a_device_bound_loop():
     assert summary["device"] >= 0.85 * (summary["device"] + summary["other"]), (summary, blocked)
     off = [b for b in blocked if b[1] < 0.5 * b[2]]
     assert len(off) <= len(blocked) // 8, (off, blocked)
+
+
+def test_eager_uploads_are_rated_by_their_dispatch_time():
+    """test_issue31_jax.py's vmap loop (item 4): a 4-byte eager upload each iteration costs a small share of the
+    step (info); the 80 kB one of `bulk` takes most of it (a warning), the tiny one beside it stays info."""
+    tiny = Judged("vmap_upload")
+    (f,) = [f for f in tiny.findings if f["kind"] == "host_to_device_transfer"]
+    assert f["severity"] == "info" and f["location"]["line"] == planted_line(tiny.script), f
+    bulk = Judged("vmap_upload_bulk")
+    by_line = {f["location"]["line"]: f for f in bulk.findings if f["kind"] == "host_to_device_transfer"}
+    big = by_line[planted_line(bulk.script, "BULK")]
+    assert big["severity"] == "warning" and big["evidence"]["share_of_step"] >= 0.1, big
+    assert by_line[planted_line(bulk.script)]["severity"] == "info"
