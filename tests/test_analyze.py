@@ -64,7 +64,7 @@ def test_torch_xla_capture(txla_capture):
     assert any(a["thread"] == "python" for g in t["gaps"]["largest"] for a in g["host_activity"])
     ops = t["top_ops"]
     assert ops and any(o["category"] == "dot/convolution" for o in ops)
-    assert sum(o["share"] for o in ops) <= 1.0001
+    assert sum(o["share"] for o in ops) <= 1 + 0.00005 * len(ops)  # each share rounded to 4 places
     assert t["collective_share"]["mean"] == 0
     # a tiny MLP on the CPU: Python graph building usually dominates, but which part of a traced step is largest
     # depends on the machine's load; the trace rules' verdicts on synthetic windows: test_findings_typed.py
