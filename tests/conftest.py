@@ -77,6 +77,32 @@ def pytest_xdist_make_scheduler(config, log):
     return _GroupsFromWorkers(config, log)
 
 
+# --- what an end-to-end test may assert on a loaded machine -------------------------------------------------------
+# Verdicts read from measured time: which part of the step is largest (host_bound, launch_bound, input_bound, the
+# trace window's collective_bound) and which rank the others wait for (straggler). On a busy machine any of them can
+# appear, vanish or change severity, so an end-to-end run asserts only what does not depend on load (the run's
+# counts, the line, its output and exit code) and leaves these out; each verdict is tested on recorded step records
+# (tests/test_timing_verdicts.py, tests/fixtures/steps/) and on synthetic ones.
+TIMING_KINDS = frozenset({"host_bound", "launch_bound", "input_bound", "collective_bound", "straggler"})
+
+
+def warnings_of(report: dict, *, timing: bool = False) -> list[dict]:
+    """The report's warnings and errors; those of TIMING_KINDS only with `timing=True`."""
+    return [f for f in report["findings"] if f["severity"] in ("warning", "error")
+            and (timing or f["kind"] not in TIMING_KINDS)]
+
+
+def sampled_lines(report: dict, script: str | Path, *kinds: str) -> list[int]:
+    """The script's lines the stack sampler saw in the steady steps (`steps[].hot_lines` of these kinds), most
+    time first: where the time went, whichever part of the step it made largest on this machine."""
+    total: dict[int, float] = {}
+    for s in report["steps"]:
+        for h in (s.get("hot_lines") or []) if s.get("steady") else []:
+            if h["kind"] in kinds and h["file"] == str(script):
+                total[h["line"]] = total.get(h["line"], 0.0) + h["s"]
+    return sorted(total, key=total.get, reverse=True)
+
+
 def cli_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PJRT_DEVICE", "CPU")
@@ -184,3 +210,16 @@ def mlp_sweep(tmp_path_factory):
                    "profiler.scalars=false", "hydra.sweep.dir=sweep", cwd=cwd, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, cwd / "sweep", port
+
+
+@pytest.fixture(scope="session")
+def reads_and_fallback_run(tmp_path_factory) -> dict:
+    """reads_and_fallback.py (a host read and a CPU fallback every step) profiled once, with per-step scalars:
+    test_one_source.py reads every view of it, test_findings_typed.py its rules (both in xdist_group
+    "reads_and_fallback"). Returns {proc, path, logdir, tmp}; read the report with load_report(path)."""
+    tmp = tmp_path_factory.mktemp("one_source")
+    report, logdir = tmp / "report.json", tmp / "tb"
+    proc = run_cli("profile", "--port", "none", "--report", str(report), "--tensorboard", str(logdir),
+                   str(SCRIPTS / "reads_and_fallback.py"), cwd=tmp)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"proc": proc, "path": report, "logdir": logdir, "tmp": tmp}

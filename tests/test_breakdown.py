@@ -2,7 +2,11 @@
 device and other, from what the adapters measure on every run (no capture), and the findings named from it with
 the user's line (the stack sampler): host_bound for a heavy pure-Python block, the parts of many tiny torch_xla
 steps, launch_bound for tiny torch_xla steps over many inputs and for tiny JAX steps over many leaves, input_bound
-for a JAX loop fed by a generator doing heavy NumPy work."""
+for a JAX loop fed by a generator doing heavy NumPy work.
+
+End to end, these runs assert what does not depend on the machine's load: the parts and their sum, the lines the
+sampler saw, where a finding points when it is made. Which part is largest, and so which verdict, depends on the
+load: tests/test_timing_verdicts.py judges those on the steps these scripts recorded."""
 from __future__ import annotations
 
 import subprocess
@@ -10,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import SCRIPTS, cli_env, planted_line
+from conftest import SCRIPTS, cli_env, planted_line, sampled_lines, warnings_of
 
 PARTS = ("data", "host", "launch", "compile", "read_wait", "device", "profiler", "other")
 
@@ -32,10 +36,11 @@ def assert_parts_sum_to_wall_time(report: dict) -> None:
     assert summary["largest"] == max(PARTS, key=lambda k: summary["components_s"][k])
 
 
-def only(report: dict, kind: str) -> dict:
+def at_most_one(report: dict, kind: str) -> dict | None:
+    """The report's one finding of a timing kind, or None where this run's load did not make it."""
     found = [f for f in report["findings"] if f["kind"] == kind]
-    assert len(found) == 1, [(f["kind"], f["severity"], f["message"]) for f in report["findings"]]
-    return found[0]
+    assert len(found) <= 1, [(f["kind"], f["severity"], f["message"]) for f in report["findings"]]
+    return found[0] if found else None
 
 
 def test_heavy_python_block_is_host_bound_at_its_line(profiled):
@@ -44,13 +49,15 @@ def test_heavy_python_block_is_host_bound_at_its_line(profiled):
     assert run.proc.returncode == 0 and "done True" in run.proc.stdout, run.proc.stderr[-2000:]
     rep = run.report
     assert_parts_sum_to_wall_time(rep)
-    f = only(rep, "host_bound")
-    assert f["severity"] == "warning" and f["location"]["line"] == planted_line(script)
-    assert f["evidence"]["lines"][0]["line"] == planted_line(script) and f["evidence"]["share"] >= 0.5
-    split = rep["summary"]["time_breakdown"]  # host is the largest part (but for `other` on a loaded host)
-    assert max((p for p in PARTS if p not in ("other", "profiler")), key=lambda p: split["components_s"][p]) == "host"
+    # the thread's own CPU time on every steady step, and the sampler's hottest line is the planted block
+    assert all(s["host_cpu_s"] > 0 for s in rep["steps"] if s["steady"])
+    assert sampled_lines(rep, script, "user")[:1] == [planted_line(script)], rep["steps"][-1]["hot_lines"]
+    f = at_most_one(rep, "host_bound")  # the verdict itself: test_timing_verdicts.py
+    assert f is None or (f["location"]["line"] == planted_line(script)
+                         and f["evidence"]["lines"][0]["line"] == planted_line(script)), f
+    split = rep["summary"]["time_breakdown"]
     assert f"time/step   {split['largest'].replace('_', ' ')} " in run.proc.stderr  # the largest part first
-    assert not [x for x in rep["findings"] if x["kind"] in ("input_bound", "launch_bound")]
+    assert not warnings_of(rep), rep["findings"]
 
 
 def test_many_tiny_steps_split_launch_device_and_host(profiled):
@@ -90,18 +97,17 @@ def test_tiny_torch_xla_steps_over_many_inputs_are_launch_bound_at_the_sync(prof
     assert run.proc.returncode == 0 and "done" in run.proc.stdout, run.proc.stderr[-2000:]
     rep = run.report
     assert_parts_sum_to_wall_time(rep)
-    f = only(rep, "launch_bound")
-    assert f["severity"] == "warning" and f["location"]["line"] == planted_line(script)
-    ev = f["evidence"]
-    assert ev["share"] >= 0.4 and ev["graphs_per_step"] == pytest.approx(1.0)
-    assert ev["device_ms_per_step"] is not None and ev["device_ms_per_step"] < ev["ms_per_step"]
+    steady = [s for s in rep["steps"] if s["steady"]]
+    assert steady and all(s["executions"] == 1 and s["launch_time_s"] > 0 for s in steady)  # one launch each
     split = rep["summary"]["time_breakdown"]
     parts = split["components_s"]
-    assert ev["ms_per_step"] == pytest.approx(parts["launch"] * 1e3, abs=1e-3)
-    # of the program's own measured parts, launching is the largest, loaded host or not (launch and host are CPU
-    # time; a wait for a CPU is `other`)
-    mine = {k: v for k, v in parts.items() if k not in ("other", "profiler")}
-    assert max(mine, key=mine.get) == "launch", parts
+    f = at_most_one(rep, "launch_bound")  # the verdict itself: test_timing_verdicts.py
+    if f is not None:
+        ev = f["evidence"]
+        assert f["location"]["line"] == planted_line(script) and ev["graphs_per_step"] == pytest.approx(1.0)
+        assert ev["ms_per_step"] == pytest.approx(parts["launch"] * 1e3, abs=1e-3)
+        assert "launch_bound" in run.proc.stderr and f"tiny_steps_many_inputs.py:{planted_line(script)}" in \
+            run.proc.stderr
     # the roofline's verdict names the largest part of the whole step: launching, unless the step waited longer
     # for a CPU (`other`, a loaded host: seen with 2 busy processes per core) or in ptxla_perf's own boundary work
     # (its GIL waits under load) than anything took - then it says overhead-bound by that part, not launch
@@ -110,10 +116,9 @@ def test_tiny_torch_xla_steps_over_many_inputs_are_launch_bound_at_the_sync(prof
         assert roof["verdict"] == "overhead-bound" and roof["bound_by"]["component"] == split["largest"], roof
         assert parts[split["largest"]] > parts["launch"]
     else:
-        assert roof["verdict"] == "launch-bound" and roof["bound_by"]["component"] == "launch", (roof, parts)
-    assert "WARN  launch_bound" in run.proc.stderr and f"tiny_steps_many_inputs.py:{planted_line(script)}" in \
-        run.proc.stderr
-    assert not [x for x in rep["findings"] if x["kind"] in ("host_bound", "input_bound")]
+        assert roof.get("bound_by", {"component": split["largest"]})["component"] == split["largest"], roof
+        assert split["largest"] != "launch" or roof["verdict"] == "launch-bound", roof
+    assert not warnings_of(rep), rep["findings"]
 
 
 def test_time_blocked_in_wait_device_ops_is_the_device_part(profiled):
@@ -126,16 +131,17 @@ def test_time_blocked_in_wait_device_ops_is_the_device_part(profiled):
     assert run.proc.returncode == 0 and "done" in run.proc.stdout, run.proc.stderr[-2000:]
     rep = run.report
     assert_parts_sum_to_wall_time(rep)
-    split = rep["summary"]["time_breakdown"]
-    assert split["largest"] == "device", split
-    assert split["components_s"]["device"] > 2 * split["components_s"]["other"], split
+    split = rep["summary"]["time_breakdown"]  # its largest part, device: test_timing_verdicts.py
+    steady = [s for s in rep["steps"] if s["steady"]]
+    assert steady and all(s["device_wait_s"] > 0 and s["time_breakdown"]["device"] > 0 for s in steady), steady
     by_index = {s["index"]: s for s in rep["steps"]}
     for s in (s for s in rep["steps"] if s["steady"]):  # at most the busy time of the graphs it waited for: the
         before = by_index[s["index"] - 1]["device_time_s"]  # one the step before launched, and the step's own
         assert before is None or s["time_breakdown"]["device"] <= before + s["device_time_s"] + 1e-6, (s, before)
     roof = rep["roofline"]  # the device's time near the prediction, or the largest part of a slower step
-    assert roof["verdict"] in ("compute-bound", "memory-bound", "device-bound"), roof["explanation"]
-    assert roof.get("bound_by", {"component": "device"})["component"] == "device"
+    if split["largest"] == "device":
+        assert roof["verdict"] in ("compute-bound", "memory-bound", "device-bound"), roof["explanation"]
+    assert roof.get("bound_by", {"component": split["largest"]})["component"] == split["largest"], roof
 
 
 def test_jax_generator_with_heavy_numpy_is_input_bound_at_its_line(profiled):
@@ -144,13 +150,14 @@ def test_jax_generator_with_heavy_numpy_is_input_bound_at_its_line(profiled):
     assert run.proc.returncode == 0 and "done True" in run.proc.stdout, run.proc.stderr[-2000:]
     rep = run.report
     assert_parts_sum_to_wall_time(rep)
-    f = only(rep, "input_bound")
-    assert f["severity"] == "warning" and f["evidence"]["measured"] == "sampled"
-    assert f["location"]["line"] == planted_line(script, "LOOP")  # the loop's line that pulls the batch
-    assert f["evidence"]["lines"][0]["line"] == planted_line(script)  # the line inside the generator
-    assert f"{planted_line(script)} (batches" in f["message"]
-    split = rep["summary"]["time_breakdown"]
-    assert max((p for p in PARTS if p not in ("other", "profiler")), key=lambda p: split["components_s"][p]) == "data"
+    # the generator's work, sampled: its heavy line inside the generator, pulled at the loop's line
+    assert sampled_lines(rep, script, "data")[:1] == [planted_line(script)], rep["steps"][-1]["hot_lines"]
+    assert rep["summary"]["time_breakdown"]["components_s"]["data"] > 0
+    f = at_most_one(rep, "input_bound")  # the verdict itself: test_timing_verdicts.py
+    if f is not None:
+        assert f["evidence"]["measured"] == "sampled"
+        assert f["location"]["line"] == planted_line(script, "LOOP")  # the loop's line that pulls the batch
+        assert f["evidence"]["lines"][0]["line"] == planted_line(script)  # the line inside the generator
 
 
 def test_jax_tiny_steps_over_many_leaves_are_launch_bound_at_the_call(profiled):
@@ -164,14 +171,18 @@ def test_jax_tiny_steps_over_many_leaves_are_launch_bound_at_the_call(profiled):
     assert run.proc.returncode == 0 and "done" in run.proc.stdout, run.proc.stderr[-2000:]
     rep = run.report
     assert_parts_sum_to_wall_time(rep)
-    f = only(rep, "launch_bound")
-    device, launch = f["evidence"]["device_ms_per_step"], f["evidence"]["ms_per_step"]
-    assert device is not None  # sampled steps: 30-31, 62-63, ... of the 200
-    assert f["location"]["line"] == planted_line(script)
-    assert f["severity"] == ("warning" if device < launch else "info")
-    assert f["evidence"]["share"] >= 0.4 and f["evidence"]["graphs_per_step"] == pytest.approx(1.0)
-    assert rep["roofline"]["bound_by"]["component"] == "launch"
-    assert not [x for x in rep["findings"] if x["severity"] == "warning" and x["kind"] != "launch_bound"]
+    steady = [s for s in rep["steps"] if s["steady"]]
+    assert steady and all(s["launch_time_s"] > 0 for s in steady)  # each call's dispatch, measured
+    assert [s for s in steady if s["device_time_s"] is not None]  # sampled steps: 30-31, 62-63, ... of the 200
+    f = at_most_one(rep, "launch_bound")  # the verdict itself: test_timing_verdicts.py
+    if f is not None:
+        device, launch = f["evidence"]["device_ms_per_step"], f["evidence"]["ms_per_step"]
+        assert device is not None and f["location"]["line"] == planted_line(script)
+        assert f["severity"] == ("warning" if device < launch else "info")
+        assert f["evidence"]["graphs_per_step"] == pytest.approx(1.0)
+    largest = rep["summary"]["time_breakdown"]["largest"]
+    assert rep["roofline"].get("bound_by", {"component": largest})["component"] == largest, rep["roofline"]
+    assert not warnings_of(rep), rep["findings"]
 
 
 def _device_sampled(report: dict) -> list[dict]:
@@ -193,7 +204,7 @@ def test_jax_device_time_on_sampled_steps_and_the_wait_for_it(profiled):
     assert all(0 < s["device_time_s"] <= s["wall_time_s"] for s in sampled)
     steady = [s for s in rep["steps"][:-1] if s["steady"]]  # the last step ends where its call returned
     assert all(s["device_wait_s"] > 0 and s["time_breakdown"]["device"] > 0 for s in steady)
-    assert rep["summary"]["time_breakdown"]["largest"] == "device"
+    # the largest part, device: test_timing_verdicts.py (on a busy machine, waiting for a CPU can outgrow it)
 
 
 @pytest.mark.parametrize("mode", ["donate", "donate_state"])

@@ -48,13 +48,15 @@ def test_capture_live_jax_job(tmp_path):
 def test_dead_port_fails_at_once_with_one_line(tmp_path):
     port = free_port()  # bound then released: nothing listens there
     t0 = time.monotonic()
-    res = cli("capture", "--service", f"127.0.0.1:{port}", "--logdir", tmp_path, timeout=60)
+    res = cli("capture", "--service", f"127.0.0.1:{port}", "--logdir", tmp_path, timeout=110)
     elapsed = time.monotonic() - t0
     assert res.returncode == 1
     lines = [l for l in res.stderr.splitlines() if l.strip()]
     assert len(lines) == 1, res.stderr
     assert f"127.0.0.1:{port}" in lines[0] and "nothing is listening" in lines[0]
-    assert elapsed < 15, elapsed  # upstream's trace() takes 2+ minutes here
+    # upstream's trace() takes 2+ minutes here; the CLI's own start-up (imports) takes seconds, tens of them on a
+    # busy machine: a bound that tells the two apart under load
+    assert elapsed < 60, elapsed
     assert not xplanes(tmp_path)
 
 

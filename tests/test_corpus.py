@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import TIMING_KINDS
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / "tests" / "corpus"
 KINDS = {"device_to_host_sync", "recompilation", "new_graph", "warmup_compiles", "op_fallback", "graph_break",
@@ -36,6 +38,7 @@ def test_corpus_is_complete():
     scripts = {p.stem for p in CORPUS.glob("*.py")} - {"measure", "make_truth"}
     assert scripts == set(NAMES), "every corpus script needs a truth file and every truth file a script"
     assert len(NAMES) >= 16
+    assert not KINDS & TIMING_KINDS, "a truth names no timing verdict (test_corpus_report_matches_truth drops them)"
     backends = [json.loads((CORPUS / f"{n}.truth.json").read_text())["backend"] for n in NAMES]
     assert backends.count("torch_xla") >= 8 and backends.count("jax") >= 6
     planted = [n for n in NAMES if any(e["severity"] == "warning"
@@ -124,6 +127,10 @@ def test_corpus_report_matches_truth(name, tmp_path, monkeypatch):
     report, err = accuracy.run_profile(name, tmp_path)
     assert report is not None, err
     assert not err, f"the script's exit code changed under profile: {err}"
+    # the truth names no timing verdict (KINDS): which part of a tiny loop's step is largest depends on the load
+    # (xla_ddp_bucket_rebuild got a `host_bound` warning from ~12 sampled steps on a busy machine); those verdicts
+    # are tested on recorded steps (test_timing_verdicts.py)
+    report = dict(report, findings=[f for f in report["findings"] if f["kind"] not in TIMING_KINDS])
     s = accuracy.score(report, accuracy.load_truth(name), CORPUS / f"{name}.py")
     missing = [e for e in s["entries"] if not (e["found"] and e["at_line"] and e["severity_right"])]
     assert not missing, f"expected findings missing / misplaced / wrong severity: {missing}"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SCRIPTS, load_report, run_cli
+from conftest import load_report, run_cli
 from ptxla_perf import html as H, rank_rules, registry, report as R, thresholds
 from ptxla_perf.end_rules import run_end
 from ptxla_perf.findings import ITERATION_RULES
@@ -144,15 +144,11 @@ def test_trace_thresholds_are_named_and_documented():
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("typed")
-    path = tmp / "report.json"
-    proc = run_cli("profile", "--port", "none", "--report", str(path), str(SCRIPTS / "reads_and_fallback.py"),
-                   cwd=tmp)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return load_report(path)
+def live(reads_and_fallback_run):
+    return load_report(reads_and_fallback_run["path"])  # test_one_source.py's run
 
 
+@pytest.mark.xdist_group("reads_and_fallback")
 def test_report_build_runs_the_rules_a_live_session_runs(live):
     """The report's `rules` (judged and not judged) of a live torch_xla run, and of report.build over its records:
     the same set (0.4.0's build ran only the backend-neutral rules)."""

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import SCRIPTS, cli_env, run_cli
+from conftest import SCRIPTS, cli_env, run_cli, sampled_lines, warnings_of
 
 pytestmark = pytest.mark.slow  # real training runs (several compiles each)
 
@@ -42,24 +42,20 @@ def test_device_part_follows_the_blocked_sync_on_a_device_bound_loop(profile):
     """Item 9: on a loop whose sync waits most of each step, a sync sometimes returns before its graph ran (device
     0) and the next one waits for two graphs; capped at one graph's busy time, the rest leaked into `other`. On
     the CPU the sync often blocks on the graph it launches itself, which a cap at the step before's graph missed
-    the same way. The device part is now the device's busy time inside the sync: per steady step where the sync
-    blocked, device and the blocked time agree within 15 % over the run, and no step keeps half of it in `other`."""
-    proc, report = profile(SCRIPTS / "device_bound_convnet.py", "20", "24")
+    the same way. The device part is now the device's busy time inside the sync. End to end: every steady step's
+    device part is within what the graphs it waited for were busy; how much of the wait is the device's and how
+    much a busy machine's `other` is load's, so the 15 % agreement is checked on this loop's recorded steps
+    (test_timing_verdicts.py)."""
+    proc, report = profile(SCRIPTS / "device_bound_convnet.py", "10", "8")  # tiny: no verdict is read here
     assert proc.returncode == 0, proc.stderr[-3000:]
     steady = [s for s in report["steps"] if s.get("steady") and s.get("device_time_s") is not None]
-    walls = sorted(s["wall_time_s"] for s in steady)
-    blocked = []
-    for s in steady:
-        parts = s["time_breakdown"]
-        waited = parts["device"] + parts["other"]  # the sync's blocked time (and what the CPU did elsewhere)
-        if waited > 0.5 * walls[len(walls) // 2]:  # a sync that blocked (not one that returned at once)
-            blocked.append((s["index"], parts["device"], waited))
-    assert len(blocked) >= 8, report["steps"]
-    # over the run, within 15 %; no step left with half its wait or less (the capped pattern), bar a busy machine's
-    summary = report["summary"]["time_breakdown"]["components_s"]
-    assert summary["device"] >= 0.85 * (summary["device"] + summary["other"]), (summary, blocked)
-    off = [b for b in blocked if b[1] < 0.5 * b[2]]
-    assert len(off) <= len(blocked) // 8, (off, blocked)
+    assert steady, report["steps"]
+    by_index = {s["index"]: s for s in report["steps"]}
+    for s in steady:  # at most the busy time of the graph the step before launched and of its own
+        before = by_index.get(s["index"] - 1, {}).get("device_time_s") or 0.0
+        assert 0 <= s["time_breakdown"]["device"] <= before + s["device_time_s"] + 1e-6, (s, before)
+        assert sum(s["time_breakdown"].values()) == pytest.approx(s["wall_time_s"], rel=0.05, abs=1e-6)
+    assert report["summary"]["time_breakdown"]["components_s"]["device"] > 0
 
 
 def test_loading_in_a_loader_thread_is_named_at_the_users_line(profiled):
@@ -72,11 +68,15 @@ def test_loading_in_a_loader_thread_is_named_at_the_users_line(profiled):
     for how in ("mp", "prefetch"):
         proc, report, _ = profiled(script, args=(how,))
         assert proc.returncode == 0 and "epoch 2 accuracy" in proc.stdout, proc.stderr[-3000:]
-        (found,) = [f for f in report["findings"] if f["kind"] == "input_bound"]
-        assert found["severity"] == "warning" and found["location"]["line"] == planted_line(script), found
-        lines = found["evidence"]["lines"]
-        assert lines and lines[0]["line"] == planted_line(script, "DATA_LINE"), (how, lines)
-        assert f"{planted_line(script, 'DATA_LINE')} (__getitem__)" in found["message"], found["message"]
+        # the feeding thread's stack, sampled: the line inside __getitem__ (the input_bound verdict on these runs'
+        # recorded steps: test_timing_verdicts.py; whether the wait is the largest part is the load's)
+        data = sampled_lines(report, script, "data")
+        assert data[:1] == [planted_line(script, "DATA_LINE")], (how, data, report["steps"][-1]["hot_lines"])
+        found = [f for f in report["findings"] if f["kind"] == "input_bound"]
+        assert len(found) <= 1, found
+        for f in found:
+            assert f["location"]["line"] == planted_line(script), f
+            assert f["evidence"]["lines"][0]["line"] == planted_line(script, "DATA_LINE"), (how, f)
         reads = [f for f in report["findings"] if f["kind"] == "device_to_host_sync"]
         assert all(f["severity"] == "info" for f in reads), reads
 
@@ -90,7 +90,7 @@ def test_eval_result_read_after_an_mp_loader_pass_is_once_per_pass(profiled, how
     run = profiled(SCRIPTS / "mp_train_eval.py", args=(how,))
     assert run.proc.returncode == 0 and "epoch 3 accuracy" in run.proc.stdout, run.proc.stderr[-3000:]
     report = run.report
-    assert not [f for f in report["findings"] if f["severity"] == "warning"], report["findings"]
+    assert not warnings_of(report), report["findings"]
     assert not [f for f in report["findings"] if f["kind"] == "graph_break"], report["findings"]
     reads = [f for f in report["findings"] if f["kind"] == "device_to_host_sync"]
     assert reads and all(f["evidence"]["phase"] == "eval" and f["evidence"].get("once_per_pass") for f in reads), reads

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from conftest import SCRIPTS, planted_line  # noqa: E402
+from conftest import SCRIPTS, planted_line, warnings_of  # noqa: E402
 
 # the module's profiled scripts (the `reports` fixture) are shared by its tests: one xdist worker runs them all
 pytestmark = pytest.mark.xdist_group("jax_adapter")
@@ -24,10 +24,6 @@ PLANTED = [
     ("jax_annotated.py", "host_to_device_transfer", {"step"}, "PLANTED"),
     ("jax_mesh_uncommitted.py", "host_to_device_transfer", {"step"}, "PLANTED"),
 ]
-
-
-def warnings_of(report):
-    return [f for f in report["findings"] if f["severity"] in ("warning", "error")]
 
 
 @pytest.fixture(scope="module")

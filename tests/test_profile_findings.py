@@ -6,7 +6,7 @@ from importlib import metadata
 
 import pytest
 
-from conftest import SCRIPTS, planted_line
+from conftest import SCRIPTS, planted_line, warnings_of
 
 # the runs of index_by_step.py and clean_loop.py are shared with test_html_report.py, test_html_browser.py and
 # test_multiprocess.py: one pytest-xdist worker runs them all
@@ -23,10 +23,6 @@ PLANTED = [  # script, finding kind, calls that made it, severity (docs/report.m
     ("nonzero_in_loop.py", "op_fallback", None, "warning"),
     ("sync_mid_step.py", "graph_break", None, "warning"),
 ]
-
-
-def warnings_of(report):
-    return [f for f in report["findings"] if f["severity"] in ("warning", "error")]
 
 
 @pytest.mark.parametrize("script,kind,calls,severity", PLANTED, ids=[p[0] for p in PLANTED])

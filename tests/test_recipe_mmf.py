@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, cli_env, load_report
+from conftest import ROOT, cli_env, load_report, warnings_of
 
 pytestmark = [
     pytest.mark.slow,
@@ -65,7 +65,7 @@ def test_default_config_trains_mmfs_mmbt_cleanly(tmp_path, bert_cache):
     assert report["summary"]["compiles"] == 3
     assert [s["compiles"] for s in report["steps"]] == [1, 1, 1, 0, 0]
     assert report["summary"]["recompiles_after_warmup"] == 0
-    assert not [f for f in report["findings"] if f["severity"] != "info"], report["findings"]
+    assert not warnings_of(report), report["findings"]
     assert report["summary"]["throughput"]["tokens_per_s"] > 0
     # issue 31: the recipe knows its model FLOPs (6·N·tokens a training step, N without the embedding tables):
     # model-FLOPs MFU beside HFU

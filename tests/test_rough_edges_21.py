@@ -4,6 +4,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from conftest import SCRIPTS, cli_env
 
 
@@ -97,18 +99,17 @@ def test_sweep_page_keeps_whole_labels_when_two_overrides_differ(tmp_path):
         assert page.count(f">{label}</text>") >= 2  # on every chart, whole
 
 
-def test_merge_accepts_rank_arguments_shows_what_differs_offers_force_and_notes_a_single_report(tmp_path):
+@pytest.mark.xdist_group("txla_scripts")  # clean_loop.py's run is test_profile_findings.py's
+def test_merge_accepts_rank_arguments_shows_what_differs_offers_force_and_notes_a_single_report(tmp_path, profiled):
     """`merge` refused per-process reports whose command lines differ by a rank argument (`train.py 0 2` vs
     `train.py 1 2`: "different runs (train.py vs train.py)"); a real difference is now shown, --force merges
     anyway, and a merge of one report says it is one process, not the run."""
     import json
 
     from ptxla_perf.report import validate
-    proc = subprocess.run([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report", "base.json",
-                           str(SCRIPTS / "clean_loop.py")], cwd=tmp_path, env=cli_env(), capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    base = json.loads((tmp_path / "base.json").read_text())
+    run = profiled(SCRIPTS / "clean_loop.py")
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    base = run.report
 
     def per_rank(name, rank, *args):
         rep = json.loads(json.dumps(base))

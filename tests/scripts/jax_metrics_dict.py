@@ -42,7 +42,9 @@ def main():
     y = jnp.asarray(rng.standard_normal((4096, 32)).astype(np.float32))
     history = History()
     metrics = defaultdict(list)
-    for step in range(160):  # enough steps for live memory to be sampled often even on a loaded machine
+    # live arrays are counted at least every 64 steps however long a count takes against a step (backends/jax/
+    # memory.py), so 330 steps give memory_growth its 4 samples whatever the machine's load (160 gave 3 at times)
+    for step in range(330):
         w, loss, acc = train_step(w, x, y)
         w.block_until_ready()  # each step waits for its weights (as loops that time their steps do)
         logged = {"loss": loss, "acc": acc, **({"w": w} if WEIGHTS else {})}
