@@ -73,8 +73,9 @@ TRAINING = TrainingThread()  # one per process: a process trains in one session 
 
 
 def _usage_rusage() -> tuple[float, int]:
-    r = resource.getrusage(resource.RUSAGE_THREAD)
-    return r.ru_utime + r.ru_stime, r.ru_nvcsw
+    # the CPU time from the thread's clock: getrusage's utime + stime are scaled from tick samples and held back
+    # to stay monotonic, so a short span can read 0 and a later one catch up
+    return time.thread_time(), resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
 
 
 def _usage_clock() -> tuple[float, int]:
@@ -82,6 +83,6 @@ def _usage_clock() -> tuple[float, int]:
 
 
 # the calling thread's (CPU seconds, voluntary context switches): a span whose count moved blocked - slept on a
-# lock, a queue or I/O - rather than waited for a CPU (preempted on a loaded host). One syscall (Linux); elsewhere
+# lock, a queue or I/O - rather than waited for a CPU (preempted on a loaded host). Two syscalls (Linux); elsewhere
 # the switch count is unknown (-1 both ends: every span counts as blocked)
 usage = _usage_rusage if hasattr(resource, "RUSAGE_THREAD") else _usage_clock
