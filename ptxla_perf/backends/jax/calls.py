@@ -21,6 +21,7 @@ from .transfers import Transfers, array_leaves
 from ...faults import FAULTS, check, guarded
 from ...training_thread import usage
 
+
 class Calls:
     """The jitted-call path; it owns nothing but the order in which the parts see a call."""
 
@@ -46,17 +47,18 @@ class Calls:
             self._steps.before_call(fn, frame, args, kwargs)
             if fn.outs is not None:
                 self._memory.check_donation(fn, args, kwargs, frame)
+            self._transfers.scan(fn, args, kwargs, frame)  # implicit host->device copies among the arguments
         except Exception as exc:
             FAULTS.record("jax.call", exc)
         led.execs += 1
         compiles, compile_time = led.compiles, led.compile_time
         c0, v0 = usage()
         t0 = time.perf_counter()
-        led.own += t0 - o0  # ours: the boundary (steps.before_call) and the donation check
+        led.own += t0 - o0  # ours: the boundary (steps.before_call), the donation check, the argument scan
         scope.depth += 1
         scope.tracing = fn.key
         try:
-            out = self._run(fn, args, kwargs, frame)
+            out = fn.jit(*args, **kwargs)
         finally:
             scope.depth -= 1
             scope.tracing = None
@@ -88,7 +90,3 @@ class Calls:
             self._memory.watch_outputs(fn, out)
         led.add_cost(fn.cost if len(fn.costs) < 2 else self._costs.call_cost(fn, args, kwargs))
         self._steps.after_call(fn, out)
-
-    def _run(self, fn: JitInfo, args: tuple, kwargs: dict, frame):
-        self._transfers.scan(fn, args, kwargs, frame)
-        return fn.jit(*args, **kwargs)
