@@ -72,17 +72,16 @@ def _cpu_clock(thread: threading.Thread):
 TRAINING = TrainingThread()  # one per process: a process trains in one session at a time
 
 
-def _usage_rusage() -> tuple[float, int]:
-    # the CPU time from the thread's clock: getrusage's utime + stime are scaled from tick samples and held back
-    # to stay monotonic, so a short span can read 0 and a later one catch up
-    return time.thread_time(), resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+def _switches_rusage() -> int:
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
 
 
-def _usage_clock() -> tuple[float, int]:
-    return time.thread_time(), -1
+def _switches_unknown() -> int:
+    return -1
 
 
-# the calling thread's (CPU seconds, voluntary context switches): a span whose count moved blocked - slept on a
-# lock, a queue or I/O - rather than waited for a CPU (preempted on a loaded host). Two syscalls (Linux); elsewhere
-# the switch count is unknown (-1 both ends: every span counts as blocked)
-usage = _usage_rusage if hasattr(resource, "RUSAGE_THREAD") else _usage_clock
+# the calling thread's voluntary context switches so far: a span whose count moved blocked - slept on a lock, a
+# queue or I/O - rather than waited for a CPU (preempted on a loaded host). One syscall (Linux); elsewhere unknown
+# (-1: every span counts as blocked). Its CPU time comes from time.thread_time(): getrusage's utime + stime are
+# scaled from tick samples and held back to stay monotonic, so a short span can read 0 and a later one catch up.
+switches = _switches_rusage if hasattr(resource, "RUSAGE_THREAD") else _switches_unknown

@@ -19,7 +19,10 @@ from .ready import ReadyWatch
 from .steps import Steps
 from .transfers import Transfers, array_leaves
 from ...faults import FAULTS, check, guarded
-from ...training_thread import usage
+from ...training_thread import switches
+
+
+QUEUE_MIN_S = 20e-6  # a call's wall time beyond its CPU time below this is not asked about (no syscall)
 
 
 class Calls:
@@ -52,7 +55,7 @@ class Calls:
             FAULTS.record("jax.call", exc)
         led.execs += 1
         compiles, compile_time = led.compiles, led.compile_time
-        c0, v0 = usage()
+        v0, c0 = switches(), time.thread_time()
         t0 = time.perf_counter()
         led.own += t0 - o0  # ours: the boundary (steps.before_call), the donation check, the argument scan
         scope.depth += 1
@@ -66,13 +69,13 @@ class Calls:
             # blocked in it, the rest of its wall time waited for the device (a full queue of in-flight
             # executions, a synchronous copy); where it never blocked, the rest waited for a CPU (a loaded host:
             # the breakdown's `other`)
-            c1, v1 = usage()
-            cpu, compiled = c1 - c0, led.compile_time - compile_time
+            t1, cpu = time.perf_counter(), time.thread_time() - c0
+            compiled = led.compile_time - compile_time
             launch = max(cpu - compiled, 0.0)
             led.launch += launch
-            t1 = time.perf_counter()
-            if v1 != v0 or v1 < 0:
-                led.queue += max(t1 - t0 - compiled - launch, 0.0)
+            rest = t1 - t0 - compiled - launch
+            if rest > QUEUE_MIN_S and (v0 < 0 or switches() != v0):
+                led.queue += rest
             led.call_cpu += cpu
         guarded("jax.call_end", self._after, fn, args, kwargs, frame, out, t0, compiles, compile_time)
         led.own += time.perf_counter() - t1
