@@ -32,7 +32,9 @@ params = jax.device_put({"w1": rng.standard_normal((64, 128)).astype(np.float32)
 x = jax.device_put(rng.standard_normal((32, 64)).astype(np.float32))
 y = jax.device_put(np.zeros((32, 8), np.float32))
 losses = []
-for i in range(28):
+# growth needs 4 live-array samples after warm-up, and the sampler spaces them by their cost (at most every 64
+# steps on a loaded machine): a kept loss runs long enough for that
+for i in range(300 if KEEP == "keep" else 28):
     params, loss = step(params, x, y)
     if KEEP == "keep":
         losses.append(loss)  # PLANTED: every step's loss array stays on the device
