@@ -17,8 +17,9 @@ launcher runs the loop in (a `torch_xla.launch` child).
   stay `read_wait`) and inside jitted calls beyond their CPU time (`queue_wait_s`: a full queue of in-flight
   executions). Where the host ran ahead and one explicit wait (a read every N steps) waited for several steps'
   queued work, that wait is spread back over those steps (pacing.py: `spread_out_s` / `spread_in_s`) and is their
-  `device` part: each such iteration's time is `paced_wall`, not the host's wall between its boundaries. The device's own busy time (`device_time_s`: torch_xla every step, JAX sampled steps) is not a
-  part of the wall time: it overlaps the host's;
+  `device` part: each such iteration's time is `paced_wall`, not the host's wall between its boundaries. The
+  device's own busy time (`device_time_s`: torch_xla every step, JAX sampled steps) is not a part of the wall time:
+  it overlaps the host's;
 - `host`: the main thread's CPU time outside those (the user's Python and graph tracing), at most what is left;
 - `profiler`: ptxla_perf's own time at the step boundary (`own_time_us`: bookkeeping, and on attribution steps the
   graph capture and heap scan), measured: not the program's time, and never counted as its step time;

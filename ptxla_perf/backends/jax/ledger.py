@@ -29,8 +29,8 @@ class Counts(NamedTuple):
     bytes: float
     trans: float
     uncosted: int  # calls whose program cost is not known
-    launch: float  # the training thread's CPU time inside top-level jitted calls, net of their compile time
-    queue: float  # the rest of their wall time: waiting for the device (a full queue, a synchronous copy)
+    launch: float  # the calling thread's CPU time inside top-level jitted calls, net of their compile time
+    queue: float  # the rest of their wall time where the thread blocked: the device (a full queue, a copy)
     own: float  # ptxla_perf's own time around the calls (the step boundary's bookkeeping: the `profiler` part)
     cpu: float  # the training thread's CPU clock (training_thread.py)
     call_cpu: float  # ...of it inside top-level jitted calls
