@@ -69,6 +69,18 @@ def cpu_client(xla: Any, devices: int = 1) -> Any:
     return _CLIENTS[devices]
 
 
+def analysis_options(xla: Any) -> Any:
+    """CompileOptions for a compile made only to read its HLO-level results (buffer assignment, the partitioned
+    module): LLVM's optimizations off, as they change the machine code and nothing those figures read. A step
+    graph's memory figures then cost about a quarter of the CPU compile (2.5 s instead of 11 s measured on a
+    tiny GPT step's graph, the same figures to the byte)."""
+    options = xla.CompileOptions()
+    debug = options.executable_build_options.debug_options
+    debug.xla_backend_optimization_level = 0
+    debug.xla_llvm_disable_expensive_passes = True
+    return options
+
+
 def xla_cost(proto: bytes) -> GraphCost:
     """HloCostAnalysis of a serialized HloModuleProto. Raises when the private entry points are missing."""
     if os.environ.get(DISABLE_ENV):

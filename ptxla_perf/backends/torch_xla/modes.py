@@ -277,7 +277,7 @@ def partitioned_cost(proto: bytes, devices: int):
     hlo, xla = P.jaxlib_hlo_and_client()
     client = hlo_cost.cpu_client(xla, devices)
     module = xla.mlir.xla_computation_to_mlir_module(hlo.XlaComputation(proto))
-    options = xla.CompileOptions()
+    options = hlo_cost.analysis_options(xla)
     build = options.executable_build_options
     build.num_replicas, build.num_partitions = 1, devices
     build.use_spmd_partitioning = True
