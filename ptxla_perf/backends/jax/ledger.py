@@ -82,15 +82,17 @@ class Ledger:
                       self.h2d, self.h2d_bytes, time.perf_counter(), self.d2h_time, self.flops, self.bytes, self.trans, self.uncosted,
                       self.launch, self.queue, self.own, self.cpu(), self.call_cpu, self.blocked, TRAINING.ident)
 
-    def event(self, kind: str, loc: Location | None, detail: dict) -> None:
-        """One event per line and kind per step (repeats add up in detail["transfers"]), at most 16 a step."""
+    def event(self, kind: str, loc: Location | None, detail: Any) -> None:
+        """One event per line and kind per step (repeats add up in its `transfers`), at most 16 a step. `detail`:
+        the kind's typed evidence (records.EVIDENCE) or its keywords."""
         if sum(e.kind != "compile" for e in self.events) >= MAX_EVENTS_PER_STEP:
             return
         for e in self.events:
             if e.kind == kind and e.location == loc and kind != "compile":
-                e.detail.transfers += detail.get("transfers", 1)
-                if detail.get("seconds") is not None and getattr(e.detail, "seconds", None) is not None:
-                    e.detail.seconds += detail["seconds"]  # eager uploads: their time adds up too
+                get = detail.get if isinstance(detail, dict) else lambda k, d=None: getattr(detail, k, d)
+                e.detail.transfers += get("transfers", 1)
+                if get("seconds") is not None and getattr(e.detail, "seconds", None) is not None:
+                    e.detail.seconds += get("seconds")  # eager uploads: their time adds up too
                 return
         self.events.append(Event(kind, loc, detail))
 

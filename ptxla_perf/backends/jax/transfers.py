@@ -15,7 +15,7 @@ import numpy as np
 
 from ... import provenance
 from ...frames import TOOL, USER, classify, user_frame
-from ...records import Location
+from ...records import Location, TransferEvidence
 from . import _private as P
 from .jitted import JitInfo
 from .ledger import SKIP, Ledger, Scope
@@ -239,16 +239,18 @@ class Transfers:
         led.h2d_bytes += found.nbytes
         loc = user_frame(frame)[0] if led.lines else None
         shapes = sorted(found.shapes, key=lambda s: -math.prod(s))
-        led.event("host_to_device_transfer", loc,
-                  {"call": fn.name, "shapes": shapes[:6], "bytes": found.nbytes, "transfers": found.n,
-                   "arrays": found.n, "source": sorted(found.kinds), "repeated_buffers": found.repeated,
-                   "origins": dict(found.origins), "made_by": found.made,
-                   # what is wasted: the same host buffer copied again within a few steps (parameters left in
-                   # NumPy), arrays read back from the device and sent again (a round trip), values the loop
-                   # makes on the host (random draws, constants, Python lists: one transfer per element),
-                   # arrays resharded on every call. A fresh NumPy batch per call is the input pipeline.
-                   "avoidable": bool(found.repeated or found.kinds & {"python list", "uncommitted jax.Array"}
-                                     or set(found.origins) - {"data"})})
+        # typed here, not as keywords: a fresh NumPy batch makes one of these every call, and records.evidence's
+        # conversion of a dict costs several times the class's own constructor
+        led.event("host_to_device_transfer", loc, TransferEvidence(
+            call=fn.name, shapes=shapes[:6], bytes=found.nbytes, transfers=found.n, arrays=found.n,
+            source=sorted(found.kinds), repeated_buffers=found.repeated, origins=dict(found.origins),
+            made_by=found.made,
+            # what is wasted: the same host buffer copied again within a few steps (parameters left in NumPy),
+            # arrays read back from the device and sent again (a round trip), values the loop makes on the host
+            # (random draws, constants, Python lists: one transfer per element), arrays resharded on every call.
+            # A fresh NumPy batch per call is the input pipeline.
+            avoidable=bool(found.repeated or found.kinds & {"python list", "uncommitted jax.Array"}
+                           or set(found.origins) - {"data"})))
 
     def _call_origins(self, frame):
         """Where each argument of the call a user frame is making came from (provenance.py), cached per call
