@@ -110,6 +110,7 @@ class JaxAdapter:
 
     def stop(self) -> StepRecord | None:
         self._hooks.remove()
+        self._calls.stopped = True  # functions jitted while hooked, called later (the next cell, another session)
         self._steps.finish()
         self._ready.stop()
         return self._steps.tail()
