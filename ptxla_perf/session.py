@@ -425,13 +425,13 @@ class Session(BoundaryPath):
             guarded("finish.unfollow", self.follower.unfollow)
 
     @property
-    def boundaries(self) -> int:
-        """The step boundaries seen so far."""
-        return self._boundary_count
+    def ran(self) -> bool:
+        """Whether the program has run work on this session's backend: a step boundary, or the adapter says so."""
+        return self._boundary_count > 0 or bool(self.caps.ran is not None and guarded("adapter.ran", self.caps.ran))
 
     def discard(self) -> None:
-        """Undo `start` before the first boundary, writing nothing: `profile` saw the program import the framework
-        that is its backend after this one's (session_on_import.py). Its hooks are removed; nothing was measured."""
+        """Undo `start` before the program ran anything on this backend (`ran`), writing nothing: `profile` saw the
+        program import the framework that is its backend after this one's (session_on_import.py)."""
         if self._finished is not None:
             return
         if self.sampler is not None:

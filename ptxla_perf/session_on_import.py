@@ -5,8 +5,8 @@ imports it (a script that sets JAX_PLATFORMS or XLA_FLAGS before its import gets
 The session starts once the framework's own import has completed, before the statement that imported it goes on:
 its hooks are in place before the program's first call into the framework, wherever the import is (the script, a
 module of its own, a library; any import form). Which one (which_backend.py): the first imported, except that
-torch_xla imported before any JAX step was counted takes over from JAX (a torch_xla script that imports JAX for a
-utility, `import jax` sorted first). A backend named with `--backend` is the only one watched.
+torch_xla imported before the program ran a jitted JAX function takes over from JAX (a torch_xla script that
+imports JAX for a utility, `import jax` sorted first). A backend named with `--backend` is the only one watched.
 
 A program that never imports a framework, or whose import of it fails (torch_xla without torch), runs as it would
 without us: its own output, its own error and exit code, then one line saying why nothing was profiled."""
@@ -71,7 +71,7 @@ class SessionOnImport:
     def _imported(self, name: str, where: str | None = None) -> None:
         backend, current = FRAMEWORKS[name], self.session
         if current is not None:
-            if self.named or not takes_over(current.backend, backend, current.boundaries > 0):
+            if self.named or not takes_over(current.backend, backend, current.ran):
                 return
             current.discard()  # nothing measured yet: the run is the other framework's
             self.session = None

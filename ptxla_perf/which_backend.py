@@ -4,7 +4,8 @@ process has already imported (an in-process capture window), the modules in a no
 so they never disagree.
 
 When both are imported, torch_xla wins: a torch_xla script may import JAX for a utility (and isort puts
-`import jax` first). `profile` keeps JAX only where JAX steps were counted before torch_xla was imported."""
+`import jax` first). `profile` keeps JAX only where the program ran a jitted JAX function before it imported
+torch_xla."""
 from __future__ import annotations
 
 import sys
@@ -33,7 +34,7 @@ def detect_backend(found: Iterable[str] | None = None) -> str | None:
     return "torch_xla" if "torch_xla" in found else "jax" if "jax" in found else None
 
 
-def takes_over(current: str, new: str, stepped: bool) -> bool:
+def takes_over(current: str, new: str, ran: bool) -> bool:
     """Whether a framework the program imports after the session's own (`current`) becomes the run's backend:
-    the detector's choice between the two, while no step of `current` has been counted (`stepped`)."""
-    return not stepped and new != current and detect_backend({current, new}) == new
+    the detector's choice between the two, while the program has run nothing on `current` (`ran`)."""
+    return not ran and new != current and detect_backend({current, new}) == new

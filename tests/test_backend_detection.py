@@ -65,6 +65,14 @@ def test_torch_xla_script_that_imports_jax_first_is_torch_xla(tmp_path):
     assert data["run"]["backend_detection"].startswith("torch_xla imported at ")
 
 
+def test_a_jax_program_that_imports_torch_xla_after_its_jitted_calls_stays_jax(tmp_path):
+    """Its 5 jitted calls are not steps yet (the step function is decided at the end), but they ran: JAX stays."""
+    proc, report = profile(tmp_path, SCRIPTS / "jax_then_torch_xla.py", **JAX_ENV)
+    assert proc.returncode == 0 and "done torch_xla" in proc.stdout, proc.stderr[-3000:]
+    data = load_report(report)
+    assert data["backend"] == "jax" and data["summary"]["steps"] == 5
+
+
 def test_torch_xla_script_is_found_from_its_import(tmp_path):
     proc, report = profile(tmp_path, SCRIPTS / "clean_loop.py")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -180,9 +188,9 @@ def test_the_watch_is_told_of_failed_imports_which_go_on_unchanged(pkg):
                                                                           "ModuleNotFoundError")]
 
 
-def test_torch_xla_takes_over_only_before_the_first_jax_step():
+def test_torch_xla_takes_over_only_before_the_program_ran_jax():
     from ptxla_perf.which_backend import detect_backend, takes_over
     assert detect_backend({"jax", "torch_xla"}) == "torch_xla" and detect_backend(set()) is None
-    assert takes_over("jax", "torch_xla", stepped=False)
-    assert not takes_over("jax", "torch_xla", stepped=True)
-    assert not takes_over("torch_xla", "jax", stepped=False)
+    assert takes_over("jax", "torch_xla", ran=False)
+    assert not takes_over("jax", "torch_xla", ran=True)
+    assert not takes_over("torch_xla", "jax", ran=False)

@@ -21,7 +21,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--report", default="ptxla_perf_report.json", help="JSON report path (default: %(default)s)")
     p.add_argument("--backend", choices=["auto", "torch_xla", "jax"], default="auto",
                    help="auto: the framework the program imports (torch_xla where it imports both before its first "
-                        "JAX step); the session starts when that import completes (default: %(default)s)")
+                        "jitted JAX call); the session starts when that import completes (default: %(default)s)")
     p.add_argument("--port", default=None,
                    help=f"profiler server port, or 'none' (default: {DEFAULT_PORT}, or the next free port when it is "
                         "taken)")

@@ -128,6 +128,10 @@ class JaxAdapter:
             self._ready.arm(n + 1)
 
     # --- the rest of the contract ------------------------------------------------------------------
+    def ran(self) -> bool:
+        """A jitted function of the program's has run (base.Runs)."""
+        return self._ledger.execs > 0
+
     def host_to_device_bytes(self) -> int | None:
         return self._ledger.h2d_bytes
 
