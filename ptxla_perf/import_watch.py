@@ -14,9 +14,9 @@ from typing import Any, Callable, Iterable
 
 
 class ImportWatch:
-    """Watches the top-level modules `names`. `on_import(name)`: `name`'s import completed (or it was already
-    imported when the watch was installed). `on_failure(name, exc)`: importing it raised `exc` (it is not
-    installed, or its own imports failed), which then goes on to the program."""
+    """Watches the top-level modules `names`. `on_import(name)`: `name`'s import completed (one imported before
+    the watch was installed is the caller's to look up in sys.modules). `on_failure(name, exc)`: importing it
+    raised `exc` (it is not installed, or its own imports failed), which then goes on to the program."""
 
     def __init__(self, names: Iterable[str], on_import: Callable[[str], None],
                  on_failure: Callable[[str, BaseException], None]):
@@ -27,9 +27,6 @@ class ImportWatch:
 
     def install(self) -> "ImportWatch":
         sys.meta_path.insert(0, self)
-        for name in sorted(self.names & set(sys.modules)):  # imported before us (e.g. by a wrapper around the CLI)
-            if not _initializing(sys.modules[name]):
-                self.on_import(name)
         return self
 
     def remove(self) -> None:
@@ -103,6 +100,3 @@ class _Loader:
     def __getattr__(self, name: str):  # anything else the import system or a library asks of the loader
         return getattr(self.real, name)
 
-
-def _initializing(module: Any) -> bool:
-    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
