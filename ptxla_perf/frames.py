@@ -146,7 +146,7 @@ def is_user_file(filename: str) -> bool:
 def print_user_traceback(exc: BaseException, file=None) -> None:
     """Print a crash of the user's script as Python itself would: the frames of ptxla_perf and of runpy that ran
     the script are dropped from the top of the traceback (the script's own frames, and libraries below them,
-    stay)."""
+    stay), and so is the import watch's frame inside a failed import of a framework (import_watch.py)."""
     import runpy
     import traceback
 
@@ -155,4 +155,11 @@ def print_user_traceback(exc: BaseException, file=None) -> None:
     while tb is not None and (tb.tb_frame.f_code.co_filename.startswith("<frozen runpy")
                               or os.path.realpath(tb.tb_frame.f_code.co_filename).startswith(ours)):
         tb = tb.tb_next
+    watch = os.path.realpath(os.path.join(_HERE, "import_watch.py"))
+    link = tb
+    while link is not None and link.tb_next is not None:
+        if os.path.realpath(link.tb_next.tb_frame.f_code.co_filename) == watch:
+            link.tb_next = link.tb_next.tb_next
+        else:
+            link = link.tb_next
     traceback.print_exception(type(exc), exc, tb, file=file or sys.stderr)

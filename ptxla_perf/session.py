@@ -136,6 +136,17 @@ def make_adapter(backend: str, attribution: dict | None) -> Adapter:
     raise SessionError(f"unknown backend {backend!r} (torch_xla or jax)")
 
 
+def check_options(*, server_off: str, port: int | None, port_fallback: bool = False) -> None:
+    """What a session opened later (at the framework's import: session_on_import.py) would fail on, checked before
+    the program runs: a port the user chose that is taken (a default port gives way when the session starts)."""
+    if port is None or port_fallback:
+        return
+    try:
+        check_port(int(port))
+    except SessionError as exc:
+        raise SessionError(str(exc).replace("turn the server off", f"turn the server off: {server_off}")) from None
+
+
 def open_session(backend: str, *, server_off: str, **options: Any) -> "Session":
     """Make and start a session (the runner's and `profile`'s one way in). A set-up problem is a SessionError
     whose message says how to turn the profiler server off in the caller's own terms (`server_off`)."""
@@ -392,11 +403,7 @@ class Session(BoundaryPath):
         self.tail = guarded("adapter.stop", self.adapter.stop)  # may still give the last boundary (JAX)
         if self._steps_file is not None:
             guarded("finish.steps_file", self._steps_file.close)
-        for sig, handler in self._old_handlers.items():
-            signal.signal(sig, handler)
-        self._old_handlers.clear()
-        if self.follower is not None:
-            guarded("finish.unfollow", self.follower.unfollow)
+        self._release()
         end = Outcome(status, exit_code, stop_reason)
         report = guarded("report", self.report, end)
         if report is not None and self.follower and not self.steps:  # a parent that only spawned: its children's
@@ -408,6 +415,30 @@ class Session(BoundaryPath):
                           rows=self._rows)
         self._rows = None  # every iteration's row: only the scalars needed them
         return report
+
+    def _release(self) -> None:
+        """Give back what start took from the process: the signal handlers, the launcher's patch."""
+        for sig, handler in self._old_handlers.items():
+            signal.signal(sig, handler)
+        self._old_handlers.clear()
+        if self.follower is not None:
+            guarded("finish.unfollow", self.follower.unfollow)
+
+    @property
+    def ran(self) -> bool:
+        """Whether the program has run work on this session's backend: a step boundary, or the adapter says so."""
+        return self._boundary_count > 0 or bool(self.caps.ran is not None and guarded("adapter.ran", self.caps.ran))
+
+    def discard(self) -> None:
+        """Undo `start` before the program ran anything on this backend (`ran`), writing nothing: `profile` saw the
+        program import the framework that is its backend after this one's (session_on_import.py)."""
+        if self._finished is not None:
+            return
+        if self.sampler is not None:
+            guarded("finish.sampler", self.sampler.stop)
+        guarded("adapter.stop", self.adapter.stop)
+        self._release()
+        self._finished = {}
 
     def run(self, body: Callable[[], Any], on_end: Callable[[Outcome, BaseException | None], None] | None = None
             ) -> tuple[Outcome, BaseException | None]:

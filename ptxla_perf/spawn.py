@@ -67,7 +67,8 @@ def new_run_id() -> tuple[str, str]:
 def plan_of(facts, output, *, port: int | None, attribution: dict[str, Any], max_warmup: int, guard: Any
             ) -> ChildPlan:
     """The plan of a session's children, from its facts (session_report.RunFacts) and output settings."""
-    run = {k: v for k, v in facts.info.items() if k in ("kind", "script", "recipe", "argv", "backend_choice")}
+    run = {k: v for k, v in facts.info.items()
+           if k in ("kind", "script", "recipe", "argv", "backend_choice", "backend_detection")}
     report = os.path.abspath(output.report_path or "ptxla_perf_report.json")
     return ChildPlan(backend=facts.backend, report_path=report, run_id=facts.run_id, port=port, run=run,
                      attribution=dict(attribution), max_warmup=max_warmup, guard=guard, console=output.console,

@@ -81,6 +81,13 @@ class MeasuresGraphMemory(Protocol):
         """Per-graph memory figures (`graphs`, `notes`); `final`: the run has ended (HLO may be compiled now)."""
 
 
+@runtime_checkable
+class Runs(Protocol):
+    def ran(self) -> bool:
+        """Whether the program has run work of its own on this backend yet (JAX: a jitted call), boundary or not:
+        `profile` keeps this backend then, when the program imports the other framework (session_on_import.py)."""
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """The optional members an adapter has, bound, or None: checked once when the session starts."""
@@ -89,13 +96,15 @@ class Capabilities:
     settle: Callable[..., None] | None = None
     device_memory: Callable[[], dict[str, Any] | None] | None = None
     graph_memory: Callable[..., dict[str, Any]] | None = None
+    ran: Callable[[], bool] | None = None
 
     @classmethod
     def of(cls, adapter: Any) -> "Capabilities":
         return cls(adapter.sampler_codes if isinstance(adapter, SamplesCode) else None,
                    adapter.settle if isinstance(adapter, Settles) else None,
                    adapter.device_memory if isinstance(adapter, MeasuresDeviceMemory) else None,
-                   adapter.graph_memory if isinstance(adapter, MeasuresGraphMemory) else None)
+                   adapter.graph_memory if isinstance(adapter, MeasuresGraphMemory) else None,
+                   adapter.ran if isinstance(adapter, Runs) else None)
 
     def memory(self, final: bool) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         """(the device's runtime figures or None, the per-graph figures) for the memory section."""

@@ -10,15 +10,18 @@ import sys
 from ..cli import COMMANDS, UsageError, describe, number
 from ..config import DEFAULT_PORT, MAX_WARMUP, RooflineConfig
 from ..frames import print_user_traceback
-from ..which_backend import detect_backend
-from ..session import SessionError, open_session
+from ..requires import missing_framework
+from ..session import SessionError, check_options, open_session
+from ..session_on_import import SessionOnImport
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("profile", help=COMMANDS["profile"],
                        description=describe(__doc__))
     p.add_argument("--report", default="ptxla_perf_report.json", help="JSON report path (default: %(default)s)")
-    p.add_argument("--backend", choices=["auto", "torch_xla", "jax"], default="auto")
+    p.add_argument("--backend", choices=["auto", "torch_xla", "jax"], default="auto",
+                   help="auto: the framework the program imports (torch_xla where it imports both before its first "
+                        "jitted JAX call); the session starts when that import completes (default: %(default)s)")
     p.add_argument("--port", default=None,
                    help=f"profiler server port, or 'none' (default: {DEFAULT_PORT}, or the next free port when it is "
                         "taken)")
@@ -64,25 +67,29 @@ def run(args) -> int:
     script = args.script
     if not os.path.isfile(script):
         raise UsageError(f"no such script: {script}")
-    try:
-        source = open(script, encoding="utf-8", errors="replace").read()
-    except OSError as exc:
-        raise UsageError(f"cannot read {script}: {exc.strerror}") from None
+    if not os.access(script, os.R_OK):
+        raise UsageError(f"cannot read {script}")
     port = parse_port(args.port)
-    backend = (detect_backend(source) or "torch_xla") if args.backend == "auto" else args.backend
-    try:
-        session = open_session(
+    named = None if args.backend == "auto" else args.backend
+    missing = missing_framework(named) if named else None
+    if missing:
+        raise UsageError(f"--backend {named} {missing}")
+    try:  # what the session, opened at the framework's import, would fail on: said now, before the script runs
+        check_options(server_off="--port none", port=port, port_fallback=args.port is None)
+    except SessionError as exc:
+        raise UsageError(str(exc)) from None
+
+    def open_for(backend: str, detection: str):
+        return open_session(
             backend, server_off="--port none", report_path=args.report, port=port,
             run={"kind": "script", "script": os.path.abspath(script), "argv": [script] + args.args,
-                 "backend_choice": args.backend},
+                 "backend_choice": args.backend, "backend_detection": detection},
             attribution={"mode": args.attribution}, max_warmup=args.max_warmup,
             guard=None if args.guard == "off" else "default", tensorboard_dir=args.tensorboard,
             steps_file=os.path.abspath(args.steps_file) if args.steps_file else None,
             roofline=RooflineConfig(args.peak_tflops, args.peak_gbps, args.device_memory_gb,
                                     model_flops_per_step=args.model_flops_per_step),
             port_fallback=args.port is None)
-    except SessionError as exc:
-        raise UsageError(str(exc)) from None
     sys.argv = [script] + list(args.args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
 
@@ -91,6 +98,7 @@ def run(args) -> int:
             print(exc.code, file=sys.stderr)  # sys.exit("message"), as Python prints it
         elif exc is not None and not isinstance(exc, (SystemExit, KeyboardInterrupt)):
             print_user_traceback(exc)  # the user's own crash: their traceback, as Python would show it
-    # __file__ absolute, as under `python script.py`
-    end, _ = session.run(lambda: runpy.run_path(os.path.abspath(script), run_name="__main__"), on_end)
-    return end.exit_code
+    # the session opens when the program imports its framework (session_on_import.py); __file__ absolute, as
+    # under `python script.py`
+    return SessionOnImport(named, open_for).run(
+        lambda: runpy.run_path(os.path.abspath(script), run_name="__main__"), on_end)

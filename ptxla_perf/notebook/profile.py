@@ -9,29 +9,26 @@ import types
 from typing import Any
 
 from ..outcome import SessionError
+from ..which_backend import backend_of, imported
 from . import inline
 from .report import Report
 from .jax_adopt import adopt
 from .jax_adopt import restore
 
-_PREFIXES = {"torch_xla": "torch_xla", "jax": "jax", "jaxlib": "jax", "flax": "jax"}
-
 
 def detect_backend(namespace: dict[str, Any] | None) -> str:
     """The backend the code around us uses: the modules imported into the caller's namespace (a notebook's
-    globals), else the one of torch_xla / jax that is imported at all. Both, or neither: name it."""
+    globals), else the one of torch_xla / jax that is imported at all (which_backend.py, the detector `profile`
+    and capture use). Both, or neither: name it (a cell's code does not say which one its loop runs)."""
     found = set()
     for value in list((namespace or {}).values()):
         try:
             mod = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
         except Exception:  # noqa: BLE001 - an object whose attributes raise says nothing about the backend
             continue
-        if isinstance(mod, str):
-            top = mod.split(".", 1)[0]
-            if top in _PREFIXES:
-                found.add(_PREFIXES[top])
-    if not found:
-        found = {b for m, b in _PREFIXES.items() if m in sys.modules and m != "jaxlib"}
+        if isinstance(mod, str) and backend_of(mod):
+            found.add(backend_of(mod))
+    found = found or imported()
     if len(found) == 1:
         return found.pop()
     if found:

@@ -110,6 +110,7 @@ class JaxAdapter:
 
     def stop(self) -> StepRecord | None:
         self._hooks.remove()
+        self._calls.stopped = True  # functions jitted while hooked, called later (the next cell, another session)
         self._steps.finish()
         self._ready.stop()
         return self._steps.tail()
@@ -127,6 +128,10 @@ class JaxAdapter:
             self._ready.arm(n + 1)
 
     # --- the rest of the contract ------------------------------------------------------------------
+    def ran(self) -> bool:
+        """A jitted function of the program's has run (base.Runs)."""
+        return self._ledger.execs > 0
+
     def host_to_device_bytes(self) -> int | None:
         return self._ledger.h2d_bytes
 

@@ -38,10 +38,11 @@ class Calls:
         self._costs = costs
         self._memory = memory
         self._ready = ready
+        self.stopped = False  # the session ended (or was discarded): a function it wrapped is the plain one again
 
     def call(self, fn: JitInfo, args: tuple, kwargs: dict):
         scope, led = self._scope, self._ledger
-        if scope.depth:  # called while tracing another jitted function: not a launch
+        if scope.depth or self.stopped:  # called while tracing another jitted function: not a launch
             return fn.jit(*args, **kwargs)
         o0 = time.perf_counter()
         frame = sys._getframe(2)  # the caller of the wrapper (jitted.Jitted.__call__)
