@@ -35,6 +35,10 @@ def test_the_legs_pin_the_bounds_measured():
     assert _pins("constraints.txt")["torch_xla"] == xla_high and _pins("constraints.txt")["torch"] == \
         versions.MEASURED["torch"][1]
     assert versions.where("jax", _pins("constraints.txt")["jax"]) == "measured"  # the whole suite's jax
+    # the Python 3.10 leg links the main venv's nvidia/ CUDA wheels: they are the ones its torch pins only while both
+    # venvs have the same torch
+    assert _pins(".ci/compat-torch_xla-py310.txt")["torch"] == _pins("constraints.txt")["torch"]
+    assert not [p for p in _pins(".ci/compat-torch_xla-py310.txt") if p.startswith(("nvidia", "triton"))]
 
 
 def test_pyproject_lower_bounds_are_the_oldest_measured_and_jax_has_no_cap():
