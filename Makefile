@@ -54,19 +54,47 @@ test-stress: setup
 	echo "test-stress: $(BURNERS) CPU burners ($$pids) beside the timing-sensitive tests"; \
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) $(STRESS_ARGS) $(STRESS_TESTS)
 
-# The oldest supported framework versions (README: "Supported versions"), each against a real subset of the suite:
-# - jax leg: a venv of its own with no torch (pip's cache makes a rebuild cheap), jax as in .ci/compat-jax.txt;
-# - torch_xla leg: torch_xla 2.8 + torch 2.8 installed --no-deps into a venv that reuses the main venv's packages
-#   (a .pth line): torch 2.8's CUDA libraries (~4 GB) are the main venv's, so only torch and torch_xla download.
+# The framework versions measured beside `make test`'s (README: "Supported versions"; ptxla_perf/versions.py), each
+# against a real subset of the suite, each pinned by a pip freeze under .ci/:
+# - jax (oldest): a venv of its own with no torch on the default Python, jax as in .ci/compat-jax.txt;
+# - jax (newest) on Python 3.13 (3.12 if 3.13 is missing), no torch: .ci/compat-jax-new.txt;
+# - torch_xla 2.8 + torch 2.8 installed --no-deps into a venv that reuses the main venv's packages (a .pth line):
+#   torch 2.8's CUDA libraries (~4 GB) are the main venv's, so only torch and torch_xla download;
+# - torch_xla 2.9 + torch 2.9 on Python 3.10, installed --no-deps from .ci/compat-torch_xla-py310.txt: the CUDA
+#   libraries are pure-Python wheels (py3-none), the very versions torch 2.9.0 pins, so the venv links the main
+#   venv's nvidia/ folder instead of downloading ~3 GB again (triton is not installed: the CPU never loads it).
+# pip's cache (~/.cache/pip) is shared by all of them: a rebuild downloads nothing.
 COMPAT_JAX   ?= .venv-compat-jax
+COMPAT_JAX_NEW ?= .venv-compat-jax-new
 COMPAT_XLA   ?= .venv-compat-xla28
+COMPAT_XLA310 ?= .venv-compat-xla29-py310
 COMPAT_JAX_TESTS ?= tests/test_jax_adapter.py tests/test_without_torch.py tests/test_doctor.py
+COMPAT_JAX_NEW_TESTS ?= tests/test_jax_adapter.py tests/test_jax_compat.py tests/test_without_torch.py \
+	tests/test_doctor.py
 COMPAT_XLA_TESTS ?= tests/test_profile_findings.py tests/test_oom.py tests/test_doctor.py
+# (test_oom's memory join needs jaxlib, which [torch_xla] does not install: the 2.8 leg runs it over the main venv)
+COMPAT_XLA310_TESTS ?= tests/test_profile_findings.py::test_planted_problem_found_at_its_line \
+	'tests/test_profile_findings.py::test_clean_loop_has_no_warnings[clean_loop.py]' \
+	tests/test_torch_xla_private.py tests/test_doctor.py
 MAIN_SITE = $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# The other Pythons: the first candidate that runs, by its real path (pyenv's shim for a version that is not active
+# exists but fails). Override: make test-compat PYTHON_NEW=/path/to/python3.13 PYTHON_310=/path/to/python3.10
+first_python = $(shell for p in $(1); do "$$p" -c 'import sys; print(sys.executable)' 2>/dev/null && break; done)
+PYTHON_NEW ?= $(call first_python,python3.13 $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3) python3.12 \
+	$(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3))
+PYTHON_310 ?= $(call first_python,python3.10 $(wildcard $(HOME)/.pyenv/versions/3.10*/bin/python3))
 
 $(COMPAT_JAX)/.installed: pyproject.toml setup.py .ci/compat-jax.txt
 	test -x $(COMPAT_JAX)/bin/python || $(PYTHON) -m venv $(COMPAT_JAX)
-	$(COMPAT_JAX)/bin/python -m pip install --quiet -c .ci/compat-jax.txt -e ".[jax,test]"
+	$(COMPAT_JAX)/bin/python -m pip install --quiet -c .ci/compat-jax.txt -e ".[jax-recipes,test]"
+	touch $@
+
+# the newest jax first, as a user has it; then ours beside it (pyproject's [jax] has no cap: nothing is replaced)
+$(COMPAT_JAX_NEW)/.installed: pyproject.toml setup.py .ci/compat-jax-new.txt
+	@test -n "$(PYTHON_NEW)" || { echo "test-compat: no Python 3.13 or 3.12 found (set PYTHON_NEW=/path/to/python3.13)"; exit 1; }
+	test -x $(COMPAT_JAX_NEW)/bin/python || $(PYTHON_NEW) -m venv $(COMPAT_JAX_NEW)
+	$(COMPAT_JAX_NEW)/bin/python -m pip install --quiet -c .ci/compat-jax-new.txt jax jaxlib
+	$(COMPAT_JAX_NEW)/bin/python -m pip install --quiet -c .ci/compat-jax-new.txt -e ".[jax,test]"
 	touch $@
 
 $(COMPAT_XLA)/.installed: $(STAMP) .ci/compat-torch_xla.txt
@@ -76,15 +104,27 @@ $(COMPAT_XLA)/.installed: $(STAMP) .ci/compat-torch_xla.txt
 	$(PY) -m pip --python $(COMPAT_XLA)/bin/python install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-test-compat: setup $(COMPAT_JAX)/.installed $(COMPAT_XLA)/.installed
-	$(COMPAT_JAX)/bin/python -c 'import jax, importlib.util as u; assert not u.find_spec("torch"); print("jax leg: jax", jax.__version__, "(no torch)")'
+$(COMPAT_XLA310)/.installed: $(STAMP) .ci/compat-torch_xla-py310.txt
+	@test -n "$(PYTHON_310)" || { echo "test-compat: no Python 3.10 found (set PYTHON_310=/path/to/python3.10)"; exit 1; }
+	test -x $(COMPAT_XLA310)/bin/python || $(PYTHON_310) -m venv --without-pip $(COMPAT_XLA310)
+	ln -sfn "$(MAIN_SITE)/nvidia" "$$($(COMPAT_XLA310)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/nvidia"
+	$(PY) -m pip --python $(COMPAT_XLA310)/bin/python install --quiet --no-deps -r .ci/compat-torch_xla-py310.txt
+	$(PY) -m pip --python $(COMPAT_XLA310)/bin/python install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+test-compat: setup $(COMPAT_JAX)/.installed $(COMPAT_JAX_NEW)/.installed $(COMPAT_XLA)/.installed $(COMPAT_XLA310)/.installed
+	$(COMPAT_JAX)/bin/python -c 'import sys, jax, importlib.util as u; assert not u.find_spec("torch"); print("jax leg: jax", jax.__version__, "(no torch), Python", sys.version.split()[0])'
 	$(COMPAT_JAX)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) $(COMPAT_JAX_TESTS)
-	$(COMPAT_XLA)/bin/python -c 'import torch, torch_xla; print("torch_xla leg: torch", torch.__version__, "torch_xla", torch_xla.__version__)'
+	$(COMPAT_JAX_NEW)/bin/python -c 'import sys, jax, importlib.util as u; assert not u.find_spec("torch"); print("newest jax leg: jax", jax.__version__, "(no torch), Python", sys.version.split()[0])'
+	$(COMPAT_JAX_NEW)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) $(COMPAT_JAX_NEW_TESTS)
+	$(COMPAT_XLA)/bin/python -c 'import sys, torch, torch_xla; print("torch_xla leg: torch", torch.__version__, "torch_xla", torch_xla.__version__, "Python", sys.version.split()[0])'
 	$(COMPAT_XLA)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) $(COMPAT_XLA_TESTS)
+	$(COMPAT_XLA310)/bin/python -c 'import sys, torch, torch_xla; print("Python 3.10 torch_xla leg: torch", torch.__version__, "torch_xla", torch_xla.__version__, "Python", sys.version.split()[0])'
+	$(COMPAT_XLA310)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) $(COMPAT_XLA310_TESTS)
 
 bench: setup
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/analyze.py
 
 clean:
-	rm -rf $(VENV) $(COMPAT_JAX) $(COMPAT_XLA) outputs multirun build *.egg-info
+	rm -rf $(VENV) $(COMPAT_JAX) $(COMPAT_JAX_NEW) $(COMPAT_XLA) $(COMPAT_XLA310) outputs multirun build *.egg-info

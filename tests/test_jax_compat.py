@@ -86,3 +86,17 @@ def test_every_feature_is_on_with_the_installed_jax():
     flags = {f.name: getattr(caps, f.name) for f in dataclasses.fields(caps) if isinstance(getattr(caps, f.name), bool)}
     assert len(flags) == 11 and all(flags.values()), caps.off
     assert not [n for n in caps.notes() if n.startswith("not measured")]
+
+
+def test_the_report_note_says_the_measured_range_as_doctor_does():
+    """One range everywhere (issue 38: the report said "tested range 0.8.2 to 0.10.2", doctor 0.7 <= jax < 0.11):
+    no note inside it, the newest release run (0.12.0.1) included; a newer one is "not measured here", not refused."""
+    from ptxla_perf.backends.jax import _private as P
+    from ptxla_perf.commands import doctor
+    ls = P.listeners()
+    assert P._version_note("0.7.0", ls) is None and P._version_note("0.12.0.1", ls) is None
+    newer = P._version_note("0.13.0", ls)
+    assert newer.startswith("jax 0.13.0 is newer than the versions measured here (0.7.0 to 0.12.0.1): not measured "
+                            "here"), newer
+    assert "older than the supported range (0.7.0 to 0.12.0.1)" in P._version_note("0.6.2", ls)
+    assert "(0.7.0 to 0.12.0.1)" in doctor.features({"jax": "0.13.0"})["profile jax scripts"]

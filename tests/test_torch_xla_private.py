@@ -24,6 +24,14 @@ def test_a_missing_name_turns_one_feature_off_with_a_note(monkeypatch):
     assert caps.notes() == ["not measured: fallback_ops (needs X._xla_counter_names)"]
 
 
+def test_a_torch_xla_newer_than_measured_is_said_in_the_notes_as_doctor_says_it(monkeypatch):
+    """Issue 38: one range everywhere; a newer release is not refused, it is "not measured here"."""
+    import torch_xla
+    monkeypatch.setattr(torch_xla, "__version__", "2.10.0")
+    assert P.probe().notes() == ["torch_xla 2.10.0 is newer than the versions measured here (2.8.0 to 2.9.0): not "
+                                 "measured here"]
+
+
 def test_the_adapter_runs_without_a_feature_and_says_so(monkeypatch):
     """Graph capture off (its hash binding gone): the run is measured, no graph is captured, the note is there."""
     from ptxla_perf.backends.torch_xla import TorchXlaAdapter

@@ -1,29 +1,27 @@
 """`doctor [--json] [--no-device]`: what this install can measure here, for a bug report - Python and the
-framework versions (and whether each is in the supported range), the device each installed framework sees, the
-peak and memory capacity a report would use, which features are on, and whether the profiler's default port is
-free. Always exits 0: what is missing is said, not raised."""
+framework versions (and where each stands against the range measured here, versions.py), the device each installed
+framework sees, the peak and memory capacity a report would use, which features are on, and whether the profiler's
+default port is free. Always exits 0: what is missing is said, not raised."""
 from __future__ import annotations
 
 import argparse
 import json
 import os
 import platform
-import re
 import socket
 import subprocess
 import sys
 from importlib import metadata
 from typing import Any
 
-from .. import memory, peaks
+from .. import memory, peaks, requires
+from .. import versions as ranges
 from ..cli import COMMANDS, describe
 from ..config import ProfilerConfig
 
 # the distributions a report's figures depend on (importlib.metadata: no import, so no runtime starts)
 PACKAGES = ["ptxla_perf", "torch", "torch_xla", "jax", "jaxlib", "flax", "xprof", "tensorboard",
             "tensorboard-plugin-profile", "hydra-core", "numpy", "protobuf", "jsonschema", "mmf"]
-# [lowest, past-highest) as run here (README: "Supported versions"; pyproject.toml's extras say the same)
-SUPPORTED = {"torch_xla": ("2.8", "2.10"), "torch": ("2.8", "2.10"), "jax": ("0.7", "0.11")}
 PROBE_TIMEOUT_S = 120  # a TPU/GPU runtime's first start can take tens of seconds; a hung one must not hang doctor
 
 # Each probe runs in a child: a framework that crashes or hangs on start is reported, not fatal, and the two
@@ -74,18 +72,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
-def _version_tuple(v: str) -> tuple[int, ...]:
-    """'2.9.0+cpu' -> (2, 9, 0); '0.7.0rc1' -> (0, 7, 0)."""
-    m = re.match(r"\d+(?:\.\d+)*", v)
-    return tuple(int(x) for x in m.group(0).split(".")) if m else ()
-
-
 def in_range(name: str, version: str | None) -> bool | None:
-    """Whether `version` of `name` is in the supported range; None for a package without one or not installed."""
-    if version is None or name not in SUPPORTED:
-        return None
-    low, high = SUPPORTED[name]
-    return _version_tuple(low) <= _version_tuple(version) < _version_tuple(high)
+    """Whether `version` of `name` is in the range measured here (ranges.MEASURED); None for a package without
+    one or not installed."""
+    state = ranges.where(name, version)
+    return None if state is None else state == "measured"
 
 
 def versions() -> dict[str, str | None]:
@@ -147,20 +138,58 @@ def port_free(port: int) -> bool:
     return True
 
 
-def features(v: dict[str, str | None]) -> dict[str, str]:
-    """What a run on this install measures, and why a feature is off."""
+def _torch_xla_hint(v: dict[str, str | None]) -> str:
+    """torch_xla's wheels are each built for one torch series (2.8 for 2.8, 2.9 for 2.9): the install that keeps
+    the user's torch, or, where no torch_xla release fits it, why not."""
+    torch = v.get("torch")
+    if torch is None:
+        return "off: needs torch_xla (pip install 'ptxla_perf[torch_xla]')"
+    low, high = ((ranges.release(x) + (0, 0))[:2] for x in ranges.MEASURED["torch_xla"])
+    series = (ranges.release(torch) + (0, 0))[:2]
+    if low <= series <= high:
+        pin = f"'torch_xla=={series[0]}.{series[1]}.*'{requires.keep(v, ('torch',))}"
+        return f"off: needs torch_xla (pip install {pin})"
+    return (f"off: needs torch_xla, whose releases are built for torch {low[0]}.{low[1]} to {high[0]}.{high[1]}, "
+            f"not this torch {torch} (a venv of its own: pip install 'ptxla_perf[torch_xla]')")
+
+
+# jax's releases from the oldest measured on need Python >= 3.11 (their Requires-Python): on 3.10 no pip command
+# brings one
+JAX_PYTHON = (3, 11)
+
+
+def features(v: dict[str, str | None], python: tuple[int, int] | None = None) -> dict[str, str]:
+    """What a run on this install measures, and why a feature is off. No hint's command replaces an installed
+    framework (the installed jax or torch is pinned in it), nor names an install this Python cannot have."""
+    python = python or sys.version_info[:2]
+
     def need(pkg: str, extra: str) -> str:
+        if extra.startswith("jax") and not v.get("jax") and python < JAX_PYTHON:
+            return (f"off: needs {pkg}; jax >= {ranges.MEASURED['jax'][0]} needs Python >= "
+                    f"{JAX_PYTHON[0]}.{JAX_PYTHON[1]} (this is {python[0]}.{python[1]})")
         return f"off: needs {pkg} (pip install 'ptxla_perf[{extra}]')"
     out = {}
     for fw, extra in (("torch_xla", "torch_xla"), ("jax", "jax")):
-        ok = in_range(fw, v.get(fw))
-        out[f"profile {fw} scripts"] = (need(fw, extra) if v.get(fw) is None else "on" if ok else
-                                        f"on, outside the supported range {SUPPORTED[fw][0]} <= {fw} < "
-                                        f"{SUPPORTED[fw][1]} (features that need a newer API are reported as not "
-                                        "measured)")
-    out["JAX recipes (rnn_jax, vit_mesh, dp_jax)"] = ("on" if v.get("jax") and v.get("flax") else
-                                                     need("jax and flax", "jax"))
-    out["torch_xla recipes (mlp, matmul)"] = "on" if v.get("torch_xla") else need("torch_xla", "torch_xla")
+        ver = v.get(fw)
+        state = ranges.where(fw, ver)
+        if ver is None:
+            out[f"profile {fw} scripts"] = _torch_xla_hint(v) if fw == "torch_xla" else need(fw, extra)
+        elif state == "newer":
+            out[f"profile {fw} scripts"] = (f"on, {fw} {ver} is newer than measured ({ranges.range_text(fw)}): "
+                                            "not measured here (features whose names it lacks say so in the report)")
+        elif state == "older":
+            out[f"profile {fw} scripts"] = (f"on, outside the supported range {ranges.range_text(fw)} (features "
+                                            "whose names it lacks are reported as not measured)")
+        else:
+            out[f"profile {fw} scripts"] = "on"
+    if v.get("jax") and v.get("flax"):
+        out["JAX recipes (rnn_jax, vit_mesh, dp_jax)"] = "on"
+    elif v.get("jax"):
+        out["JAX recipes (rnn_jax, vit_mesh, dp_jax)"] = \
+            f"off: needs flax (pip install flax{requires.keep(v, ('jax', 'jaxlib'))})"
+    else:
+        out["JAX recipes (rnn_jax, vit_mesh, dp_jax)"] = need("jax and flax", "jax-recipes")
+    out["torch_xla recipes (mlp, matmul)"] = "on" if v.get("torch_xla") else _torch_xla_hint(v)
     out["mmf recipe"] = "on" if v.get("mmf") and v.get("torch_xla") else \
         "off: needs torch_xla and MMF (make setup; docs/recipe-mmf.md)"
     out["capture / analyze device tables"] = "on" if v.get("xprof") else need("xprof", "capture")
@@ -175,8 +204,10 @@ def collect(with_device: bool = True) -> dict[str, Any]:
                    "supported": (3, 10) <= sys.version_info[:2] <= (3, 13)},
         "platform": platform.platform(),
         "packages": v,
-        "supported_ranges": {k: {"min": lo, "below": hi, "installed_in_range": in_range(k, v.get(k))}
-                             for k, (lo, hi) in SUPPORTED.items()},
+        # below: null (kept for readers of the old key): no version is refused, a newer one is "not measured here"
+        "supported_ranges": {k: {"min": lo, "below": None, "newest_measured": hi,
+                                 "installed_in_range": in_range(k, v.get(k)), "installed": ranges.where(k, v.get(k))}
+                             for k, (lo, hi) in ranges.MEASURED.items()},
         "environment": {k: os.environ.get(k) for k in ("PJRT_DEVICE", "JAX_PLATFORMS", "XLA_FLAGS")
                         if os.environ.get(k)},
         "features": features(v),
@@ -198,9 +229,10 @@ def render(info: dict[str, Any]) -> list[str]:
     lines = [f"ptxla_perf doctor  (Python {py['version']}{'' if py['supported'] else ', outside 3.10-3.13'}; "
              f"{info['platform']})", "packages"]
     for name, ver in info["packages"].items():
-        flag = in_range(name, ver)
-        note = "" if flag is None else "  (supported)" if flag else \
-            f"  (outside {SUPPORTED[name][0]} <= {name} < {SUPPORTED[name][1]})"
+        state = ranges.where(name, ver)
+        note = "" if state is None else f"  (measured: {ranges.range_text(name)})" if state == "measured" else \
+            f"  (newer than measured, {ranges.range_text(name)}: not measured here)" if state == "newer" else \
+            f"  (older than the supported range {ranges.range_text(name)})"
         lines.append(f"  {name:<27} {ver or '-'}{note}")
     if info["environment"]:
         lines.append("environment  " + "  ".join(f"{k}={v}" for k, v in info["environment"].items()))

@@ -5,9 +5,11 @@ name is looked up here, once, without raising: a missing one turns off the one f
 `Capabilities.notes()` says so in the report (`not measured: <feature> (needs <name>, jax >= X)`). The rest of the
 package imports these names from here and asks `Capabilities` before using a feature.
 
-Checked against the sources of jax 0.6.2, 0.7.0, 0.7.2, 0.8.0-0.8.2 and 0.10.2: the public
+Checked against the sources of jax 0.6.2, 0.7.0, 0.7.2, 0.8.0-0.8.2, 0.10.2 and 0.12.0.1: the public
 `jax.monitoring.unregister_*` functions exist from 0.8.1 (before: `jax._src.monitoring._unregister_*_by_callback`);
-`ad.backward_pass3` from 0.7.2 (before: `ad.backward_pass`, which every reverse pass calls).
+`ad.backward_pass3` from 0.7.2 (before: `ad.backward_pass`, which every reverse pass calls). 0.12 keeps every name
+used here (the event names in jax._src.dispatch, `jax.stages.Compiled`'s analyses, `jax.shard_map`, `ArrayImpl`'s
+`_value` property and `_npy_value` cache - a sharded array is now read in one copy, still through `_value`).
 """
 from __future__ import annotations
 
@@ -17,12 +19,13 @@ from typing import Any, Callable
 
 import jax
 
-# jax.monitoring event names (jax._src.dispatch, jax._src.compiler): stable from 0.4 through 0.10.2
+from ... import versions
+
+# jax.monitoring event names (jax._src.dispatch, jax._src.compiler): stable from 0.4 through 0.12.0.1
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 TRACE = "/jax/core/compile/jaxpr_trace_duration"
 LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 CACHE_HIT = "/jax/compilation_cache/cache_hits"
-TESTED = ("0.8.2", "0.10.2")  # the oldest and newest jax this backend's test files were run against
 
 
 def _lookup(module: str, name: str | None = None) -> Any:
@@ -125,7 +128,7 @@ class Capabilities:
     shard_map: bool
     runtime_state: bool
     off: tuple[tuple[str, str], ...] = ()  # (feature, note) for each feature off
-    version_note: str | None = None  # a jax outside the tested range, and the older names used in its place
+    version_note: str | None = None  # a jax outside the measured range, and the older names used in its place
 
     def notes(self) -> list[str]:
         return [note for _, note in self.off] + ([self.version_note] if self.version_note else [])
@@ -166,15 +169,15 @@ def probe() -> Capabilities:
 
 
 def _version_note(version: str, ls: Listeners) -> str | None:
-    """Outside the tested range: say so, and which older names stood in for newer ones."""
-    def key(v: str) -> tuple:
-        return tuple(int(p) if p.isdigit() else 0 for p in v.split(".")[:3])
-    if key(TESTED[0]) <= key(version) <= key(TESTED[1]):
+    """Outside the measured range (versions.MEASURED, as doctor says it): say so, and which older names stood in for
+    newer ones."""
+    outside = versions.words("jax", version)
+    if outside is None:
         return None
     older = []
     if GRAD_PASS == "backward_pass":
         older.append("gradients found through ad.backward_pass (backward_pass3: jax >= 0.7.2)")
     if ls.unregister_duration is not None and ls.unregister_duration.__name__.startswith("_"):
         older.append("listeners removed through jax._src.monitoring (public: jax >= 0.8.1)")
-    return (f"jax {version} is outside the tested range ({TESTED[0]} to {TESTED[1]}): every feature without a "
-            "'not measured' note is measured" + (f"; {'; '.join(older)}" if older else ""))
+    return (f"{outside}: every feature without a 'not measured' note found the names it needs and is measured"
+            + (f"; {'; '.join(older)}" if older else ""))

@@ -19,6 +19,8 @@ from typing import Any, Callable
 import torch
 import torch_xla
 
+from ... import versions
+
 X = torch_xla._XLAC
 
 # feature -> the names it needs ("X.<name>" is a torch_xla._XLAC binding; "module:attr.attr" any other)
@@ -74,7 +76,12 @@ class Capabilities:
     missing: tuple[tuple[str, str], ...] = field(default=())  # (feature, the first name not found)
 
     def notes(self) -> list[str]:
-        return [f"not measured: {feature} (needs {name})" for feature, name in self.missing]
+        """The features off, then a torch_xla or torch outside the range measured here (versions.py: doctor says the
+        same)."""
+        outside = [versions.words(name, getattr(mod, "__version__", "?")) for name, mod in (("torch_xla", torch_xla),
+                                                                                           ("torch", torch))]
+        return [f"not measured: {feature} (needs {name})" for feature, name in self.missing] + \
+            [w for w in outside if w]
 
 
 def lookup(name: str) -> Any:
