@@ -52,11 +52,11 @@ class SessionOnImport:
             raise exc
         end = outcome(exc)
         on_end(end, exc)  # the program's own traceback or sys.exit message, as Python prints it
-        print(f"ptxla_perf: nothing profiled: {self.why_not()}", file=sys.stderr, flush=True)
+        print(f"ptxla_perf: nothing profiled: {self.why_not(exc)}", file=sys.stderr, flush=True)
         return end.exit_code
 
-    def why_not(self) -> str:
-        """Why no session was opened, in one line."""
+    def why_not(self, exc: BaseException | None = None) -> str:
+        """Why no session was opened, in one line; `exc`: what ended the program, if anything did."""
         if self._open_error:
             return self._open_error
         if self._failed is not None:
@@ -64,6 +64,9 @@ class SessionOnImport:
             missing = missing_framework(FRAMEWORKS[name])
             return (f"the program's import of {name} failed: {missing}" if missing else
                     f"the program's import of {name} failed ({type(exc).__name__}: {_first_line(exc)})")
+        wanted = self.named or "torch_xla or jax"
+        if exc is not None and not isinstance(exc, SystemExit):  # e.g. a SyntaxError: the script never ran
+            return f"the program ended ({type(exc).__name__}) before it imported {wanted}; no report written"
         if self.named:
             return f"the program never imported {self.named} (--backend {self.named}); no report written"
         return "the program imported neither torch_xla nor jax; no report written"

@@ -86,14 +86,23 @@ def test_a_recipe_is_chosen_by_config(tmp_path):
 ])
 def test_crash_before_the_first_step_is_the_story(tmp_path, source, error):
     """A script that fails before its first step: its own traceback (no ptxla_perf or runpy frames), exit 1, and
-    a report that says it crashed, not a `no_steps` warning with advice about xmp.spawn."""
+    a report that says it crashed, not a `no_steps` warning with advice about xmp.spawn. A script that cannot even
+    be compiled never imports its framework, so no session opened (the backend is the framework the program
+    imports): Python's own error, then one line that says so, no report."""
     script = tmp_path / "train.py"
     script.write_text(source)
     proc = run_cli("profile", "--port", "none", "--report", str(tmp_path / "r.json"), str(script), cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert error in proc.stderr
-    assert "ptxla_perf" not in proc.stderr.split("ptxla_perf [")[0], proc.stderr  # no frame of ours before the summary
+    ours = [line for line in proc.stderr.splitlines() if "ptxla_perf" in line]
     assert "runpy" not in proc.stderr, proc.stderr
+    if error == "SyntaxError":
+        assert ours == ["ptxla_perf: nothing profiled: the program ended (SyntaxError) before it imported torch_xla "
+                        "or jax; no report written"], proc.stderr
+        assert proc.stderr.index("SyntaxError") < proc.stderr.index(ours[0])
+        assert not (tmp_path / "r.json").exists()
+        return
+    assert "ptxla_perf" not in proc.stderr.split("ptxla_perf [")[0], proc.stderr  # no frame of ours before the summary
     assert "crashed before its first step" in proc.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["run"]["status"] == "crashed" and error in report["run"]["stop_reason"]
