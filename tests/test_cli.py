@@ -177,8 +177,8 @@ def test_ctrl_c_before_the_run_started_is_one_line_and_exit_130(tmp_path):
     from conftest import SCRIPTS, cli_env
     ready = tmp_path / "preparing"
     # as from a terminal: SIGINT at its default in the child. An ignored SIGINT survives exec and Python then keeps
-    # ignoring it, so a test process that ignores it (whatever an earlier test in the same worker left) would hand
-    # that on and the Ctrl-C would be lost - as it would be for `nohup`/a background job without ptxla_perf.
+    # ignoring it: a suite started as a background job of a non-interactive shell (as a CI harness may start it)
+    # has SIGINT ignored, would hand that on, and the Ctrl-C would be lost - as for any program started that way.
     worker = signal.getsignal(signal.SIGINT)
     proc = subprocess.Popen([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report",
                              str(tmp_path / "r.json"), str(SCRIPTS / "slow_start.py"), str(ready)], cwd=tmp_path,
