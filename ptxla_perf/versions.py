@@ -43,12 +43,18 @@ def range_text(name: str) -> str:
     return f"{low} to {high}"
 
 
+def standing(name: str, version: str | None) -> str | None:
+    """Where `version` stands, in the words every place uses (doctor's package lines and features, the report's
+    note): 'measured (0.7.0 to 0.12.0.1)', 'newer than measured (...): not measured here', 'older than the supported
+    range (...)'; None for a package without a range or not installed."""
+    state = where(name, version)
+    if state is None:
+        return None
+    span = range_text(name)
+    return {"measured": f"measured ({span})", "newer": f"newer than measured ({span}): not measured here",
+            "older": f"older than the supported range ({span})"}[state]
+
+
 def words(name: str, version: str) -> str | None:
     """One line on a version outside the measured range (doctor and the report's note say the same), else None."""
-    state = where(name, version)
-    if state == "newer":
-        return (f"{name} {version} is newer than the versions measured here ({range_text(name)}): not measured "
-                "here")
-    if state == "older":
-        return f"{name} {version} is older than the supported range ({range_text(name)})"
-    return None
+    return f"{name} {version} is {standing(name, version)}" if where(name, version) in ("newer", "older") else None

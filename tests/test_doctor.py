@@ -65,7 +65,7 @@ def test_supported_ranges_and_features_of_a_jax_only_install():
     assert feats["profile jax scripts"] == "on"
     assert "ptxla_perf[torch_xla]" in feats["profile torch_xla scripts"]
     assert "ptxla_perf[capture]" in feats["capture / analyze device tables"]
-    assert "outside the supported range 0.7.0 to 0.12.0.1" in doctor.features({"jax": "0.6.2"})["profile jax scripts"]
+    assert "on, jax 0.6.2 is older than the supported range (0.7.0 to 0.12.0.1)" in doctor.features({"jax": "0.6.2"})["profile jax scripts"]
 
 
 def test_a_jax_newer_than_measured_is_on_and_not_measured_here():
@@ -78,8 +78,8 @@ def test_a_jax_newer_than_measured_is_on_and_not_measured_here():
             "packages": {"jax": "0.13.0", "torch": "2.9.0+cu128"}, "features": {}, "devices": {},
             "profiler_port": {"port": 9012, "free": True}}
     text = "\n".join(doctor.render(info))
-    assert "jax                         0.13.0  (newer than measured, 0.7.0 to 0.12.0.1: not measured here)" in text
-    assert "torch                       2.9.0+cu128  (measured: 2.8.0 to 2.9.0)" in text
+    assert "jax                         0.13.0  (newer than measured (0.7.0 to 0.12.0.1): not measured here)" in text
+    assert "torch                       2.9.0+cu128  (measured (2.8.0 to 2.9.0))" in text
 
 
 def test_no_hint_replaces_the_installed_framework():

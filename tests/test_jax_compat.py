@@ -96,7 +96,7 @@ def test_the_report_note_says_the_measured_range_as_doctor_does():
     ls = P.listeners()
     assert P._version_note("0.7.0", ls) is None and P._version_note("0.12.0.1", ls) is None
     newer = P._version_note("0.13.0", ls)
-    assert newer.startswith("jax 0.13.0 is newer than the versions measured here (0.7.0 to 0.12.0.1): not measured "
+    assert newer.startswith("jax 0.13.0 is newer than measured (0.7.0 to 0.12.0.1): not measured "
                             "here"), newer
     assert "older than the supported range (0.7.0 to 0.12.0.1)" in P._version_note("0.6.2", ls)
     assert "(0.7.0 to 0.12.0.1)" in doctor.features({"jax": "0.13.0"})["profile jax scripts"]

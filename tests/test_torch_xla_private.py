@@ -28,7 +28,7 @@ def test_a_torch_xla_newer_than_measured_is_said_in_the_notes_as_doctor_says_it(
     """Issue 38: one range everywhere; a newer release is not refused, it is "not measured here"."""
     import torch_xla
     monkeypatch.setattr(torch_xla, "__version__", "2.10.0")
-    assert P.probe().notes() == ["torch_xla 2.10.0 is newer than the versions measured here (2.8.0 to 2.9.0): not "
+    assert P.probe().notes() == ["torch_xla 2.10.0 is newer than measured (2.8.0 to 2.9.0): not "
                                  "measured here"]
 
 

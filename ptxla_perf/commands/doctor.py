@@ -174,12 +174,9 @@ def features(v: dict[str, str | None], python: tuple[int, int] | None = None) ->
         state = ranges.where(fw, ver)
         if ver is None:
             out[f"profile {fw} scripts"] = _torch_xla_hint(v) if fw == "torch_xla" else need(fw, extra)
-        elif state == "newer":
-            out[f"profile {fw} scripts"] = (f"on, {fw} {ver} is newer than measured ({ranges.range_text(fw)}): "
-                                            "not measured here (features whose names it lacks say so in the report)")
-        elif state == "older":
-            out[f"profile {fw} scripts"] = (f"on, outside the supported range {ranges.range_text(fw)} (features "
-                                            "whose names it lacks are reported as not measured)")
+        elif state in ("newer", "older"):
+            out[f"profile {fw} scripts"] = (f"on, {ranges.words(fw, ver)} (features whose names it lacks say so in "
+                                            "the report)")
         else:
             out[f"profile {fw} scripts"] = "on"
     if v.get("jax") and v.get("flax"):
@@ -229,10 +226,8 @@ def render(info: dict[str, Any]) -> list[str]:
     lines = [f"ptxla_perf doctor  (Python {py['version']}{'' if py['supported'] else ', outside 3.10-3.13'}; "
              f"{info['platform']})", "packages"]
     for name, ver in info["packages"].items():
-        state = ranges.where(name, ver)
-        note = "" if state is None else f"  (measured: {ranges.range_text(name)})" if state == "measured" else \
-            f"  (newer than measured, {ranges.range_text(name)}: not measured here)" if state == "newer" else \
-            f"  (older than the supported range {ranges.range_text(name)})"
+        state = ranges.standing(name, ver)
+        note = f"  ({state})" if state else ""
         lines.append(f"  {name:<27} {ver or '-'}{note}")
     if info["environment"]:
         lines.append("environment  " + "  ".join(f"{k}={v}" for k, v in info["environment"].items()))
