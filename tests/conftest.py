@@ -16,6 +16,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "tests" / "scripts"
 
+# The suite's XLA compiles run with LLVM's optimizations off (README: "Tests"): the same HLO, the same graphs and
+# compile counts, the same buffer assignment (hlo_cost.analysis_options does the same for our own figure compiles);
+# what changes is the machine code, which no test reads. It halves a compile's CPU time (the BERT fine-tuning loop:
+# 48 -> 25 s of CPU), on a suite whose cost is mostly torch_xla's import and XLA's compiles. Set before any test
+# module imports a framework (conftest is imported first), inherited by every subprocess a test starts;
+# PTXLA_TEST_XLA_OPT=full keeps XLA's defaults.
+SUITE_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+if os.environ.get("PTXLA_TEST_XLA_OPT") != "full":
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SUITE_XLA_FLAGS}".strip()
+
+
+def xla_flags(*flags: str) -> str:
+    """XLA_FLAGS for a test's subprocess: the suite's, plus `flags`."""
+    return " ".join(f for f in (os.environ.get("XLA_FLAGS", ""), *flags) if f)
+
 
 # --- pytest-xdist: `--dist loadgroup` that works on pytest 9.2 ------------------------------------------------
 # Tests marked @pytest.mark.xdist_group(NAME) share a session/module fixture's real run (or must not overlap): they

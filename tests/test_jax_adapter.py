@@ -6,12 +6,12 @@ import pytest
 
 pytest.importorskip("jax")
 
-from conftest import SCRIPTS, planted_line, warnings_of  # noqa: E402
+from conftest import SCRIPTS, planted_line, warnings_of, xla_flags  # noqa: E402
 
 # the module's profiled scripts (the `reports` fixture) are shared by its tests: one xdist worker runs them all
 pytestmark = pytest.mark.xdist_group("jax_adapter")
 
-JAX_ENV = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+JAX_ENV = {"XLA_FLAGS": xla_flags("--xla_force_host_platform_device_count=8"), "JAX_PLATFORMS": "cpu"}
 
 PLANTED = [
     # script, kind, expected calls (evidence["calls"]) or None, tag of the planted line

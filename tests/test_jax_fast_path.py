@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from conftest import SCRIPTS, cli_env
+from conftest import SCRIPTS, cli_env, xla_flags
 
 SCRIPT = SCRIPTS / "jax_fast_path.py"
-TWO_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+TWO_DEVICES = {"XLA_FLAGS": xla_flags("--xla_force_host_platform_device_count=2")}
 STYLES = ("jit", "static", "nnx", "pmap", "shard_map")
 
 

@@ -8,11 +8,11 @@ import pytest
 
 pytest.importorskip("jax")
 
-from conftest import SCRIPTS, planted_line, warnings_of  # noqa: E402
+from conftest import SCRIPTS, planted_line, warnings_of, xla_flags  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("jax_loops")
 
-JAX_ENV = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+JAX_ENV = {"XLA_FLAGS": xla_flags("--xla_force_host_platform_device_count=8"), "JAX_PLATFORMS": "cpu"}
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from conftest import xla_flags
+
 ROOT = Path(__file__).resolve().parent.parent
 JOB = ROOT / "tests" / "scripts" / "trace_job.py"
 
@@ -16,7 +18,7 @@ JOB = ROOT / "tests" / "scripts" / "trace_job.py"
 def child_env() -> dict:
     env = dict(os.environ)
     env["PJRT_DEVICE"] = "CPU"
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    env["XLA_FLAGS"] = xla_flags("--xla_force_host_platform_device_count=8")
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return env

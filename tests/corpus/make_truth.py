@@ -204,7 +204,8 @@ def measure_in_subprocess(name: str) -> dict:
     env = dict(os.environ)
     env.setdefault("PJRT_DEVICE", "CPU")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+    if "xla_force_host_platform_device_count" not in env.get("XLA_FLAGS", ""):
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
     out = HERE / f".{name}.measure.json"
     step_fn = ["--step-fn", SPEC[name]["step_fn"]] if SPEC[name].get("step_fn") else []
     proc = subprocess.run([sys.executable, str(HERE / "measure.py"), "--json", str(out), *step_fn,

@@ -11,7 +11,8 @@ import sys
 import time
 
 os.environ.setdefault("PJRT_DEVICE", "CPU")
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):  # 8 devices, other flags kept
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
