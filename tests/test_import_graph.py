@@ -106,5 +106,33 @@ def test_no_import_cycles():
         f"{len(c)}: {' '.join(c)}" for c in found)
 
 
+def path_to(graph: dict[str, set[str]], start: str, goals: set[str]) -> list[str] | None:
+    """The shortest chain of imports from `start` to one of `goals` (breadth first), or None."""
+    came: dict[str, str | None] = {start: None}
+    queue = [start]
+    for v in queue:
+        if v in goals and v != start:
+            chain = [v]
+            while came[chain[-1]] is not None:
+                chain.append(came[chain[-1]])
+            return chain[::-1]
+        for w in sorted(graph.get(v, ())):
+            if w not in came:
+                came[w] = v
+                queue.append(w)
+    return None
+
+
+def test_backends_sit_below_the_session():
+    """A backend (or a child it spawns) reaches neither the session nor the report assembler: the child's side of
+    following spawned processes is spawn_child, below the backends; merging the children is the parent's (spawn)."""
+    g = import_graph()
+    above = {"ptxla_perf.session", "ptxla_perf.spawn", "ptxla_perf.merge", "ptxla_perf.report"}
+    chains = [c for m in sorted(g) if m.startswith("ptxla_perf.backends") for c in [path_to(g, m, above)] if c]
+    assert not chains, "\n".join(" -> ".join(c) for c in chains)
+
+
 def test_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert path_to({"a": {"b"}, "b": {"c"}, "c": set()}, "a", {"c"}) == ["a", "b", "c"]
+    assert path_to({"a": {"b"}, "b": set()}, "a", {"c"}) is None
