@@ -1,6 +1,5 @@
 """ptxla_perf: why is my XLA training step slow, and which line of my code is to blame."""
-__version__ = "0.6.0"
-SCHEMA_ID = "ptxla_perf.report/1"
+from ._meta import SCHEMA_ID, __version__  # said in _meta, which the package's own modules import
 
 _NOTEBOOK = ("profile", "load", "compare", "Report")  # the notebook API (docs/notebook.md), imported on first use
 

@@ -7,7 +7,7 @@ import importlib
 import math
 import sys
 
-from . import __version__
+from ._meta import __version__
 
 # command -> its one-line help. Only the command that runs is imported (build_parser): its module imports what it
 # needs at its top (the report stack, the session), and the top-level --help lists the others from here

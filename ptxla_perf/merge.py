@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from . import SCHEMA_ID
+from ._meta import SCHEMA_ID
 from . import rank_heatmap, rank_rules, rank_wait
 from .faults import FAULTS, errors_json, guarded
 from .figures import stats

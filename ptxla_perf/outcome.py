@@ -58,7 +58,7 @@ def outcome(exc: BaseException | None) -> Outcome:
 
 def call(body: Callable[[], Any]) -> tuple[Any, BaseException | None]:
     """`body()`'s result and what it raised, whatever it is (a script's own end: Ctrl-C, sys.exit, a crash): the
-    caller reports the run all the same, then decides what goes on (Session.run, spawn.ChildTarget)."""
+    caller reports the run all the same, then decides what goes on (Session.run, spawn_child.ChildTarget)."""
     try:
         return body(), None
     except BaseException as caught:  # noqa: BLE001 - handed back to the caller, never swallowed

@@ -17,7 +17,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from . import SCHEMA_ID, __version__
+from ._meta import SCHEMA_ID, __version__
 from . import summary_keys as K
 from .end_rules import run_end
 from .findings import Analysis, Finding, analyze

@@ -4,7 +4,7 @@ waits in a loader are the `data` part, and its stack is the one the sampler read
 It is the main thread unless a launcher runs the loop elsewhere: `torch_xla.launch` calls the user's function in a
 per-device worker thread of each child while the child's main thread sits idle. A session settles it where it is
 known, without touching any runtime: the thread that starts the session (a launched child's session is opened by
-the very thread that then calls the user's function, spawn.ChildTarget), then, once, the thread that calls the
+the very thread that then calls the user's function, spawn_child.ChildTarget), then, once, the thread that calls the
 first step boundary (the sync). Readers look it up at each use (`ident`, `cpu()`), so nothing is rebound.
 """
 from __future__ import annotations

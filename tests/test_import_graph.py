@@ -1,5 +1,7 @@
 """The package's import graph has no cycles: every `from .x import` / `import ptxla_perf.x` arrow, at module level
-or inside a function, read from the source with `ast` (a lazy import is still a dependency)."""
+or inside a function, read from the source with `ast` (a lazy import is still a dependency). The package face
+(`ptxla_perf/__init__.py`) is a module like the others: `from . import NAME`, where NAME is no submodule, is an arrow
+to it (the face imports the notebook API, so a module that took the version from it closed a 15-module cycle)."""
 from __future__ import annotations
 
 import ast
@@ -47,8 +49,8 @@ def import_graph() -> dict[str, set[str]]:
                 deps.update(_resolve(name, is_pkg, node))
             elif isinstance(node, ast.Import):
                 deps.update(a.name for a in node.names if a.name.startswith("ptxla_perf"))
-        # a package's __init__ is not a dependency of its own submodules' imports of siblings
-        graph[name] = {d for d in deps if d in MODULES and d != name and d != "ptxla_perf"}
+        # only the arrows written: importing a submodule runs its packages' __init__ too, but that is no arrow
+        graph[name] = {d for d in deps if d in MODULES and d != name}
     return graph
 
 
@@ -93,9 +95,44 @@ def test_graph_is_read():
     assert any("ptxla_perf.backends.torch_xla" in deps for deps in g.values())  # and lazy ones
 
 
+def test_graph_sees_the_face():
+    g = import_graph()
+    assert "ptxla_perf.notebook" in g["ptxla_perf"]  # the face's lazy notebook API
+
+
 def test_no_import_cycles():
-    assert cycles(import_graph()) == []
+    found = cycles(import_graph())
+    assert not found, "import cycles (each line: the modules of one cycle):\n" + "\n".join(
+        f"{len(c)}: {' '.join(c)}" for c in found)
+
+
+def path_to(graph: dict[str, set[str]], start: str, goals: set[str]) -> list[str] | None:
+    """The shortest chain of imports from `start` to one of `goals` (breadth first), or None."""
+    came: dict[str, str | None] = {start: None}
+    queue = [start]
+    for v in queue:
+        if v in goals and v != start:
+            chain = [v]
+            while came[chain[-1]] is not None:
+                chain.append(came[chain[-1]])
+            return chain[::-1]
+        for w in sorted(graph.get(v, ())):
+            if w not in came:
+                came[w] = v
+                queue.append(w)
+    return None
+
+
+def test_backends_sit_below_the_session():
+    """A backend (or a child it spawns) reaches neither the session nor the report assembler: the child's side of
+    following spawned processes is spawn_child, below the backends; merging the children is the parent's (spawn)."""
+    g = import_graph()
+    above = {"ptxla_perf.session", "ptxla_perf.spawn", "ptxla_perf.merge", "ptxla_perf.report"}
+    chains = [c for m in sorted(g) if m.startswith("ptxla_perf.backends") for c in [path_to(g, m, above)] if c]
+    assert not chains, "\n".join(" -> ".join(c) for c in chains)
 
 
 def test_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert path_to({"a": {"b"}, "b": {"c"}, "c": set()}, "a", {"c"}) == ["a", "b", "c"]
+    assert path_to({"a": {"b"}, "b": set()}, "a", {"c"}) is None

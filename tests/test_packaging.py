@@ -95,3 +95,17 @@ def test_metadata_frameworks_are_extras_and_python_310_to_313(installed):
     assert not [r for r in of("jax") if r.startswith("torch")]  # a JAX user gets no torch
     assert any(r.startswith("xprof") for r in of("capture"))
     assert any(r.startswith("tensorboard") for r in of("tensorboard"))
+
+
+def test_metadata_version_is_the_packages(installed):
+    """The version is said once (ptxla_perf/_meta.py): the wheel's metadata and the installed package's
+    `ptxla_perf.__version__` say it (pyproject.toml reads it there)."""
+    wheel, target = installed
+    from ptxla_perf._meta import __version__
+    assert _metadata(wheel)["Version"] == __version__
+    code = "import ptxla_perf as p; print(p.__file__, p.__version__, p.SCHEMA_ID)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=target, env=dict(os.environ, PYTHONPATH=str(target)),
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    where, version, schema = proc.stdout.split()
+    assert where.startswith(str(target)) and version == __version__ and schema == "ptxla_perf.report/1", proc.stderr

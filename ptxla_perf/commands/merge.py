@@ -7,7 +7,8 @@ import argparse
 import os
 import sys
 
-from .. import SCHEMA_ID, merge, merge_inputs, render, report as report_mod
+from .._meta import SCHEMA_ID
+from .. import merge, merge_inputs, render, report as report_mod
 from ..cli import COMMANDS, UsageError, describe
 from ..merge import rank_of
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import SCHEMA_ID
+from .._meta import SCHEMA_ID
 from .. import summary_keys as K
 from ..metrics_text import MetricsParseError, Snapshot, parse
 from ..values import Summary, rows_from_json

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from .. import SCHEMA_ID
+from .._meta import SCHEMA_ID
 from .. import summary_keys as K
 from .. import diff as D
 from . import inline, tables

@@ -1,4 +1,4 @@
-"""Following `torch_xla.launch` / `xmp.spawn` children (the torch_xla half of spawn.py).
+"""Following `torch_xla.launch` / `xmp.spawn` children (the torch_xla half of spawn.py and spawn_child.py).
 
 Both end in `torch_xla._internal.pjrt.spawn(fn, nprocs, start_method, args)`, which pickles `fn` into a
 `ProcessPoolExecutor` of spawn-method processes. Replacing that module attribute in the parent hands the children
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ... import spawn_child
 from . import _private as P
 
 pjrt = P.pjrt_module()
@@ -52,8 +53,7 @@ def follow(wrap: Callable[[Callable], Any]) -> Callable[[], None] | None:
 
 def _initialize(local_rank: int, local_world_size: int) -> None:
     """Runs in the child (pickled by name): its main thread, before the per-device threads start."""
-    from ... import spawn  # in the child only: the session's spawn side, which imports the backends
-    spawn.child_main_thread()
+    spawn_child.child_main_thread()
     return _REAL_INIT(local_rank, local_world_size)
 
 
