@@ -271,6 +271,8 @@ class Session(BoundaryPath):
             _dt.timezone.utc).isoformat(timespec="seconds"))
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(sig) is signal.SIG_IGN:  # the program ignores it (nohup, a background job of
+                    continue  # a script): the profiled one does too, as the plain run would
                 self._old_handlers[sig] = signal.signal(sig, self._on_signal)
         self.plan = spawn.plan_of(self.facts, self.out, port=port, attribution=self.adapter.cfg,
                                   max_warmup=self.max_warmup, guard=self.guard_cfg)  # what a child's session takes

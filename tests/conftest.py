@@ -127,6 +127,14 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def default_sigint() -> None:
+    """preexec_fn for a child a test sends SIGINT: SIGINT at its default, as from a terminal. An ignored SIGINT
+    survives exec and Python (and a profiled program) keeps ignoring it: a suite started as a background job of a
+    non-interactive shell (as a CI harness may start it) has SIGINT ignored and would hand that on."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_cli(*args: str, cwd: str | Path | None = None, timeout: float = 300, **env: str):
     return subprocess.run([sys.executable, "-m", "ptxla_perf", *args], cwd=cwd, env=cli_env(**env),
                           capture_output=True, text=True, timeout=timeout)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, SCRIPTS, cli_env, load_report, run_cli
+from conftest import ROOT, SCRIPTS, cli_env, default_sigint, load_report, run_cli
 
 
 def one_line_error(proc) -> str:
@@ -112,7 +112,7 @@ def test_signal_stops_at_step_boundary_and_writes_report(tmp_path, sig, code):
         "    time.sleep(0.02)\n")
     proc = subprocess.Popen([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", str(script)],
                             cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=default_sigint)
     try:
         deadline = time.monotonic() + 120
         while not flag.exists():
@@ -129,6 +129,29 @@ def test_signal_stops_at_step_boundary_and_writes_report(tmp_path, sig, code):
     assert report["run"]["status"] == "interrupted" and report["run"]["exit_code"] == code
     assert len(report["steps"]) >= 3
     assert signal.Signals(sig).name in report["run"]["stop_reason"]
+
+
+def test_a_program_started_with_sigint_ignored_keeps_ignoring_it(tmp_path):
+    """nohup, or a background job of a script: the program starts with SIGINT ignored and a Ctrl-C does nothing to
+    it. Profiled, the same: the session does not install its stop handler over an ignored signal."""
+    ready, done, report = tmp_path / "ready", tmp_path / "done", tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report", str(report),
+                             str(SCRIPTS / "ignores_sigint.py"), str(ready), str(done)], cwd=tmp_path, env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None and ready.exists(), proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)  # several steps: time enough for a handler to stop the run at a boundary
+        done.write_text("x")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "ended by itself" in out, err[-2000:]
+    assert load_report(report)["run"]["status"] == "completed"
 
 
 def test_help_and_version():
@@ -176,14 +199,11 @@ def test_ctrl_c_before_the_run_started_is_one_line_and_exit_130(tmp_path):
     import time
     from conftest import SCRIPTS, cli_env
     ready = tmp_path / "preparing"
-    # as from a terminal: SIGINT at its default in the child. An ignored SIGINT survives exec and Python then keeps
-    # ignoring it: a suite started as a background job of a non-interactive shell (as a CI harness may start it)
-    # has SIGINT ignored, would hand that on, and the Ctrl-C would be lost - as for any program started that way.
     worker = signal.getsignal(signal.SIGINT)
     proc = subprocess.Popen([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report",
                              str(tmp_path / "r.json"), str(SCRIPTS / "slow_start.py"), str(ready)], cwd=tmp_path,
                             env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=default_sigint)  # as from a terminal (conftest.default_sigint)
     deadline = time.monotonic() + 120
     while proc.poll() is None and not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.01)

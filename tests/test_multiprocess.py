@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SCRIPTS, cli_env, load_report, planted_line, run_cli, warnings_of
+from conftest import SCRIPTS, cli_env, default_sigint, load_report, planted_line, run_cli, warnings_of
 
 
 def _plain(script: Path, *args: str, cwd) -> subprocess.CompletedProcess:
@@ -92,7 +92,8 @@ def test_stopping_the_parent_stops_every_child(tmp_path, sig):
     report = tmp_path / "report.json"
     job = subprocess.Popen([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report",
                             str(report), str(SCRIPTS / "mp_launch_forever.py"), str(pidfile)], cwd=tmp_path,
-                           env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=default_sigint)
     try:
         deadline = time.time() + 90
         while "READY" not in (job.stdout.readline() or "") and time.time() < deadline and job.poll() is None:
