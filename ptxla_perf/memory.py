@@ -31,7 +31,7 @@ from . import summary_keys as K
 from .thresholds import value as threshold
 from . import buffer_assignment
 from .frames import function_at, is_user_file
-from .hlo_cost import analysis_options, cpu_client
+from .hlo_cost import analysis_options, compile_for_analysis, cpu_client
 from .peaks import memory_from_table
 from .buffer_assignment import describe
 from .records import evidence_json
@@ -144,7 +144,7 @@ def from_hlo_proto(proto: bytes) -> GraphMemory:
         client = cpu_client(xla)  # one standalone CPU client per process, shared with the cost analysis
         module = xla.mlir.hlo_to_stablehlo(proto)
         devices = xla.DeviceList(tuple(client.local_devices()[:1]))
-        exe = client.compile_and_load(module, devices, analysis_options(xla))
+        exe = compile_for_analysis(client, module, devices, analysis_options(xla))
         return from_stats(exe.get_compiled_memory_stats(), executable=exe)
     except Exception as exc:
         return unavailable(f"memory analysis of the graph's HLO failed ({type(exc).__name__}: {_first_line(exc)})")

@@ -345,3 +345,29 @@ def test_tensorboard_scalars_of_live_memory():
     row = StepRow.from_json
     assert SCALARS["live_mib"](row({"live_bytes": 3 * 2**20})) == 3.0 and SCALARS["live_mib"](row({})) is None
     assert SCALARS["live_arrays"](row({"live_arrays": 7})) == 7 and SCALARS["live_arrays"](row({})) is None
+
+
+def test_analysis_compile_overrides_keep_the_figures(monkeypatch):
+    """The memory figures' compile turns the CPU's fusion emitters off where the jaxlib has the option (hlo_cost:
+    a quarter to a half of the compile time): the same figures, to the byte, as with XLA's defaults; where the
+    jaxlib does not know the option (0.12 dropped it), the compile is made again without it, the figures kept."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    from ptxla_perf import hlo_cost
+
+    def loss(w, x):
+        for _ in range(3):
+            x = jnp.tanh(x @ w)
+        return jnp.mean(x ** 2)
+
+    step = jax.jit(lambda w, x: w - 0.1 * jax.grad(loss)(w, x))
+    proto = step.lower(jnp.ones((64, 64)), jnp.ones((32, 64))).compiler_ir("hlo").as_serialized_hlo_module_proto()
+    figures = {}
+    for name, overrides in (("defaults", []), ("ours", hlo_cost._ANALYSIS_OVERRIDES),
+                            ("unknown", [("xla_cpu_no_such_option", False)])):
+        monkeypatch.setattr(hlo_cost, "_ANALYSIS_OVERRIDES", overrides)
+        monkeypatch.setattr(hlo_cost, "_overrides_ok", True)
+        figures[name] = memory.from_hlo_proto(proto).to_json()
+        assert figures[name]["source"] == "xla_memory_analysis" and figures[name]["note"] is None, figures[name]
+    assert hlo_cost._overrides_ok is False  # the unknown option: retried without, and not tried again
+    assert figures["ours"] == figures["defaults"] == figures["unknown"]

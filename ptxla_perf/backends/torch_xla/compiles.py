@@ -244,15 +244,19 @@ def live_xla_tensors() -> list[torch.Tensor]:
     has no Python object the heap scan could find: on such loops the captured graph lacks those updates."""
     tensor = torch.Tensor
     candidates = []
-    for o in gc.get_objects():
-        # type(), not isinstance(): isinstance reads `__class__`, which some objects answer with a DeprecationWarning
-        if issubclass(type(o), tensor):
-            try:
-                o._fix_weakref()  # own the impl while we hold the object (what torch's WeakIdRef does)
-                if o.device.type == "xla":  # a subclass may run Python here (__torch_function__)
-                    candidates.append(o)
-            except Exception:
-                pass
+    heap = gc.get_objects()
+    # by type(), not isinstance(): isinstance reads `__class__`, which some objects answer with a DeprecationWarning.
+    # The heap's few distinct types are checked once each, then the objects filtered by a set lookup: about a third
+    # of the time of an issubclass per object (~0.4 M objects after torch's import)
+    kinds = frozenset(t for t in set(map(type, heap)) if issubclass(t, tensor))
+    for o in [o for o in heap if type(o) in kinds]:
+        try:
+            o._fix_weakref()  # own the impl while we hold the object (what torch's WeakIdRef does)
+            if o.device.type == "xla":  # a subclass may run Python here (__torch_function__)
+                candidates.append(o)
+        except Exception:
+            pass
+    del heap
     tensor_id, by_id = X._xla_get_tensor_id, {}
     is_functional, unwrap = torch._is_functional_tensor, torch._from_functional_tensor
     for o in candidates:

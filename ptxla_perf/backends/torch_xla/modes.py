@@ -283,7 +283,7 @@ def partitioned_cost(proto: bytes, devices: int):
     build.use_spmd_partitioning = True
     build.allow_spmd_sharding_propagation_to_output = [True]
     build.device_assignment = xla.DeviceAssignment.create(np.arange(devices).reshape(1, devices))
-    executable = client.compile_and_load(module, client.devices()[:devices], options)
+    executable = hlo_cost.compile_for_analysis(client, module, client.devices()[:devices], options)
     done = executable.hlo_modules()[0]
     cost = hlo_cost.from_properties(xla.hlo_module_cost_analysis(client, done),
                                     f"SPMD: the partitioned module one of the {devices} devices runs (XLA's CPU "
