@@ -47,8 +47,7 @@ class Transfers:
         self._ready = ready
         self.steps = 0  # boundaries so far (steps.py sets it): a buffer's age
         self._from_device: dict[int, tuple] = {}  # id(NumPy array read back from the device) -> (weakref, line)
-        self._origin_cache: dict[tuple, tuple] = {}  # (id(code), instruction) of a user call -> (code, its
-        #                                              arguments' origins)
+        self._origin_cache: dict[tuple, tuple] = {}  # (id(code), instruction) of a call -> (code, _site's)
         self._buffers: dict[int, tuple] = {}  # id(array) -> (weakref, step it was last copied into a call)
 
     # --- device -> host: the timed `_value` wrapper's parts (hooks.timed) -------------------------------------
@@ -175,7 +174,7 @@ class Transfers:
         found = _Found()
         origins, shapes = found.origins, found.shapes  # (the per-array steps below are inlined: every call)
         from_device = self._from_device
-        origins_of = None
+        site = None
         deep = set() if full else fn.deep
         for pos, a in fn.dynamic(args, kwargs):
             t = type(a)
@@ -220,14 +219,19 @@ class Transfers:
                         found.made_by(f"read back from the device at {back[1].short()}")
                     continue
                 if arg_origin is _UNSEEN:
-                    if origins_of is None:
-                        origins_of = self._call_origins(frame) or ((), {})
-                    arg_origin = _arg_origin(origins_of, pos, len(args))
+                    if site is None:
+                        site = self._site(frame)
+                    got = site[1].get((pos, len(args)))
+                    if got is None:  # this argument's origin and its words, once per call instruction
+                        o = _arg_origin(site[0] or ((), {}), pos, len(args))
+                        got = (o, None if o is None else f"{o.text} (line {o.line})")
+                        site[1][(pos, len(args))] = got
+                    arg_origin, made = got
                 if arg_origin is None:
                     origins["data"] = origins.get("data", 0) + b
                 else:
                     origins[arg_origin.kind] = origins.get(arg_origin.kind, 0) + b
-                    found.made_by(f"{arg_origin.text} (line {arg_origin.line})")
+                    found.made_by(made)
         if full:
             fn.deep = deep
         if not found.n:
@@ -257,25 +261,31 @@ class Transfers:
     def _call_origins(self, frame):
         """Where each argument of the call a user frame is making came from (provenance.py), cached per call
         instruction."""
+        return self._site(frame)[0]
+
+    def _site(self, frame) -> tuple:
+        """A call instruction's (origins of its arguments or None, {(argument, number of arguments): (origin,
+        its made_by words)}): kept per instruction, found once. Keyed by id(code), not the code, whose hash is
+        recomputed from its bytecode and constants at every lookup (frames.py); the entry holds the code, so an
+        id reused by another code is not taken for it."""
         if frame is None:
-            return None
+            return None, {}
         code = frame.f_code
-        # keyed by id(code), not the code, whose hash is recomputed from its bytecode and constants at every
-        # lookup (frames.py); the entry holds the code, so an id reused by another code is not taken for it
         key = (id(code), frame.f_lasti)
         entry = self._origin_cache.get(key)
         if entry is not None and entry[0] is code:
             return entry[1]
-        if classify(code.co_filename) != USER:
-            return None
-        pos = provenance.position(frame)
-        try:
-            hit = provenance.call_arguments(code.co_filename, pos) if pos else None
-        except Exception:  # never break the user's call for a diagnostic
-            hit = None
+        hit = None
+        if classify(code.co_filename) == USER:
+            pos = provenance.position(frame)
+            try:
+                hit = provenance.call_arguments(code.co_filename, pos) if pos else None
+            except Exception:  # never break the user's call for a diagnostic
+                hit = None
+        site = (hit, {})
         if len(self._origin_cache) < 1024:
-            self._origin_cache[key] = (code, hit)
-        return hit
+            self._origin_cache[key] = (code, site)
+        return site
 
     def _seen_buffer(self, x: np.ndarray) -> bool:
         """True when this very array object (alive since) was copied into a call within the last few steps. Held
