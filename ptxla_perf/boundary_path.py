@@ -7,7 +7,8 @@ import sys
 import time
 from typing import Callable
 
-from .faults import guarded
+from . import faults
+from .faults import FAULTS, check, guarded
 from .fold import Folded
 from .outcome import Outcome
 from .records import StepRecord
@@ -19,9 +20,9 @@ FLUSH_SHARE = 0.02  # the most of the run's time the periodic flush may take
 
 
 class BoundaryPath:
-    def _boundary_stages(self) -> list[Callable[[StepRecord], None]]:
-        """The boundary path, chosen once at start: a stage that is off (no sampler, no progress, no flush) is
-        not in the list."""
+    def _boundary_stages(self) -> list[tuple[str, Callable[[StepRecord], None]]]:
+        """The boundary path, chosen once at start, each stage with its fault point's name (made here once, not
+        at every boundary): a stage that is off (no sampler, no progress, no flush) is not in the list."""
         stages = [self._number]
         if self.sampler is not None:
             stages.append(self._sampled)
@@ -33,7 +34,7 @@ class BoundaryPath:
             stages.append(self._progress)
         if self.flush_every_s and self.report_path:
             stages.append(self._flush)
-        return stages
+        return [(f"boundary.{stage.__name__.lstrip('_')}", stage) for stage in stages]
 
     def _on_boundary(self, rec: StepRecord) -> None:
         """Each stage guarded (faults.py): one that fails is a profiler error, and the others still run; a stop
@@ -43,8 +44,13 @@ class BoundaryPath:
                 guarded("boundary.training_thread", TRAINING.settle)
             guarded("boundary.runtime_up", self._runtime_up)
             self._up = True
-        for stage in self._stages:
-            guarded(f"boundary.{stage.__name__.lstrip('_')}", stage, rec)
+        for where, stage in self._stages:  # faults.guarded, inlined: this loop runs at every step
+            try:
+                if faults._INJECT:
+                    check(where)
+                stage(rec)
+            except Exception as exc:
+                FAULTS.record(where, exc)
         if self._stop is not None:
             stop, self._stop = self._stop, None
             raise stop
@@ -59,7 +65,7 @@ class BoundaryPath:
     def _sampled(self, rec: StepRecord) -> None:
         """The lines sampled since the previous boundary, and the data time among them (sampled_data.py)."""
         if self.sampler.learning:
-            self.sampler.learn_loop(sys._getframe(3))  # the frame that called _on_boundary (the adapter's hook)
+            self.sampler.learn_loop(sys._getframe(2))  # the frame that called _on_boundary (the adapter's hook)
         self._data_charge.charge(rec, self.sampler)
 
     def _label(self, rec: StepRecord) -> None:

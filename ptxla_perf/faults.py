@@ -5,6 +5,8 @@ output and exit code stay those of the plain run (docs/report.md: "When ptxla_pe
 
 Fault injection for tests: `PTXLA_PERF_FAULTS=where[,where...]` (`rule.*`: a prefix; `*`: all) makes the named points raise
 `InjectedFault`; the names are the `where` strings passed to `check`/`guard`/`shielded` (docs/report.md lists them).
+Paths run at every step or call (the boundary stages, the JAX call) inline `guarded` as a try block around
+`if faults._INJECT: check(where)` and the call: the same point, one Python call less each.
 """
 from __future__ import annotations
 

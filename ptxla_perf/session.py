@@ -225,7 +225,8 @@ class Session(BoundaryPath):
         self.sample_hz = sample_hz  # the main thread's stack sampler (sampler.py); 0: off
         self.sampler: StackSampler | None = None
         self._data_charge = DataCharge()  # the sampled data time, given to the steps it fell in
-        self._stages: list[Callable[[StepRecord], None]] = []  # the boundary path (_on_boundary), set by start
+        self._stages: list[tuple[str, Callable[[StepRecord], None]]] = []  # the boundary path (_on_boundary),
+        #                                                                     set by start
         self._faults_mark = FAULTS.mark()  # our own failures from here on are this session's (faults.py)
 
     # --- the run's facts, read by the session's users ------------------------------------------------------

@@ -18,7 +18,8 @@ from .memory import Memory
 from .ready import ReadyWatch
 from .steps import Steps
 from .transfers import Transfers, array_leaves
-from ...faults import FAULTS, check, guarded
+from ... import faults
+from ...faults import FAULTS, check
 from ...training_thread import switches
 
 
@@ -47,7 +48,8 @@ class Calls:
         o0 = time.perf_counter()
         frame = sys._getframe(2)  # the caller of the wrapper (jitted.Jitted.__call__)
         try:  # our code (faults.py): a failure is recorded, the user's call goes on; a stop (BaseException) goes on
-            check("jax.call")
+            if faults._INJECT:
+                check("jax.call")
             self._steps.before_call(fn, frame, args, kwargs)
             if fn.outs is not None:
                 self._memory.check_donation(fn, args, kwargs, frame)
@@ -78,7 +80,12 @@ class Calls:
             if rest > QUEUE_MIN_S and (v0 < 0 or switches() != v0):
                 led.queue += rest
             led.call_cpu += cpu
-        guarded("jax.call_end", self._after, fn, args, kwargs, frame, out, t0, compiles, compile_time)
+        try:  # faults.guarded, inlined (every call)
+            if faults._INJECT:
+                check("jax.call_end")
+            self._after(fn, args, kwargs, frame, out, t0, compiles, compile_time)
+        except Exception as exc:
+            FAULTS.record("jax.call_end", exc)
         led.own += time.perf_counter() - t1
         return out
 

@@ -54,6 +54,8 @@ class JitInfo:
     def dynamic(self, args: tuple, kwargs: dict, named: bool = False) -> list[tuple]:
         """The non-static arguments as (position or keyword, value); `named`: by parameter name."""
         nums, names = self.static
+        if not nums and not names and not named:  # no static arguments (most step functions): every one
+            return [*enumerate(args), *kwargs.items()]
         if named:
             pos = [(self.varnames[i] if i < len(self.varnames) else f"args[{i}]", a)
                    for i, a in enumerate(args) if i not in nums]

@@ -10,6 +10,7 @@ from ...training_thread import TRAINING
 
 MAX_EVENTS_PER_STEP = 16
 SKIP = object()  # a timed wrapper's begin(): not ours, run the real function untimed (hooks.timed)
+_new = tuple.__new__
 
 
 class Counts(NamedTuple):
@@ -78,23 +79,26 @@ class Ledger:
         self.events: list[Event] = []
 
     def snapshot(self) -> Counts:
-        return Counts(self.compiles, self.compile_time, self.cached, self.execs, self.d2h, self.d2h_bytes,
-                      self.h2d, self.h2d_bytes, time.perf_counter(), self.d2h_time, self.flops, self.bytes, self.trans, self.uncosted,
-                      self.launch, self.queue, self.own, self.cpu(), self.call_cpu, self.blocked, TRAINING.ident)
+        """The counters now (twice per step: tuple.__new__ skips the named tuple's Python-level __new__)."""
+        return _new(Counts, (self.compiles, self.compile_time, self.cached, self.execs, self.d2h, self.d2h_bytes,
+                             self.h2d, self.h2d_bytes, time.perf_counter(), self.d2h_time, self.flops, self.bytes,
+                             self.trans, self.uncosted, self.launch, self.queue, self.own, self.cpu(),
+                             self.call_cpu, self.blocked, TRAINING.ident))
 
     def event(self, kind: str, loc: Location | None, detail: Any) -> None:
         """One event per line and kind per step (repeats add up in its `transfers`), at most 16 a step. `detail`:
-        the kind's typed evidence (records.EVIDENCE) or its keywords."""
-        if sum(e.kind != "compile" for e in self.events) >= MAX_EVENTS_PER_STEP:
+        the kind's typed evidence (records.EVIDENCE)."""
+        events = self.events
+        if len(events) >= MAX_EVENTS_PER_STEP and sum(e.kind != "compile" for e in events) >= MAX_EVENTS_PER_STEP:
             return
-        for e in self.events:
+        for e in events:
             if e.kind == kind and e.location == loc and kind != "compile":
-                get = detail.get if isinstance(detail, dict) else lambda k, d=None: getattr(detail, k, d)
-                e.detail.transfers += get("transfers", 1)
-                if get("seconds") is not None and getattr(e.detail, "seconds", None) is not None:
-                    e.detail.seconds += get("seconds")  # eager uploads: their time adds up too
+                e.detail.transfers += detail.transfers
+                seconds = getattr(detail, "seconds", None)
+                if seconds is not None and getattr(e.detail, "seconds", None) is not None:
+                    e.detail.seconds += seconds  # eager uploads: their time adds up too
                 return
-        self.events.append(Event(kind, loc, detail))
+        events.append(Event(kind, loc, detail))
 
     def take(self, n: int | None = None) -> list[Event]:
         """The events so far (or the first `n`), removed; the rest stay."""

@@ -180,6 +180,8 @@ class Steps:
         self._calling = (fn, args, kwargs)  # what a backward pass traced inside it belongs to (cleared after it)
         if fn.library and classify(frame.f_code.co_filename) != USER:
             pass  # called by a library on the user's behalf: part of whatever the user's loop is doing
+        elif self._step_fn is not None and not self._annotated:
+            self._known_step(fn, frame, args, kwargs)  # (_maybe_step's first case: every call once it is known)
         elif not self._annotated:
             self._maybe_step(fn, frame, args, kwargs)
         elif not self._ann_depth and not self.in_other and self._mark is not None:
@@ -190,7 +192,7 @@ class Steps:
         cand, self._calling = self._cand, None
         if self._run is not None and len(self._run[1]) < _MAX_FED:
             self._run[1].extend(_refs(out))
-        if fn.same_function(self._step_fn) and not self.in_other:
+        if (fn is self._step_fn or fn.same_function(self._step_fn)) and not self.in_other:
             self._last_call_end = (self._ledger.snapshot(), len(self._ledger.events))
         elif self._step_fn is None and cand.current is not None and cand.pre:
             cand.end[cand.current] = (len(cand.pre) - 1, self._ledger.snapshot(), len(self._ledger.events))
@@ -229,7 +231,7 @@ class Steps:
     def _known_step(self, fn: JitInfo, frame, args: tuple, kwargs: dict) -> None:
         """The step function is known: its call from its line starts a step; when it trains in a loop on another
         line, its line moves there; other calls open evaluation."""
-        if not fn.same_function(self._step_fn):
+        if fn is not self._step_fn and not fn.same_function(self._step_fn):
             if not self.in_other and fn.key in self._members:
                 return  # a phase of the iteration: its second jitted call (grads, then the update)
             if fn.key in self._grad_fns and self._step_fn.key not in self._grad_fns:

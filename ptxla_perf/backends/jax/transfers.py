@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from collections import Counter
 from typing import Any
 
 import jax
@@ -15,7 +14,7 @@ import numpy as np
 
 from ... import provenance
 from ...frames import TOOL, USER, classify, user_frame
-from ...records import Location, TransferEvidence
+from ...records import Location, ReadEvidence, TransferEvidence
 from . import _private as P
 from .jitted import JitInfo
 from .ledger import SKIP, Ledger, Scope
@@ -48,7 +47,7 @@ class Transfers:
         self._ready = ready
         self.steps = 0  # boundaries so far (steps.py sets it): a buffer's age
         self._from_device: dict[int, tuple] = {}  # id(NumPy array read back from the device) -> (weakref, line)
-        self._origin_cache: dict[tuple, Any] = {}  # (code, instruction) of a user call -> its arguments' origins
+        self._origin_cache: dict[tuple, tuple] = {}  # (id(code), instruction) of a call -> (code, _site's)
         self._buffers: dict[int, tuple] = {}  # id(array) -> (weakref, step it was last copied into a call)
 
     # --- device -> host: the timed `_value` wrapper's parts (hooks.timed) -------------------------------------
@@ -96,10 +95,8 @@ class Transfers:
         if not led.lines:
             return None
         loc, via, call = _blame(frame, default)
-        detail: dict[str, Any] = {"call": call, "shapes": [list(arr.shape)], "bytes": int(arr.nbytes)}
-        if via:
-            detail["via"] = via.short()
-        led.event("device_to_host_sync", loc, detail)
+        led.event("device_to_host_sync", loc, ReadEvidence(call=call, via=via.short() if via else None,
+                                                           shapes=[list(arr.shape)], bytes=int(arr.nbytes)))
         return loc
 
     def _came_from_device(self, x, loc: Location | None) -> None:
@@ -160,11 +157,9 @@ class Transfers:
             where = o.kind if o is not None else "data"
             if o is not None:
                 made.append(f"{o.text} (line {o.line})")
-        led.event("host_to_device_transfer", user_frame(frame)[0],
-                  {"call": call, "shapes": [list(out.shape)], "bytes": nbytes, "transfers": 1, "arrays": 1,
-                   "source": [kind], "origins": {where: nbytes}, "made_by": made, "eager": True,
-                   "seconds": seconds,
-                   "avoidable": where != "data"})
+        led.event("host_to_device_transfer", user_frame(frame)[0], TransferEvidence(
+            call=call, shapes=[list(out.shape)], bytes=nbytes, transfers=1, arrays=1, source=[kind],
+            origins={where: nbytes}, made_by=made, eager=True, seconds=seconds, avoidable=where != "data"))
 
     def scan(self, fn: JitInfo, args: tuple, kwargs: dict, frame) -> bool:
         """Find implicit transfers among a jitted call's arguments; record them. True if any were found.
@@ -177,13 +172,15 @@ class Transfers:
         full = fn.scans % FULL_SCAN_EVERY == 0
         fn.scans += 1
         found = _Found()
-        origins_of = None
+        origins, shapes = found.origins, found.shapes  # (the per-array steps below are inlined: every call)
+        from_device = self._from_device
+        site = None
         deep = set() if full else fn.deep
         for pos, a in fn.dynamic(args, kwargs):
             t = type(a)
             if (t is list or t is tuple) and a and all(isinstance(v, SCALARS) for v in a):
                 found.add("python list", [len(a)], 4 * len(a), len(a))  # a Python list of numbers: one per element
-                found.origins[provenance.HOST_MADE] += 4 * len(a)
+                origins[provenance.HOST_MADE] = origins.get(provenance.HOST_MADE, 0) + 4 * len(a)
                 continue
             container = not (t is P.ArrayImpl or t is np.ndarray or isinstance(a, (np.ndarray, np.generic)))
             if not container:
@@ -203,29 +200,38 @@ class Transfers:
                         if container:
                             deep.add(pos)
                     continue
-                if not (t is np.ndarray or isinstance(x, (np.ndarray, np.generic))):
+                array = t is np.ndarray or isinstance(x, np.ndarray)
+                if not (array or isinstance(x, np.generic)):
                     continue
                 if container:
                     deep.add(pos)
                 b = int(x.nbytes)
-                found.add("numpy", list(np.shape(x)), b, 1)
-                if isinstance(x, np.ndarray) and self._seen_buffer(x):
+                found.kinds.add("numpy")
+                shapes.append(list(x.shape))
+                found.nbytes += b
+                found.n += 1
+                if array and self._seen_buffer(x):
                     found.repeated += 1
-                back = self._round_trip(x)
-                if back is not None:
-                    found.origins["round_trip"] += b
+                back = from_device.get(id(x))
+                if back is not None and back[0]() is x:  # read back from the device: a round trip
+                    origins["round_trip"] = origins.get("round_trip", 0) + b
                     if back[1] is not None:
                         found.made_by(f"read back from the device at {back[1].short()}")
                     continue
                 if arg_origin is _UNSEEN:
-                    if origins_of is None:
-                        origins_of = self._call_origins(frame) or ((), {})
-                    arg_origin = _arg_origin(origins_of, pos, len(args))
+                    if site is None:
+                        site = self._site(frame)
+                    got = site[1].get((pos, len(args)))
+                    if got is None:  # this argument's origin and its words, once per call instruction
+                        o = _arg_origin(site[0] or ((), {}), pos, len(args))
+                        got = (o, None if o is None else f"{o.text} (line {o.line})")
+                        site[1][(pos, len(args))] = got
+                    arg_origin, made = got
                 if arg_origin is None:
-                    found.origins["data"] += b
+                    origins["data"] = origins.get("data", 0) + b
                 else:
-                    found.origins[arg_origin.kind] += b
-                    found.made_by(f"{arg_origin.text} (line {arg_origin.line})")
+                    origins[arg_origin.kind] = origins.get(arg_origin.kind, 0) + b
+                    found.made_by(made)
         if full:
             fn.deep = deep
         if not found.n:
@@ -238,36 +244,48 @@ class Transfers:
         led.h2d += found.n
         led.h2d_bytes += found.nbytes
         loc = user_frame(frame)[0] if led.lines else None
-        shapes = sorted(found.shapes, key=lambda s: -math.prod(s))
+        shapes = sorted(found.shapes, key=math.prod, reverse=True)  # largest first (stable among equals)
         # typed here, not as keywords: a fresh NumPy batch makes one of these every call, and records.evidence's
         # conversion of a dict costs several times the class's own constructor
         led.event("host_to_device_transfer", loc, TransferEvidence(
             call=fn.name, shapes=shapes[:6], bytes=found.nbytes, transfers=found.n, arrays=found.n,
-            source=sorted(found.kinds), repeated_buffers=found.repeated, origins=dict(found.origins),
+            source=sorted(found.kinds), repeated_buffers=found.repeated, origins=found.origins,
             made_by=found.made,
             # what is wasted: the same host buffer copied again within a few steps (parameters left in NumPy),
             # arrays read back from the device and sent again (a round trip), values the loop makes on the host
             # (random draws, constants, Python lists: one transfer per element), arrays resharded on every call.
             # A fresh NumPy batch per call is the input pipeline.
             avoidable=bool(found.repeated or found.kinds & {"python list", "uncommitted jax.Array"}
-                           or set(found.origins) - {"data"})))
+                           or found.origins.keys() - {"data"})))
 
     def _call_origins(self, frame):
         """Where each argument of the call a user frame is making came from (provenance.py), cached per call
         instruction."""
-        if frame is None or classify(frame.f_code.co_filename) != USER:
-            return None
-        key = (frame.f_code, frame.f_lasti)
-        hit = self._origin_cache.get(key, _UNSEEN)
-        if hit is _UNSEEN:
+        return self._site(frame)[0]
+
+    def _site(self, frame) -> tuple:
+        """A call instruction's (origins of its arguments or None, {(argument, number of arguments): (origin,
+        its made_by words)}): kept per instruction, found once. Keyed by id(code), not the code, whose hash is
+        recomputed from its bytecode and constants at every lookup (frames.py); the entry holds the code, so an
+        id reused by another code is not taken for it."""
+        if frame is None:
+            return None, {}
+        code = frame.f_code
+        key = (id(code), frame.f_lasti)
+        entry = self._origin_cache.get(key)
+        if entry is not None and entry[0] is code:
+            return entry[1]
+        hit = None
+        if classify(code.co_filename) == USER:
             pos = provenance.position(frame)
             try:
-                hit = provenance.call_arguments(frame.f_code.co_filename, pos) if pos else None
+                hit = provenance.call_arguments(code.co_filename, pos) if pos else None
             except Exception:  # never break the user's call for a diagnostic
                 hit = None
-            if len(self._origin_cache) < 1024:
-                self._origin_cache[key] = hit
-        return hit
+        site = (hit, {})
+        if len(self._origin_cache) < 1024:
+            self._origin_cache[key] = (code, site)
+        return site
 
     def _seen_buffer(self, x: np.ndarray) -> bool:
         """True when this very array object (alive since) was copied into a call within the last few steps. Held
@@ -307,7 +325,7 @@ class _Found:
         self.shapes: list[list[int]] = []
         self.nbytes = self.n = self.repeated = 0
         self.kinds: set[str] = set()
-        self.origins: Counter = Counter()  # bytes by origin
+        self.origins: dict[str, int] = {}  # bytes by origin
         self.made: list[str] = []
 
     def add(self, kind: str, shape: list, nbytes: int, n: int) -> None:
