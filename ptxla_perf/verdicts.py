@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .faults import FAULTS, check
 from .records import Location, evidence_json
@@ -82,6 +82,16 @@ class Finding:
     def __post_init__(self) -> None:
         if self.cost.per_step is None and self.per_step is not None:
             self.cost = Cost(**{**self.cost.to_json(), "per_step": self.per_step})
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Finding":
+        """A written finding (a report's, any version's) as a Finding: the load edges' one reader. A 0.4.0 one (no
+        origin, no cost) gets them as `origin_of`/`cost_of` read them; its evidence stays the dict it was."""
+        loc, ev = d.get("location"), d.get("evidence")
+        return cls(str(d.get("kind") or ""), str(d.get("severity") or "info"), str(d.get("message") or ""),
+                   int(d.get("count") or 0), Location(**loc) if isinstance(loc, Mapping) else None,
+                   dict(ev) if isinstance(ev, Mapping) else {}, d.get("per_step"), list(d.get("steps") or []),
+                   origin_of(dict(d)), cost_of(dict(d)), list(d["ranks"]) if d.get("ranks") is not None else None)
 
     def evidence_json(self) -> dict[str, Any]:
         ev = self.evidence
