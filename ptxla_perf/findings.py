@@ -205,10 +205,19 @@ class NewGraph(Rule):
                 "new_graph", "info",
                 f"A new graph compiled {when}{where(first.location)} "
                 f"({first.count} compile(s), {first.seconds:.2f} s): its first compile ({what}); expected once.",
-                first.count, first.location, {"key": str(key), "compile_time_s": round(first.seconds, 4),
-                                              "phase": first.phase}, None, [first.iteration],
+                first.count, first.location, NewGraphEvidence(str(key), round(first.seconds, 4), first.phase), None,
+                [first.iteration],
                 cost=Cost(compile_s=round(first.seconds, 4))))
         return out
+
+
+@dataclass
+class NewGraphEvidence:
+    """new_graph's evidence: the graph's key, its first compile's seconds and the phase it compiled in."""
+
+    key: str
+    compile_time_s: float
+    phase: str
 
 
 def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, advice: Mapping[str, str]
@@ -714,8 +723,17 @@ class CompileTime(Rule):
             "compile_time", "info",
             f"Compiling took {comp:.2f} s of {total:.2f} s ({share:.0%}) across {sum(s.compiles for s in it)} "
             f"compile(s); {how}, so compile time is not mistaken for step time.", sum(s.compiles for s in it), None,
-            {"compile_time_s": round(comp, 4), "wall_time_s": round(total, 4), "share": round(share, 4)},
+            CompileTimeEvidence(round(comp, 4), round(total, 4), round(share, 4)),
             cost=Cost(compile_s=round(comp, 4), share_of_wall=round(share, 4)))]
+
+
+@dataclass
+class CompileTimeEvidence:
+    """compile_time's evidence: the run's compile seconds, its wall seconds and their ratio."""
+
+    compile_time_s: float
+    wall_time_s: float
+    share: float
 
 
 # --- the registry ---------------------------------------------------------------------------------------------
