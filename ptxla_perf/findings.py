@@ -570,7 +570,7 @@ class GraphBreak(Rule):
                 f"A sync{where(loc)} runs inside the step in {len(hits)} of {I.count(train)} training iterations: each "
                 "such iteration executes as several graphs instead of one (more launches, lost fusion). "
                 f"{advice.get('graph_break', GENERIC_ADVICE['graph_break'])}", len(hits), loc,
-                {"sites_per_iteration": 1 + len(by_site)}, len(hits) / max(1, I.count(train)), hits))
+                SyncSitesEvidence(1 + len(by_site)), len(hits) / max(1, I.count(train)), hits))
         out += self._cycles(it, advice) if not out and not any(s.optimizer_steps or s.backward_calls for s in it) else []
         out += self._early(it, advice)
         return out
@@ -594,7 +594,7 @@ class GraphBreak(Rule):
                 "graph_break", "warning",
                 f"A sync{where(loc)} runs inside every iteration: each iteration executes as {period} graphs instead "
                 f"of one. {advice.get('graph_break', GENERIC_ADVICE['graph_break'])}", len(seq) // period, loc,
-                {"sites_per_iteration": period, "cycle": [_loc_json(by_key[k]) for k in cycle]}, 1.0,
+                SyncSitesEvidence(period, [_loc_json(by_key[k]) for k in cycle]), 1.0,
                 [s.index for s in it if s.site and (s.site.file, s.site.line) == key][:20]))
         return out
 
@@ -618,6 +618,19 @@ class GraphBreak(Rule):
         return out
 
 
+@dataclass
+class SyncSitesEvidence:
+    """graph_break's evidence where syncs inside the step split it: how many sync sites an iteration runs, and
+    the order they take turns in (`cycle`, where no optimizer step tells the iterations apart)."""
+
+    sites_per_iteration: int
+    cycle: list[dict] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sites_per_iteration": self.sites_per_iteration, **({} if self.cycle is None else
+                                                                     {"cycle": self.cycle})}
+
+
 # --- other per-step problems ----------------------------------------------------------------------------------
 class OpFallback(Rule):
     kind = "op_fallback"
@@ -639,9 +652,17 @@ class OpFallback(Rule):
                 f"{op} ran on the CPU (no device lowering){where(loc)}: {n / n_it:.2f} times per step in "
                 f"{len(hit)} iterations, each one copying its inputs to the host and back. "
                 f"{advice.get('op_fallback', GENERIC_ADVICE['op_fallback'])}", n, loc,
-                {"op": op, "calls": dict(Counter(e.detail.call for e in ev)) if ev else {}},
+                FallbackOpEvidence(op, dict(Counter(e.detail.call for e in ev)) if ev else {}),
                 n / n_it, hit))
         return out
+
+
+@dataclass
+class FallbackOpEvidence:
+    """op_fallback's evidence: the op that ran on the CPU and the user's calls that ran it (call -> times seen)."""
+
+    op: str
+    calls: dict[str, int]
 
 
 class HostToDeviceTransfer(Rule):

@@ -72,7 +72,8 @@ class Finding:
     message: str
     count: int
     location: Location | None = None
-    evidence: Any = field(default_factory=dict)  # a dict, or the kind's evidence dataclass
+    evidence: Any = field(default_factory=dict)  # the kind's evidence dataclass (its JSON: `to_json` where it has
+    #                                              one, else its fields); a written report's, read back, is a dict
     per_step: float | None = None
     steps: list[int] = field(default_factory=list)
     origin: str = RUNTIME  # runtime | trace | ranks | run
@@ -95,6 +96,8 @@ class Finding:
 
     def evidence_json(self) -> dict[str, Any]:
         ev = self.evidence
+        if hasattr(ev, "to_json"):  # an evidence class whose keys depend on what was seen
+            return ev.to_json()
         if is_dataclass(ev):
             return evidence_json(ev) if hasattr(ev, "extra") else asdict(ev)
         return dict(ev or {})
