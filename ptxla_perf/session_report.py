@@ -138,7 +138,14 @@ def profiler_error(faults: Sequence[Fault]) -> Finding:
            "parts measure may be missing from this report (profiler_errors holds each traceback). Please report it "
            "with the output of `python -m ptxla_perf doctor`.")
     return Finding("profiler_error", "info", msg, sum(f.count for f in faults), None,
-                   {"points": [f.where for f in faults]}, origin=RUN)
+                   FaultEvidence([f.where for f in faults]), origin=RUN)
+
+
+@dataclass
+class FaultEvidence:
+    """profiler_error's evidence: the points where ptxla_perf's own code failed (faults.py)."""
+
+    points: list[str]
 
 
 def with_faults(report: dict[str, Any], faults: Sequence[Fault]) -> None:

@@ -65,6 +65,11 @@ class Cost:
         return cls(**{f.name: d[f.name] for f in fields(cls) if isinstance(d.get(f.name), (int, float))})
 
 
+@dataclass(frozen=True)
+class NoEvidence:
+    """The evidence of a finding whose message says all there is (run_stopped): `{}` in the report."""
+
+
 @dataclass
 class Finding:
     kind: str
