@@ -40,6 +40,22 @@ def location_from_json(d: dict | None) -> Location | None:
 
 
 @dataclass
+class DivergenceEvidence:
+    """rank_divergence's evidence: the finding kind some ranks have and others not (with the ranks on each side),
+    or `compiles` with each rank's compile count."""
+
+    finding: str
+    on_ranks: list[int] | None = None
+    not_on_ranks: list[int] | None = None
+    compiles: dict[str, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.compiles is not None:
+            return {"finding": self.finding, "compiles": self.compiles}
+        return {"finding": self.finding, "on_ranks": self.on_ranks, "not_on_ranks": self.not_on_ranks}
+
+
+@dataclass
 class Ranks:
     """What a rank rule reads: the per-process reports of one run."""
 
@@ -256,10 +272,10 @@ class RankDivergence(_CrossRank):
             out.append(Finding("rank_divergence", "warning" if f["severity"] != "info" else "info", msg,
                                sum(int(h.get("count") or 0) for h in hits.values()),
                                location_from_json(f.get("location")),
-                               {"finding": kind, "on_ranks": on, "not_on_ranks": off}, f.get("per_step"),
+                               DivergenceEvidence(kind, on_ranks=on, not_on_ranks=off), f.get("per_step"),
                                ranks=on, cost=cost_of(f)))
         compiles = {rank_of(x): int((x.get("summary") or {}).get("compiles") or 0) for x in reports}
-        if len(set(compiles.values())) > 1 and not any(o.evidence["finding"] == "recompilation" for o in out):
+        if len(set(compiles.values())) > 1 and not any(o.evidence.finding == "recompilation" for o in out):
             typical = median(compiles.values())
             odd = sorted(k for k, v in compiles.items() if v != typical)
             if odd and len(odd) < len(ranks):
@@ -269,7 +285,7 @@ class RankDivergence(_CrossRank):
                     f"{', '.join(str(compiles[k]) for k in odd)} graph(s) where the other ranks compiled "
                     f"{typical:g}: a rank that compiles while the others wait holds them at the next collective.",
                     int(sum(abs(compiles[k] - typical) for k in odd)), None,
-                    {"finding": "compiles", "compiles": {str(k): v for k, v in compiles.items()}}, ranks=odd))
+                    DivergenceEvidence("compiles", compiles={str(k): v for k, v in compiles.items()}), ranks=odd))
         return out
 
 
