@@ -13,7 +13,7 @@ from .figures import median
 from .fmt import ms
 from .records import Location
 from .thresholds import value as threshold
-from .verdicts import RANKS_SCOPE, Cost, Finding, Rule, cost_of, run as run_rules
+from .verdicts import RANKS_SCOPE, Cost, Finding, Rule, run as run_rules
 
 _DIVERGENT_KINDS = ("device_to_host_sync", "recompilation", "graph_break", "op_fallback", "eager_compile",
                     "host_to_device_transfer")
@@ -273,7 +273,7 @@ class RankDivergence(_CrossRank):
                                sum(int(h.get("count") or 0) for h in hits.values()),
                                location_from_json(f.get("location")),
                                DivergenceEvidence(kind, on_ranks=on, not_on_ranks=off), f.get("per_step"),
-                               ranks=on, cost=cost_of(f)))
+                               ranks=on, cost=Finding.from_json(f).cost))
         compiles = {rank_of(x): int((x.get("summary") or {}).get("compiles") or 0) for x in reports}
         if len(set(compiles.values())) > 1 and not any(o.evidence.finding == "recompilation" for o in out):
             typical = median(compiles.values())
@@ -296,6 +296,6 @@ def _ranks(ranks: list[int]) -> str:
 RULES: tuple[Rule, ...] = (Straggler(), RankDivergence())
 
 
-def judge(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ranks scope's findings of one run's reports, as the merged report holds them."""
-    return [f.to_json() for f in run_rules(RULES, Ranks(reports)).findings]
+def judge(reports: list[dict[str, Any]]) -> list[Finding]:
+    """The ranks scope's findings of one run's reports."""
+    return run_rules(RULES, Ranks(reports)).findings

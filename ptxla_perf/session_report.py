@@ -153,14 +153,14 @@ def with_faults(report: dict[str, Any], faults: Sequence[Fault]) -> None:
     report["profiler_errors"] = errors_json(list(faults))
     report["findings"] = [f for f in report.get("findings", []) if f.get("kind") != "profiler_error"] + [
         profiler_error(faults).to_json()]
-    report["summary"][K.FINDINGS_BY_SEVERITY] = severity_counts(report["findings"])
+    report["summary"][K.FINDINGS_BY_SEVERITY] = severity_counts(Finding.from_json(f) for f in report["findings"])
 
 
 def minimal_report(facts: RunFacts, end: Outcome, faults: Sequence[Fault]) -> dict[str, Any]:
     """The report when assembling the real one failed: the run's facts and our failures, nothing measured."""
     rep = report_mod.assemble(backend=facts.backend, run=facts.run_section(end), env=report_mod.environment({}),
                               steps=[], summary={},
-                              findings=[profiler_error(faults).to_json()] if faults else [])
+                              findings=[profiler_error(faults)] if faults else [])
     rep["profiler_errors"] = errors_json(list(faults))
     return rep
 
