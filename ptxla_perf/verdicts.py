@@ -92,6 +92,14 @@ class Finding:
         if self.cost.per_step is None and self.per_step is not None:
             self.cost = Cost(**{**self.cost.to_json(), "per_step": self.per_step})
 
+    def __eq__(self, other: object) -> bool:
+        """Field by field, the evidence as written: a finding read back from its report (its evidence a dict)
+        equals the live one it was written from."""
+        if not isinstance(other, Finding):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(self) if f.name != "evidence") \
+            and self.evidence_json() == other.evidence_json()
+
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Finding":
         """A written finding (a report's, any version's) as a Finding: the load edges' one reader. A 0.4.0 one (no
