@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from ... import iterations as I
 from ...figures import median, step_time_s
@@ -118,12 +119,10 @@ class EagerOps(Rule):
         else:
             msg = (f"Eager mode: ops ran outside the compiled step{_at(loc)} in {len(hit)} of {len(train)} training "
                    f"iterations (not every step); {cost}.{seen}")
-        evidence = {"ops_per_step": round(per_step, 3), "non_transfer_ops_per_step": others,
-                    "outside_ms_per_step": round(outside * 1e3, 3),
-                    "step_ms": round(step * 1e3, 3), "share": round(share, 4),
-                    "compiled_step_ms": round(max(step - outside, 0.0) * 1e3, 3), "iterations": len(hit),
-                    "lines": [{"file": l.file, "line": l.line, "function": l.function, "launches": n}
-                              for l, n in lines[:10]]}
+        evidence = EagerOpsEvidence(round(per_step, 3), others, round(outside * 1e3, 3), round(step * 1e3, 3),
+                                    round(share, 4), round(max(step - outside, 0.0) * 1e3, 3), len(hit),
+                                    [{"file": l.file, "line": l.line, "function": l.function, "launches": n}
+                                     for l, n in lines[:10]])
         return [Finding("eager_ops", "warning" if warn else "info", msg, sum(s.eager_launches for s in hit), loc,
                         evidence, per_step, [s.index for s in hit])]
 
@@ -186,6 +185,21 @@ class DynamoGraphs(Rule):
         return [Finding("dynamo_graphs", "info", msg, graphs, loc,
                         DynamoGraphsEvidence(graphs, len(compiles), len(recompiles), len(breaks), round(seconds, 4),
                                              dict(functions.most_common(10))))]
+
+
+@dataclass
+class EagerOpsEvidence:
+    """eager_ops' evidence: eager ops per step (and those that are not the batch's transfers), the time outside
+    the compiled step against the step, the iterations hit, and the lines seen launching them."""
+
+    ops_per_step: float
+    non_transfer_ops_per_step: float
+    outside_ms_per_step: float
+    step_ms: float
+    share: float
+    compiled_step_ms: float
+    iterations: int
+    lines: list[dict]
 
 
 @dataclass
