@@ -11,7 +11,6 @@ from . import rank_wait
 from . import summary_keys as K
 from .figures import median
 from .fmt import ms
-from .records import Location
 from .thresholds import value as threshold
 from .verdicts import RANKS_SCOPE, Cost, Finding, Rule, run as run_rules
 
@@ -33,10 +32,6 @@ def steady_times(report: dict[str, Any], key: str = "step") -> list[float]:
     values.row_series) over the rank's steady training iterations, in order, as its report's rows say
     (values.StepRow; reports written before `steps[].steady` get the process's own rule) or its `rank_digest`."""
     return rank_wait.steady(report).series(key)
-
-
-def location_from_json(d: dict | None) -> Location | None:
-    return Location(d["file"], int(d["line"]), d.get("function", "?")) if d else None
 
 
 @dataclass
@@ -253,10 +248,9 @@ class RankDivergence(_CrossRank):
         out = []
         by_line: dict[tuple, dict[int, dict]] = {}
         for x in reports:
-            for f in x.get("findings", []):
-                loc = f.get("location")
-                if loc and f["kind"] in _DIVERGENT_KINDS:
-                    by_line.setdefault((f["kind"], loc["file"], loc["line"]), {})[rank_of(x)] = f
+            for f in map(Finding.from_json, x.get("findings", [])):  # a rank's written findings: the load edge
+                if f.location and f.kind in _DIVERGENT_KINDS:
+                    by_line.setdefault((f.kind, f.location.file, f.location.line), {})[rank_of(x)] = f
         for (kind, file, line), hits in sorted(by_line.items(), key=lambda kv: (kv[0][1], kv[0][2])):
             if len(hits) == len(ranks):
                 continue
@@ -269,11 +263,10 @@ class RankDivergence(_CrossRank):
                    f"(rank{'s' if len(off) > 1 else ''} {_ranks(off)} do{'es' if len(off) == 1 else ''} not): the "
                    "other ranks wait for it at the next collective. Do the same work on every rank, or move it out "
                    "of the step (e.g. a rank-0-only log read every N steps after the step's sync).")
-            out.append(Finding("rank_divergence", "warning" if f["severity"] != "info" else "info", msg,
-                               sum(int(h.get("count") or 0) for h in hits.values()),
-                               location_from_json(f.get("location")),
-                               DivergenceEvidence(kind, on_ranks=on, not_on_ranks=off), f.get("per_step"),
-                               ranks=on, cost=Finding.from_json(f).cost))
+            out.append(Finding("rank_divergence", "warning" if f.severity != "info" else "info", msg,
+                               sum(h.count for h in hits.values()), f.location,
+                               DivergenceEvidence(kind, on_ranks=on, not_on_ranks=off), f.per_step,
+                               ranks=on, cost=f.cost))
         compiles = {rank_of(x): int((x.get("summary") or {}).get("compiles") or 0) for x in reports}
         if len(set(compiles.values())) > 1 and not any(o.evidence.finding == "recompilation" for o in out):
             typical = median(compiles.values())

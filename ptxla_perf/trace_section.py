@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .records import Location
 from .values import Stats
 from .verdicts import Finding
 

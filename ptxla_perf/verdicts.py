@@ -106,7 +106,9 @@ class Finding:
         origin, no cost) gets them as `origin_of`/`cost_of` read them; its evidence stays the dict it was."""
         loc, ev = d.get("location"), d.get("evidence")
         return cls(str(d.get("kind") or ""), str(d.get("severity") or "info"), str(d.get("message") or ""),
-                   int(d.get("count") or 0), Location(**loc) if isinstance(loc, Mapping) else None,
+                   int(d.get("count") or 0),
+                   Location(loc.get("file"), loc.get("line"), loc.get("function")) if isinstance(loc, Mapping) and loc
+                   else None,
                    dict(ev) if isinstance(ev, Mapping) else {}, d.get("per_step"), list(d.get("steps") or []),
                    origin_of(dict(d)), cost_of(dict(d)), list(d["ranks"]) if d.get("ranks") is not None else None,
                    d.get("source"))

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from ... import iterations as I
 from ...figures import median, step_time_s
