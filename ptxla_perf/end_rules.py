@@ -14,7 +14,7 @@ from . import oom
 from .frames import function_at, is_user_file
 from .records import Location, StepRecord
 from .thresholds import value as threshold
-from .verdicts import RUN_END, Finding, Rule, run as run_rules
+from .verdicts import RUN_END, Finding, NoEvidence, Rule, run as run_rules
 
 ADVICE = {"memory_headroom": "Reduce the batch size or the activations (rematerialisation), or shard the state."}
 
@@ -36,7 +36,8 @@ class RunStopped(Rule):
     def run(self, end: End) -> list[Finding]:
         if end.status != "stopped" or not end.stop_reason:
             return []
-        return [Finding("run_stopped", "error", end.stop_reason, 1, end.steps[-1].site if end.steps else None, {})]
+        return [Finding("run_stopped", "error", end.stop_reason, 1, end.steps[-1].site if end.steps else None,
+                        NoEvidence())]
 
 
 class Oom(Rule):
@@ -56,10 +57,24 @@ class Oom(Rule):
         # boundaries so far from the last one's index: a long run holds only its latest (fold.py)
         f = Finding("oom", "error", oom.message(r, last.index + 1 if last else 0), 1,
                     loc or (last.site if last else None),
-                    {**r.to_json(), "after_boundary": last.index if last else None})
+                    OomEvidence(r, last.index if last else None))
         if end.memory:
             _join(f, end.memory)
         return [f]
+
+
+@dataclass
+class OomEvidence:
+    """oom's evidence: what XLA's message says (oom.OomReport, its keys at the top), the last step boundary before
+    it, and what the run measured before it died (`memory`, where the report has a memory section)."""
+
+    parsed: oom.OomReport
+    after_boundary: int | None
+    memory: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.parsed.to_json(), "after_boundary": self.after_boundary,
+                **({} if self.memory is None else {"memory": self.memory})}
 
 
 def _join(f: Finding, sec: dict[str, Any]) -> None:
@@ -67,7 +82,7 @@ def _join(f: Finding, sec: dict[str, Any]) -> None:
     memory grew step over step (and what held it)."""
     live = sec.get("live") or {}
     bufs = M.top_buffers(sec)
-    f.evidence["memory"] = {"largest_graph": sec.get("largest_graph"), "peak_bytes": sec.get("peak_bytes"),
+    f.evidence.memory = {"largest_graph": sec.get("largest_graph"), "peak_bytes": sec.get("peak_bytes"),
                             "arrays_per_step": live.get("arrays_per_step"),
                             "bytes_per_step": live.get("bytes_per_step"), "largest_buffers": bufs}
     if bufs:

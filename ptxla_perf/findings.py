@@ -205,10 +205,19 @@ class NewGraph(Rule):
                 "new_graph", "info",
                 f"A new graph compiled {when}{where(first.location)} "
                 f"({first.count} compile(s), {first.seconds:.2f} s): its first compile ({what}); expected once.",
-                first.count, first.location, {"key": str(key), "compile_time_s": round(first.seconds, 4),
-                                              "phase": first.phase}, None, [first.iteration],
+                first.count, first.location, NewGraphEvidence(str(key), round(first.seconds, 4), first.phase), None,
+                [first.iteration],
                 cost=Cost(compile_s=round(first.seconds, 4))))
         return out
+
+
+@dataclass
+class NewGraphEvidence:
+    """new_graph's evidence: the graph's key, its first compile's seconds and the phase it compiled in."""
+
+    key: str
+    compile_time_s: float
+    phase: str
 
 
 def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, advice: Mapping[str, str]
@@ -561,7 +570,7 @@ class GraphBreak(Rule):
                 f"A sync{where(loc)} runs inside the step in {len(hits)} of {I.count(train)} training iterations: each "
                 "such iteration executes as several graphs instead of one (more launches, lost fusion). "
                 f"{advice.get('graph_break', GENERIC_ADVICE['graph_break'])}", len(hits), loc,
-                {"sites_per_iteration": 1 + len(by_site)}, len(hits) / max(1, I.count(train)), hits))
+                SyncSitesEvidence(1 + len(by_site)), len(hits) / max(1, I.count(train)), hits))
         out += self._cycles(it, advice) if not out and not any(s.optimizer_steps or s.backward_calls for s in it) else []
         out += self._early(it, advice)
         return out
@@ -585,7 +594,7 @@ class GraphBreak(Rule):
                 "graph_break", "warning",
                 f"A sync{where(loc)} runs inside every iteration: each iteration executes as {period} graphs instead "
                 f"of one. {advice.get('graph_break', GENERIC_ADVICE['graph_break'])}", len(seq) // period, loc,
-                {"sites_per_iteration": period, "cycle": [_loc_json(by_key[k]) for k in cycle]}, 1.0,
+                SyncSitesEvidence(period, [_loc_json(by_key[k]) for k in cycle]), 1.0,
                 [s.index for s in it if s.site and (s.site.file, s.site.line) == key][:20]))
         return out
 
@@ -609,6 +618,19 @@ class GraphBreak(Rule):
         return out
 
 
+@dataclass
+class SyncSitesEvidence:
+    """graph_break's evidence where syncs inside the step split it: how many sync sites an iteration runs, and
+    the order they take turns in (`cycle`, where no optimizer step tells the iterations apart)."""
+
+    sites_per_iteration: int
+    cycle: list[dict] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sites_per_iteration": self.sites_per_iteration, **({} if self.cycle is None else
+                                                                     {"cycle": self.cycle})}
+
+
 # --- other per-step problems ----------------------------------------------------------------------------------
 class OpFallback(Rule):
     kind = "op_fallback"
@@ -630,9 +652,17 @@ class OpFallback(Rule):
                 f"{op} ran on the CPU (no device lowering){where(loc)}: {n / n_it:.2f} times per step in "
                 f"{len(hit)} iterations, each one copying its inputs to the host and back. "
                 f"{advice.get('op_fallback', GENERIC_ADVICE['op_fallback'])}", n, loc,
-                {"op": op, "calls": dict(Counter(e.detail.call for e in ev)) if ev else {}},
+                FallbackOpEvidence(op, dict(Counter(e.detail.call for e in ev)) if ev else {}),
                 n / n_it, hit))
         return out
+
+
+@dataclass
+class FallbackOpEvidence:
+    """op_fallback's evidence: the op that ran on the CPU and the user's calls that ran it (call -> times seen)."""
+
+    op: str
+    calls: dict[str, int]
 
 
 class HostToDeviceTransfer(Rule):
@@ -714,8 +744,17 @@ class CompileTime(Rule):
             "compile_time", "info",
             f"Compiling took {comp:.2f} s of {total:.2f} s ({share:.0%}) across {sum(s.compiles for s in it)} "
             f"compile(s); {how}, so compile time is not mistaken for step time.", sum(s.compiles for s in it), None,
-            {"compile_time_s": round(comp, 4), "wall_time_s": round(total, 4), "share": round(share, 4)},
+            CompileTimeEvidence(round(comp, 4), round(total, 4), round(share, 4)),
             cost=Cost(compile_s=round(comp, 4), share_of_wall=round(share, 4)))]
+
+
+@dataclass
+class CompileTimeEvidence:
+    """compile_time's evidence: the run's compile seconds, its wall seconds and their ratio."""
+
+    compile_time_s: float
+    wall_time_s: float
+    share: float
 
 
 # --- the registry ---------------------------------------------------------------------------------------------

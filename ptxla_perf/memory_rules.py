@@ -6,6 +6,7 @@ Run with findings.RULES by the analysis (`findings.ITERATION_RULES`); figures fr
 thresholds.py, advice in the backend's words from the adapter (`advice["memory_growth"]`, ...)."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import fmt
@@ -70,13 +71,9 @@ class MemoryGrowth(Rule):
             f"+{what} per step over {n_steps} steps after warm-up, rising at {g['rising_share']:.0%} of the samples."
             f"{held} {tail}",
             max(1, round(per * n_steps)), loc if known else None,
-            {"holder_found": known, "arrays_per_step": round(per, 3), "bytes_per_step": b,
-             "projected_bytes": int(projected) if projected is not None else None,
-             "projected_steps": int(threshold("memory_growth_run_steps")), "samples": g["samples"],
-             "live_arrays": g.get("live_arrays"), "live_bytes": g.get("live_bytes"),
-             # what the growth was rated against: the memory section's capacity and where it came from
-             "capacity_bytes": cap.get("bytes"), "capacity_source": cap.get("source") or "unknown",
-             **{k: v for k, v in holder.items() if k not in ("location", "capacity_bytes")}},
+            GrowthEvidence(known, round(per, 3), b, int(projected) if projected is not None else None,
+                           int(threshold("memory_growth_run_steps")), g["samples"], g.get("live_arrays"),
+                           g.get("live_bytes"), cap.get("bytes"), cap.get("source") or "unknown", holder),
             per, [s.index for s in ctx.train[ctx.warmup:] if s.live_arrays is not None][:20],
             cost=Cost(bytes_per_step=b))]
 
@@ -148,10 +145,47 @@ class MissingDonation(Rule):
                 f"{call}{where(e.location)} returns {d.arrays if d.arrays is not None else '?'} arrays that replace its inputs of the "
                 f"same shapes ({fmt.nbytes(b)}), and donates none: during each call the old and the new values are "
                 f"both on the device, {fmt.nbytes(b)} held twice at the step's peak. {advice}",
-                1, e.location, {"call": call, "bytes": b, "arrays": d.arrays,
-                                "shapes": d.shapes or [], "argument": d.argument},
+                1, e.location, DonationFindingEvidence(call, b, d.arrays, d.shapes or [], d.argument),
                 None, [step]))
         return out
+
+
+@dataclass
+class GrowthEvidence:
+    """memory_growth's evidence: the growth per step, what a long run would keep, the capacity it was rated against
+    (the memory section's, and where it came from) and what holds the arrays (live_holders.py's keys, in the JSON
+    beside these)."""
+
+    holder_found: bool
+    arrays_per_step: float
+    bytes_per_step: int | None
+    projected_bytes: int | None
+    projected_steps: int
+    samples: int
+    live_arrays: Any
+    live_bytes: Any
+    capacity_bytes: int | None
+    capacity_source: str
+    holder: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"holder_found": self.holder_found, "arrays_per_step": self.arrays_per_step,
+                "bytes_per_step": self.bytes_per_step, "projected_bytes": self.projected_bytes,
+                "projected_steps": self.projected_steps, "samples": self.samples, "live_arrays": self.live_arrays,
+                "live_bytes": self.live_bytes, "capacity_bytes": self.capacity_bytes,
+                "capacity_source": self.capacity_source,
+                **{k: v for k, v in self.holder.items() if k not in ("location", "capacity_bytes")}}
+
+
+@dataclass
+class DonationFindingEvidence:
+    """missing_donation's evidence: the call, the bytes held twice, its arrays and their shapes, the argument."""
+
+    call: str
+    bytes: int
+    arrays: int | None
+    shapes: list
+    argument: Any
 
 
 RULES = (MemoryGrowth(), MissingDonation())

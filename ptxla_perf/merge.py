@@ -21,7 +21,7 @@ from .report import assemble
 from .rank_rules import rank_of, steady_times
 from .session_report import profiler_error
 from . import summary_keys as K
-from .verdicts import TRACE, origin_of, severity_counts, severity_rank
+from .verdicts import TRACE, Finding, severity_counts, severity_rank, worst_first
 from .values import Stats, Summary
 
 _STATUS_ORDER = ["completed", "running", "stopped", "interrupted", "crashed"]
@@ -163,8 +163,8 @@ def _merge(reports: list[dict[str, Any]], paths: list[str] | None,
     # steps and summary are rank 0's (diff and the sweep table read them as before); the trace stays rank 0's
     trace = base.get("trace")
     if trace is not None:  # its findings as merged across ranks (with the ranks they occur on)
-        trace = dict(trace, findings=[f for f in findings if origin_of(f) == TRACE])
-    straggler = next((f for f in findings if f.get("kind") == "straggler"), None)
+        trace = dict(trace, findings=[f.to_json() for f in findings if f.origin == TRACE])
+    straggler = next((f.to_json() for f in findings if f.kind == "straggler"), None)
     heat = guarded("merge.heatmap", rank_heatmap.heatmap, reports, [p["rank"] for p in procs],
                    [p.get("host") for p in procs], straggler)
     agg = dict(aggregate(procs, straggler), **({"notes": notes} if notes else {}),
@@ -177,7 +177,7 @@ def _merge(reports: list[dict[str, Any]], paths: list[str] | None,
     own = FAULTS.since(mark)
     if own and not any(f.get("kind") == "profiler_error" for f in out["findings"]):
         out["findings"].append(profiler_error(own).to_json())
-        out["summary"][K.FINDINGS_BY_SEVERITY] = severity_counts(out["findings"])
+        out["summary"][K.FINDINGS_BY_SEVERITY] = severity_counts(Finding.from_json(f) for f in out["findings"])
     errors = list(base.get("profiler_errors") or []) + errors_json(own)
     if errors:  # rank 0's own (the other ranks' are named by their merged profiler_error finding) and the merge's
         out["profiler_errors"] = errors
@@ -274,30 +274,27 @@ def aggregate(procs: list[dict[str, Any]], straggler: dict[str, Any] | None = No
     return out
 
 
-def merge_findings(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One finding per (kind, line) across ranks, with the ranks it occurs on; counts summed, worst severity."""
-    merged: dict[tuple, dict[str, Any]] = {}
+def merge_findings(reports: list[dict[str, Any]]) -> list[Finding]:
+    """One finding per (kind, line) across ranks, with the ranks it occurs on; counts summed, worst severity. The
+    ranks' written findings become Findings here (the load edge: `Finding.from_json`)."""
+    merged: dict[tuple, Finding] = {}
     for r in reports:
         rank = rank_of(r)
-        for f in r.get("findings", []):
-            loc = f.get("location") or {}
-            key = (f["kind"], loc.get("file"), loc.get("line"), origin_of(f))
+        for f in map(Finding.from_json, r.get("findings", [])):
+            key = (f.kind, f.location.file if f.location else None, f.location.line if f.location else None,
+                   f.origin)
             m = merged.get(key)
             if m is None:
-                m = merged[key] = dict(f, ranks=[], evidence=dict(f.get("evidence") or {}, per_rank={}),
-                                       origin=origin_of(f))
-                m["count"] = 0
-            m["ranks"].append(rank)
-            m["count"] += int(f.get("count") or 0)
-            m["evidence"]["per_rank"][str(rank)] = {"count": f.get("count"), "per_step": f.get("per_step"),
-                                                    "severity": f["severity"]}
-            if severity_rank(f["severity"]) < severity_rank(m["severity"]):
-                m["severity"], m["message"] = f["severity"], f["message"]
+                m = merged[key] = replace(f, ranks=[], evidence=dict(f.evidence_json(), per_rank={}), count=0)
+            m.ranks.append(rank)
+            m.count += f.count
+            m.evidence["per_rank"][str(rank)] = {"count": f.count, "per_step": f.per_step, "severity": f.severity}
+            if severity_rank(f.severity) < severity_rank(m.severity):
+                m.severity, m.message = f.severity, f.message
     out = list(merged.values())
     for m in out:
-        m["ranks"] = sorted(set(m["ranks"]))
-    out.sort(key=lambda m: severity_rank(m["severity"]))
-    return out
+        m.ranks = sorted(set(m.ranks))
+    return worst_first(out)
 
 
 def _worst_status(reports: list[dict[str, Any]]) -> str:

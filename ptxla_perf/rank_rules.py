@@ -11,9 +11,8 @@ from . import rank_wait
 from . import summary_keys as K
 from .figures import median
 from .fmt import ms
-from .records import Location
 from .thresholds import value as threshold
-from .verdicts import RANKS_SCOPE, Cost, Finding, Rule, cost_of, run as run_rules
+from .verdicts import RANKS_SCOPE, Cost, Finding, Rule, run as run_rules
 
 _DIVERGENT_KINDS = ("device_to_host_sync", "recompilation", "graph_break", "op_fallback", "eager_compile",
                     "host_to_device_transfer")
@@ -35,8 +34,20 @@ def steady_times(report: dict[str, Any], key: str = "step") -> list[float]:
     return rank_wait.steady(report).series(key)
 
 
-def location_from_json(d: dict | None) -> Location | None:
-    return Location(d["file"], int(d["line"]), d.get("function", "?")) if d else None
+@dataclass
+class DivergenceEvidence:
+    """rank_divergence's evidence: the finding kind some ranks have and others not (with the ranks on each side),
+    or `compiles` with each rank's compile count."""
+
+    finding: str
+    on_ranks: list[int] | None = None
+    not_on_ranks: list[int] | None = None
+    compiles: dict[str, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        if self.compiles is not None:
+            return {"finding": self.finding, "compiles": self.compiles}
+        return {"finding": self.finding, "on_ranks": self.on_ranks, "not_on_ranks": self.not_on_ranks}
 
 
 @dataclass
@@ -237,10 +248,9 @@ class RankDivergence(_CrossRank):
         out = []
         by_line: dict[tuple, dict[int, dict]] = {}
         for x in reports:
-            for f in x.get("findings", []):
-                loc = f.get("location")
-                if loc and f["kind"] in _DIVERGENT_KINDS:
-                    by_line.setdefault((f["kind"], loc["file"], loc["line"]), {})[rank_of(x)] = f
+            for f in map(Finding.from_json, x.get("findings", [])):  # a rank's written findings: the load edge
+                if f.location and f.kind in _DIVERGENT_KINDS:
+                    by_line.setdefault((f.kind, f.location.file, f.location.line), {})[rank_of(x)] = f
         for (kind, file, line), hits in sorted(by_line.items(), key=lambda kv: (kv[0][1], kv[0][2])):
             if len(hits) == len(ranks):
                 continue
@@ -253,13 +263,12 @@ class RankDivergence(_CrossRank):
                    f"(rank{'s' if len(off) > 1 else ''} {_ranks(off)} do{'es' if len(off) == 1 else ''} not): the "
                    "other ranks wait for it at the next collective. Do the same work on every rank, or move it out "
                    "of the step (e.g. a rank-0-only log read every N steps after the step's sync).")
-            out.append(Finding("rank_divergence", "warning" if f["severity"] != "info" else "info", msg,
-                               sum(int(h.get("count") or 0) for h in hits.values()),
-                               location_from_json(f.get("location")),
-                               {"finding": kind, "on_ranks": on, "not_on_ranks": off}, f.get("per_step"),
-                               ranks=on, cost=cost_of(f)))
+            out.append(Finding("rank_divergence", "warning" if f.severity != "info" else "info", msg,
+                               sum(h.count for h in hits.values()), f.location,
+                               DivergenceEvidence(kind, on_ranks=on, not_on_ranks=off), f.per_step,
+                               ranks=on, cost=f.cost))
         compiles = {rank_of(x): int((x.get("summary") or {}).get("compiles") or 0) for x in reports}
-        if len(set(compiles.values())) > 1 and not any(o.evidence["finding"] == "recompilation" for o in out):
+        if len(set(compiles.values())) > 1 and not any(o.evidence.finding == "recompilation" for o in out):
             typical = median(compiles.values())
             odd = sorted(k for k, v in compiles.items() if v != typical)
             if odd and len(odd) < len(ranks):
@@ -269,7 +278,7 @@ class RankDivergence(_CrossRank):
                     f"{', '.join(str(compiles[k]) for k in odd)} graph(s) where the other ranks compiled "
                     f"{typical:g}: a rank that compiles while the others wait holds them at the next collective.",
                     int(sum(abs(compiles[k] - typical) for k in odd)), None,
-                    {"finding": "compiles", "compiles": {str(k): v for k, v in compiles.items()}}, ranks=odd))
+                    DivergenceEvidence("compiles", compiles={str(k): v for k, v in compiles.items()}), ranks=odd))
         return out
 
 
@@ -280,6 +289,6 @@ def _ranks(ranks: list[int]) -> str:
 RULES: tuple[Rule, ...] = (Straggler(), RankDivergence())
 
 
-def judge(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ranks scope's findings of one run's reports, as the merged report holds them."""
-    return [f.to_json() for f in run_rules(RULES, Ranks(reports)).findings]
+def judge(reports: list[dict[str, Any]]) -> list[Finding]:
+    """The ranks scope's findings of one run's reports."""
+    return run_rules(RULES, Ranks(reports)).findings

@@ -35,7 +35,7 @@ from .trace_defer import defer_distorted
 from .trace_section import TraceSection
 from .values import StepRow, Summary
 from . import retention as R
-from .verdicts import TRACE, origin_of, severity_counts
+from .verdicts import TRACE, severity_counts
 
 
 def environment(extra: dict[str, Any]) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def environment(extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: list[dict[str, Any]],
-             summary: Summary | dict[str, Any], findings: list[dict[str, Any]], profiler: dict[str, Any] | None = None,
+             summary: Summary | dict[str, Any], findings: list[Finding], profiler: dict[str, Any] | None = None,
              roofline: RooflineSection | dict[str, Any] | None = None,
              trace: TraceSection | dict[str, Any] | None = None,
              extra: dict[str, Any] | None = None, rules: dict[str, Any] | None = None,
@@ -60,17 +60,24 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
              step_buckets: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The report from its parts. A trace's findings replace any earlier trace findings; severity counts are
     over the final findings; the summary carries the sections' own summary fields. Typed parts (Summary, the
-    sections) are serialized here, once; dict parts are a written report's (`merge`, `with_trace`) and are read
-    back through the same types, so an older report's summary comes out with today's keys."""
+    findings, the sections) are serialized here, once; dict parts are a written report's (`merge`, `with_trace`)
+    and are read back through the same types, so an older report's summary comes out with today's keys (a written
+    report's findings are read with `Finding.from_json` by the caller: the load edge)."""
+    traced: list[Finding] = []
     if trace is not None:  # its findings in place of any earlier trace findings
-        findings = [f for f in findings if origin_of(f) != TRACE]
+        findings = [f for f in findings if f.origin != TRACE]
+        read = trace.findings if isinstance(trace, TraceSection) else [  # a written trace's: the load edge
+            Finding.from_json(f) for f in trace.get("findings", [])]
         trace = trace.to_json() if isinstance(trace, TraceSection) else dict(trace)
-        own = list(trace.get("findings", []))
-        trace["findings"] = guarded("section.trace", defer_distorted, findings, own, default=own)
-        findings += trace["findings"]
+        traced = guarded("section.trace", defer_distorted, findings, read, default=read)
+    own, window = _written(findings), _written(traced)
+    kept = own + window
+    written = [j for _, j in kept]
+    if trace is not None:  # the same dicts in both lists: the source lines attached below show in both
+        trace["findings"] = [j for _, j in window]
     if not isinstance(summary, Summary):
         summary = Summary.from_json(summary)
-    summary = summary.with_fields({K.FINDINGS_BY_SEVERITY: severity_counts(findings)})
+    summary = summary.with_fields({K.FINDINGS_BY_SEVERITY: severity_counts(f for f, _ in kept)})
     for sec in (roofline, memory):
         if isinstance(sec, (RooflineSection, MemorySection)):
             summary = summary.with_fields(sec.summary_fields())
@@ -79,7 +86,7 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
     summary_json = summary.to_json()
     parts: list[tuple[str, Any]] = [
         ("schema", SCHEMA_ID), ("tool_version", __version__), ("backend", backend), ("run", run),
-        ("environment", env), ("profiler", profiler or {}), ("summary", summary_json), ("findings", findings),
+        ("environment", env), ("profiler", profiler or {}), ("summary", summary_json), ("findings", written),
         ("memory", memory), ("trace", trace), ("roofline", roofline), ("extra", extra or None), ("rules", rules),
         ("processes", processes), ("aggregate", aggregate),
         ("step_buckets", step_buckets),  # a trimmed report's aggregates of every step (retention.py)
@@ -97,6 +104,16 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
     report: dict[str, Any] = dict(parts)
     guarded("section.sources", attach, report["findings"])  # the findings' source lines: a view, never the report
     return report
+
+
+def _written(findings: list[Finding]) -> list[tuple[Finding, dict[str, Any]]]:
+    """Each finding with its JSON; one that cannot be written is left out (faults.py, point `finding.KIND`)."""
+    out = []
+    for f in findings:
+        j = guarded(f"finding.{f.kind}", f.to_json)
+        if j is not None:
+            out.append((f, j))
+    return out
 
 
 def from_analysis(analysis: Analysis, *, backend: str, run: dict[str, Any], env: dict[str, Any],
@@ -117,10 +134,8 @@ def from_analysis(analysis: Analysis, *, backend: str, run: dict[str, Any], env:
         if kept is not None:
             run = dict(run, step_retention=kept)
     positions = range(len(rows)) if trim is None else trim.keep
-    # each finding on its own: one that cannot be written is left out (faults.py, point `finding.KIND`)
-    written = [j for j in (guarded(f"finding.{f.kind}", f.to_json) for f in findings) if j is not None]
     rep = assemble(backend=backend, run=run, env=env, steps=[fig.step_json(its[p], rows[p]) for p in positions],
-                   summary=fig.summary(), findings=written,
+                   summary=fig.summary(), findings=findings,
                    rules={"judged": analysis.judged, "not_judged": analysis.not_judged},
                    step_buckets=trim.buckets if trim else None, **parts)
     if trim is not None:
@@ -154,7 +169,7 @@ def with_trace(report: dict[str, Any], trace: TraceSection | dict[str, Any]) -> 
                                       "memory", "step_buckets")}
     return assemble(backend=report["backend"], run=report.get("run", {}), env=report.get("environment", {}),
                     steps=report.get("steps", []), summary=report.get("summary", {}),
-                    findings=report.get("findings", []), trace=trace, **parts)
+                    findings=[Finding.from_json(f) for f in report.get("findings", [])], trace=trace, **parts)
 
 
 def write(report: dict[str, Any], path: str, html: bool = True) -> str:

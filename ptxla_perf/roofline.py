@@ -30,41 +30,37 @@ from .fmt import ratio as fmt_ratio
 from .peaks import Peak
 from .thresholds import value as threshold
 from .hlo_cost import instruction_costs
+from .verdicts import Finding
 
 OVERHEAD_RATIO = threshold("roofline_overhead_ratio")  # observed above this multiple of the prediction
 UNDER_RATIO = threshold("roofline_under_ratio")  # below it, the step time cannot have covered the work
 CALIBRATED_SLACK = threshold("roofline_calibrated_slack")  # a calibrated CPU peak is a measured rate, XLA may beat it
-# findings that say where steady step time goes when it is not the device's arithmetic or memory (compiles are not
-# among them: the steady steps the roofline measures are those that compiled nothing)
-_TIME_SINKS = ("device_to_host_sync", "graph_break", "op_fallback", "host_to_device_transfer", "input_bound",
-               "host_bound", "collective_bound", "eager_ops")
-
-
 # the largest breakdown component of an overhead-bound step -> the verdict it makes, and the finding behind it
 _BOUND_BY = {"data": ("input-bound", "input_bound"), "host": ("host-bound", "host_bound"),
              "launch": ("launch-bound", "launch_bound"), "device": ("device-bound", None),
              "read_wait": ("device-bound", "device_to_host_sync"), "compile": ("compile-bound", "recompilation"),
              "profiler": ("overhead-bound", None), "other": ("overhead-bound", None)}
+# findings that say where steady step time goes when it is not the device's arithmetic or memory: the findings
+# behind the verdicts above, and those no breakdown component names. Compiles are not among them: the steady steps
+# the roofline measures are those that compiled nothing
+_TIME_SINKS = tuple(sorted({kind for part, (_, kind) in _BOUND_BY.items() if kind and part != "compile"} |
+                           {"graph_break", "op_fallback", "host_to_device_transfer", "collective_bound",
+                            "eager_ops"}))
 
 
 class Sink(NamedTuple):
-    """A warning that may say where steady step time goes: its kind and its own measured cost (ms per step; None
-    where not measured). The roofline's input from the findings: a plain value, never a finding's JSON."""
+    """A warning that may say where steady step time goes: its kind and its own measured cost (`Finding.cost`: ms
+    per step; None where not measured). The roofline's input from the findings: a plain value."""
 
     kind: str
-    wait_ms_per_step: float | None
+    ms_per_step: float | None
 
 
-def sinks(findings: Iterable[Any]) -> list[Sink]:
-    """The warnings and errors among `findings` (Finding objects, or a capture's findings as JSON) whose kind says
-    where time goes."""
-    out = []
-    for f in findings:
-        kind, severity, ev = ((f.kind, f.severity, f.evidence) if not isinstance(f, dict) else
-                              (f.get("kind"), f.get("severity"), f.get("evidence")))
-        if kind in _TIME_SINKS and severity in ("warning", "error"):
-            out.append(Sink(kind, (ev or {}).get("wait_ms_per_step") if isinstance(ev, dict) else None))
-    return out
+def sinks(findings: Iterable[Finding]) -> list[Sink]:
+    """The warnings and errors among `findings` whose kind says where time goes, with their measured cost (a
+    written report's findings are read back with `Finding.from_json` first)."""
+    return [Sink(f.kind, f.cost.ms_per_step) for f in findings
+            if f.kind in _TIME_SINKS and f.severity in ("warning", "error")]
 
 
 @dataclass
@@ -388,7 +384,7 @@ def _from_breakdown(out: RooflineSection, split: dict[str, Any], found: list[Sin
 def _explains(f: Sink, gap_s: float) -> bool:
     """A finding explains an overhead-bound step unless its own measured cost per step is a small part of the gap
     between observed and predicted (a finding whose cost was not measured is named, as possibly explaining)."""
-    wait_ms = f.wait_ms_per_step
+    wait_ms = f.ms_per_step
     if wait_ms is None or not gap_s:
         return True
     return wait_ms / 1e3 >= threshold("roofline_explains_share") * gap_s

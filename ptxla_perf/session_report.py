@@ -138,7 +138,14 @@ def profiler_error(faults: Sequence[Fault]) -> Finding:
            "parts measure may be missing from this report (profiler_errors holds each traceback). Please report it "
            "with the output of `python -m ptxla_perf doctor`.")
     return Finding("profiler_error", "info", msg, sum(f.count for f in faults), None,
-                   {"points": [f.where for f in faults]}, origin=RUN)
+                   FaultEvidence([f.where for f in faults]), origin=RUN)
+
+
+@dataclass
+class FaultEvidence:
+    """profiler_error's evidence: the points where ptxla_perf's own code failed (faults.py)."""
+
+    points: list[str]
 
 
 def with_faults(report: dict[str, Any], faults: Sequence[Fault]) -> None:
@@ -146,14 +153,14 @@ def with_faults(report: dict[str, Any], faults: Sequence[Fault]) -> None:
     report["profiler_errors"] = errors_json(list(faults))
     report["findings"] = [f for f in report.get("findings", []) if f.get("kind") != "profiler_error"] + [
         profiler_error(faults).to_json()]
-    report["summary"][K.FINDINGS_BY_SEVERITY] = severity_counts(report["findings"])
+    report["summary"][K.FINDINGS_BY_SEVERITY] = severity_counts(Finding.from_json(f) for f in report["findings"])
 
 
 def minimal_report(facts: RunFacts, end: Outcome, faults: Sequence[Fault]) -> dict[str, Any]:
     """The report when assembling the real one failed: the run's facts and our failures, nothing measured."""
     rep = report_mod.assemble(backend=facts.backend, run=facts.run_section(end), env=report_mod.environment({}),
                               steps=[], summary={},
-                              findings=[profiler_error(faults).to_json()] if faults else [])
+                              findings=[profiler_error(faults)] if faults else [])
     rep["profiler_errors"] = errors_json(list(faults))
     return rep
 

@@ -5,30 +5,30 @@ runtime's is the one to believe and why (a `WARN host_bound` at 86 % of a 3x-slo
 `info host_bound` at 45 % of every step read as two verdicts)."""
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
-from .verdicts import TRACE, origin_of, severity_rank
+from .verdicts import TRACE, Finding, severity_rank
 
 
-def defer_distorted(findings: list[dict[str, Any]], traced: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def defer_distorted(findings: list[Finding], traced: list[Finding]) -> list[Finding]:
     """`traced` (a trace section's findings), each one from a distorted window that has a non-trace finding of
     its kind in `findings` copied as `info` with the reason; the others as they are."""
-    others = {}
+    others: dict[str, Finding] = {}
     for f in findings:
-        if origin_of(f) != TRACE:
-            others.setdefault(f.get("kind"), f)
+        if f.origin != TRACE:
+            others.setdefault(f.kind, f)
     out = []
     for f in traced:
-        ev = f.get("evidence") or {}
-        own = others.get(f.get("kind"))
+        ev = f.evidence_json()
+        own = others.get(f.kind)
         if own is None or not ev.get("distorted_window"):
             out.append(f)
             continue
-        outranks = severity_rank(f.get("severity")) < severity_rank(own.get("severity"))
-        f = dict(f, severity="info" if outranks else f.get("severity"),
-                 evidence=dict(ev, deferred_to="runtime", severity_in_window=f.get("severity")))
-        f["message"] += (f" Believe the runtime's `{own['kind']}` finding ({own.get('severity')}) over this one: it "
-                         f"is measured on every step, this window's steps ran {ev['distorted_window']:.1f}x slower "
-                         "under tracing.")
-        out.append(f)
+        outranks = severity_rank(f.severity) < severity_rank(own.severity)
+        out.append(replace(f, severity="info" if outranks else f.severity,
+                           evidence=dict(ev, deferred_to="runtime", severity_in_window=f.severity),
+                           message=f.message + (
+                               f" Believe the runtime's `{own.kind}` finding ({own.severity}) over this one: it "
+                               f"is measured on every step, this window's steps ran {ev['distorted_window']:.1f}x "
+                               "slower under tracing.")))
     return out

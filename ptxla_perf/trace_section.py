@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .records import Location
 from .values import Stats
-from .verdicts import Finding, cost_of, origin_of
+from .verdicts import Finding
 
 
 def _d(x: Any) -> dict[str, Any]:
@@ -148,16 +147,6 @@ class Gaps:
                    d.get("any_device_duty_cycle"), list(d.get("largest") or []), d.get("xprof_device_duty_cycle"))
 
 
-def finding_from_json(d: Mapping[str, Any]) -> Finding:
-    """A written trace finding as a Finding; a 0.4.0 one (no origin, no cost) gets them as `origin_of`/`cost_of`
-    read them."""
-    loc = d.get("location")
-    return Finding(str(d.get("kind") or ""), str(d.get("severity") or "info"), str(d.get("message") or ""),
-                   int(d.get("count") or 0), Location(**loc) if isinstance(loc, Mapping) else None,
-                   dict(_d(d.get("evidence"))), d.get("per_step"), list(d.get("steps") or []), origin_of(dict(d)),
-                   cost_of(dict(d)), list(d["ranks"]) if d.get("ranks") is not None else None)
-
-
 @dataclass
 class TraceSection:
     """The report's `trace` section. `session` is set where a session related the window to its steps
@@ -199,7 +188,7 @@ class TraceSection:
                    StepSummary.from_json(d.get("step_summary")), list(d.get("steps") or []),
                    list(d.get("devices") or []), Gaps.from_json(d.get("gaps")), list(d.get("top_ops") or []),
                    dict(_d(d.get("op_categories"))), CollectiveShare.from_json(d.get("collective_share")),
-                   list(d.get("compiles") or []), [finding_from_json(f) for f in d.get("findings") or []
+                   list(d.get("compiles") or []), [Finding.from_json(f) for f in d.get("findings") or []
                                                    if isinstance(f, Mapping)],
                    dict(_d(d.get("timing_s"))), d.get("per_host") if isinstance(d.get("per_host"), dict) else None,
                    d.get("session") if isinstance(d.get("session"), dict) else None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .faults import FAULTS, check
 from .records import Location, evidence_json
@@ -31,15 +31,15 @@ def severity_rank(severity: str | None) -> int:
     return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
 
 
-def severity_counts(findings: Iterable[Any]) -> dict[str, int]:
-    """{severity: count} over findings (Finding objects, report dicts, or severity strings)."""
-    sev = [f if isinstance(f, str) else f.severity if isinstance(f, Finding) else f["severity"] for f in findings]
+def severity_counts(findings: Iterable["Finding"]) -> dict[str, int]:
+    """{severity: count} over findings (a written report's are read with `Finding.from_json` first)."""
+    sev = [f.severity for f in findings]
     return {k: sev.count(k) for k in SEVERITIES}
 
 
-def worst_first(findings: Sequence[Any]) -> list[Any]:
-    """Findings (objects or dicts) worst severity first; stable, so a report's own order stays within one."""
-    return sorted(findings, key=lambda f: severity_rank(f.severity if isinstance(f, Finding) else f.get("severity")))
+def worst_first(findings: Sequence["Finding"]) -> list["Finding"]:
+    """Findings worst severity first; stable, so a report's own order stays within one."""
+    return sorted(findings, key=lambda f: severity_rank(f.severity))
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,11 @@ class Cost:
         return cls(**{f.name: d[f.name] for f in fields(cls) if isinstance(d.get(f.name), (int, float))})
 
 
+@dataclass(frozen=True)
+class NoEvidence:
+    """The evidence of a finding whose message says all there is (run_stopped): `{}` in the report."""
+
+
 @dataclass
 class Finding:
     kind: str
@@ -72,19 +77,46 @@ class Finding:
     message: str
     count: int
     location: Location | None = None
-    evidence: Any = field(default_factory=dict)  # a dict, or the kind's evidence dataclass
+    evidence: Any = field(default_factory=dict)  # the kind's evidence dataclass (its JSON: `to_json` where it has
+    #                                              one, else its fields); a written report's, read back, is a dict
     per_step: float | None = None
     steps: list[int] = field(default_factory=list)
     origin: str = RUNTIME  # runtime | trace | ranks | run
     cost: Cost = field(default_factory=Cost)
     ranks: list[int] | None = None  # ranks scope: the ranks it is about
+    # the finding's source lines where a written report had them (sources.attach writes them once, at assembly):
+    # a report re-assembled from its findings (merge, analyze --report) keeps its own
+    source: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.cost.per_step is None and self.per_step is not None:
             self.cost = Cost(**{**self.cost.to_json(), "per_step": self.per_step})
 
+    def __eq__(self, other: object) -> bool:
+        """Field by field, the evidence as written: a finding read back from its report (its evidence a dict)
+        equals the live one it was written from."""
+        if not isinstance(other, Finding):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in fields(self) if f.name != "evidence") \
+            and self.evidence_json() == other.evidence_json()
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Finding":
+        """A written finding (a report's, any version's) as a Finding: the load edges' one reader. A 0.4.0 one (no
+        origin, no cost) gets them as `origin_of`/`cost_of` read them; its evidence stays the dict it was."""
+        loc, ev = d.get("location"), d.get("evidence")
+        return cls(str(d.get("kind") or ""), str(d.get("severity") or "info"), str(d.get("message") or ""),
+                   int(d.get("count") or 0),
+                   Location(loc.get("file"), loc.get("line"), loc.get("function")) if isinstance(loc, Mapping) and loc
+                   else None,
+                   dict(ev) if isinstance(ev, Mapping) else {}, d.get("per_step"), list(d.get("steps") or []),
+                   origin_of(dict(d)), cost_of(dict(d)), list(d["ranks"]) if d.get("ranks") is not None else None,
+                   d.get("source"))
+
     def evidence_json(self) -> dict[str, Any]:
         ev = self.evidence
+        if hasattr(ev, "to_json"):  # an evidence class whose keys depend on what was seen
+            return ev.to_json()
         if is_dataclass(ev):
             return evidence_json(ev) if hasattr(ev, "extra") else asdict(ev)
         return dict(ev or {})
@@ -94,13 +126,15 @@ class Finding:
              "location": asdict(self.location) if isinstance(self.location, Location) else self.location,
              "evidence": self.evidence_json(), "per_step": self.per_step, "steps": first_runs(self.steps),
              "origin": self.origin, "cost": self.cost.to_json()}
+        if self.source is not None:  # before `ranks`: a merged finding's order (merge.merge_findings)
+            d["source"] = self.source
         if self.ranks is not None:
             d["ranks"] = list(self.ranks)
         return d
 
 
 def origin_of(f: dict[str, Any]) -> str:
-    """A report finding's origin; a 0.4.0 report has none: its trace findings say `evidence.source == "trace"`,
+    """A written finding's origin (Finding.from_json reads it); a 0.4.0 report has none: its trace findings say `evidence.source == "trace"`,
     its cross-rank ones are `straggler` / `rank_divergence`, its run-end ones `run_stopped` / `oom` / headroom."""
     if f.get("origin") in ORIGINS:
         return f["origin"]
@@ -112,7 +146,7 @@ def origin_of(f: dict[str, Any]) -> str:
 
 
 def cost_of(f: dict[str, Any]) -> Cost:
-    """A report finding's cost; for a 0.4.0 report (no `cost`), read from the evidence keys it used then."""
+    """A written finding's cost (Finding.from_json reads it; `run` for a rule that sets none); for a 0.4.0 report (no `cost`), read from the evidence keys it used then."""
     if isinstance(f.get("cost"), dict):
         return Cost.from_json(f["cost"])
     ev = f.get("evidence") or {}

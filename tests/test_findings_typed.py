@@ -104,7 +104,7 @@ def test_every_finding_has_a_typed_origin_and_cost_in_the_json():
 
     ranks = [_build(rank=k) for k in range(3)]
     ranks[2]["summary"]["compiles"] += 3  # rank 2 compiled more graphs than the others
-    crossed = rank_rules.judge(ranks)
+    crossed = [f.to_json() for f in rank_rules.judge(ranks)]
     assert [(f["kind"], f["origin"], f["ranks"]) for f in crossed] == [("rank_divergence", "ranks", [2])]
     for f in [*rep["findings"], *traced, *ended, *crossed]:
         assert f["origin"] in ORIGINS and Cost.from_json(f["cost"]).to_json() == f["cost"]
@@ -173,7 +173,7 @@ def test_a_040_report_reads_its_origin_and_cost_from_the_evidence():
     assert origins["input_bound/trace"] == "trace" and origins["host_bound"] == "runtime"
     host = cost_of(next(f for f in old["findings"] if f["kind"] == "host_bound"))
     assert (host.share_of_wall, host.share_of_measured, host.ms_per_step) == (0.5, 0.8, 10.0)
-    assert severity_counts(old["findings"]) == old["summary"]["findings_by_severity"]
+    assert severity_counts(map(Finding.from_json, old["findings"])) == old["summary"]["findings_by_severity"]
     assert list(severity_counts([])) == list(SEVERITIES)
 
 
@@ -192,3 +192,38 @@ def test_040_reports_view_diff_and_merge(tmp_path):
     by = {(f["kind"], f["origin"]) for f in merged["findings"]}
     assert ("input_bound", "trace") in by and ("host_bound", "runtime") in by
     assert ("straggler", "ranks") in by  # rank 1's steps are 10 ms slower
+
+
+def test_live_findings_of_a_launch_bound_run_through_roofline_merge_and_diff():
+    """A recorded launch-bound run (tests/fixtures/steps/tiny_steps_many_inputs: torch_xla, launch the steady
+    step's largest part) judged live: its launch_bound Finding (typed evidence, measured cost) names the roofline's
+    launch-bound verdict, and keeps its cost through the report, a merge of two ranks and a diff."""
+    import copy
+    from recorded_steps import RECORDED
+    from ptxla_perf import merge as M, peaks, roofline
+    from ptxla_perf.diff import compare, from_report
+    from ptxla_perf.findings import LaunchEvidence, analyze
+    from ptxla_perf.memory_rules import RULES as MEMORY_RULES
+    text = (RECORDED / "tiny_steps_many_inputs.jsonl").read_text().replace("$ROOT", str(FIX.parents[2]))
+    records = [StepRecord.from_json(json.loads(line)) for line in text.splitlines()]
+    analysis = analyze(copy.deepcopy(records), rules=(*registry.backend_rules("torch_xla"), *MEMORY_RULES))
+    (launch,) = [f for f in analysis.findings if f.kind == "launch_bound"]
+    assert isinstance(launch.evidence, LaunchEvidence) and launch.severity == "warning" and launch.cost.ms_per_step
+    for s in analysis.steady:  # a tiny cost: the step is far above its prediction, bound by its largest part
+        s.flops, s.bytes_accessed = 1e3, 1e3
+    sec = roofline.section(analysis.steady, {"source": "xla_cost_analysis"}, peaks.Peak(1e12, 1e11, "f32", "t", "t"),
+                           None, roofline.sinks(analysis.findings), analysis.figures.steady_breakdown()).to_json()
+    assert sec["verdict"] == "launch-bound" and sec["bound_by"]["finding"] == "launch_bound", sec
+    ranks = []
+    for k in range(2):
+        rep = R.build(backend="torch_xla", run={"kind": "script", "status": "completed", "argv": ["t.py"], "rank": k},
+                      env=R.environment({"process_index": k, "process_count": 2}), steps=copy.deepcopy(records))
+        ranks.append(json.loads(json.dumps(rep, default=R._json_default)))
+    written = next(f for f in ranks[0]["findings"] if f["kind"] == "launch_bound")
+    assert written["cost"] == launch.cost.to_json() and Finding.from_json(written).cost == launch.cost
+    merged = M.merge(copy.deepcopy(ranks), ["r0.json", "r1.json"])
+    (both,) = [f for f in merged["findings"] if f["kind"] == "launch_bound"]
+    assert both["cost"] == launch.cost.to_json() and both["ranks"] == [0, 1] and both["count"] == 2 * launch.count
+    assert merged["summary"]["findings_by_severity"] == severity_counts(map(Finding.from_json, merged["findings"]))
+    diffed = compare(from_report(ranks[0], "a"), from_report(merged, "b"))
+    assert not [c for c in diffed.finding_changes if c.kind == "launch_bound"]

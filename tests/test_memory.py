@@ -305,18 +305,18 @@ def test_growth_rated_against_the_sections_capacity():
         (f,) = [f for f in analyze(steps(), capacity=cap).findings if f.kind == "memory_growth"]
         return f
     unknown = growth(None)
-    assert unknown.severity == "info" and unknown.evidence["capacity_source"] == "unknown"
-    assert unknown.evidence["capacity_bytes"] is None and "that would matter on any accelerator" in unknown.message
+    assert unknown.severity == "info" and unknown.evidence.capacity_source == "unknown"
+    assert unknown.evidence.capacity_bytes is None and "that would matter on any accelerator" in unknown.message
     small = memory.capacity(None, ["cpu"], 0.02)  # --device-memory-gb 0.02: 10 % of it is ~2.1 MB < 4 MB
     f = growth(small)
-    assert f.severity == "warning" and f.evidence["capacity_source"] == "user"
-    assert f.evidence["capacity_bytes"] == small["bytes"] and "(--device-memory-gb)" in f.message, f.message
+    assert f.severity == "warning" and f.evidence.capacity_source == "user"
+    assert f.evidence.capacity_bytes == small["bytes"] and "(--device-memory-gb)" in f.message, f.message
     tpu = memory.capacity({"bytes_limit": 16 * 2**30}, ["TPU v5 lite"], None)  # torch_xla / JAX runtime figure
     f = growth(tpu)
-    assert f.severity == "info" and f.evidence["capacity_source"] == "runtime"
+    assert f.severity == "info" and f.evidence.capacity_source == "runtime"
     assert "of the device's 16.00 GiB (TPU v5 lite, the runtime's figure)" in f.message, f.message
     table = memory.capacity(None, ["TPU v5 lite"], None)
-    assert growth(table).evidence["capacity_source"] == "table"
+    assert growth(table).evidence.capacity_source == "table"
     # an offline report.build reads the capacity of the memory section it is given
     from ptxla_perf import report as report_mod
     sec = memory.section({"graphs": []}, None, ["cpu"], 0.02, None)

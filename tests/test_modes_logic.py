@@ -73,6 +73,6 @@ def test_dynamo_recompiles_recurring_one_off_and_at_the_limit():
     once = recompile_finding([_step(0, _compile(0)), _step(1, _compile(1)), _step(2), _step(3)])
     assert once.severity == "info" and "one-off" in once.message and once.location.line == 16
     again = recompile_finding([_step(i, _compile(i)) for i in range(4)] + [_step(4)])
-    assert again.severity == "warning" and again.count == 3 and again.evidence["cause"] == "python_value"
+    assert again.severity == "warning" and again.count == 3 and again.evidence.cause == "python_value"
     limit = recompile_finding([_step(i, _compile(i, limit=4)) for i in range(4)] + [_step(4)])
-    assert limit.evidence["at_limit"] and "recompile limit (4)" in limit.message
+    assert limit.evidence.at_limit and "recompile limit (4)" in limit.message

@@ -357,7 +357,7 @@ def test_a_distorted_windows_host_bound_defers_to_the_runtimes(mlp_capture, repo
         merged = R.with_trace(runtime, trace)
         mine = next(f for f in merged["findings"] if f["kind"] == "host_bound" and origin_of(f) == "trace")
         theirs = next(f for f in merged["findings"] if f["kind"] == "host_bound" and origin_of(f) != "trace")
-        assert theirs == own
+        assert {k: v for k, v in theirs.items() if k != "source"} == own  # as it was, with its source lines
         if deferred:
             assert mine["severity"] == "info", mine
             assert "Believe the runtime's `host_bound` finding" in mine["message"], mine["message"]

@@ -100,7 +100,7 @@ def test_no_rank_slowed_no_straggler(jobs, tmp_path):
     # straggler of that run), so the verdict is judged on one rank's report standing for both: no straggler ...
     from ptxla_perf import rank_rules
     one = load_report(jobs["equal"] / "report.json")
-    assert not [f for f in rank_rules.judge([_as_rank(one, 0), _as_rank(one, 1)]) if f["kind"] == "straggler"]
+    assert not [f for f in rank_rules.judge([_as_rank(one, 0), _as_rank(one, 1)]) if f.kind == "straggler"]
     # ... and the merged job names its slowest rank by what it found: without a straggler, the largest p50
     agg, p50 = merged["aggregate"], {p["rank"]: p["step_time_s"]["p50"] for p in merged["processes"]}
     if _stragglers(merged):
@@ -229,8 +229,8 @@ def _as_rank(report, rank, n=2):
 
 def test_torch_xla_rank_doing_host_work_while_the_other_waits_is_the_straggler(txla_ranks):
     from ptxla_perf import rank_rules
-    found = [f for f in rank_rules.judge([_as_rank(txla_ranks["waiting"], 0), _as_rank(txla_ranks["slow"], 1)])
-             if f["kind"] == "straggler"]
+    found = [f.to_json() for f in rank_rules.judge([_as_rank(txla_ranks["waiting"], 0),
+                                                    _as_rank(txla_ranks["slow"], 1)]) if f.kind == "straggler"]
     assert len(found) == 1 and found[0]["ranks"] == [1], found
     assert found[0]["evidence"]["phase"] in ("own_work", "step") and found[0]["cost"]["ms_per_step"] > 0
     if found[0]["evidence"]["phase"] == "own_work":
@@ -240,7 +240,7 @@ def test_torch_xla_rank_doing_host_work_while_the_other_waits_is_the_straggler(t
 def test_torch_xla_ranks_alike_have_no_straggler(txla_ranks):
     from ptxla_perf import rank_rules
     same = [_as_rank(txla_ranks["waiting"], 0), _as_rank(txla_ranks["waiting"], 1)]
-    assert not [f for f in rank_rules.judge(same) if f["kind"] == "straggler"]
+    assert not [f for f in rank_rules.judge(same) if f.kind == "straggler"]
 
 
 def test_url_without_fsspec_is_one_line(tmp_path):

@@ -15,6 +15,7 @@ from conftest import SCRIPTS, load_report, run_cli
 
 from ptxla_perf import hlo_cost, peaks, roofline
 from ptxla_perf.records import StepRecord
+from ptxla_perf.verdicts import Finding
 
 PROGRAMS = str(SCRIPTS / "roofline_programs.py")
 JAX_ENV = {"JAX_PLATFORMS": "cpu"}
@@ -208,8 +209,9 @@ PEAK = peaks.Peak(1e12, 1e11, "bf16", "test chip", "test")  # ridge: 10 FLOP/B
 
 
 def _section(steps, costs, peak, findings=None, p50=None):
-    """The section as the report writes it; `findings` as the report's JSON, passed in as the roofline's sinks."""
-    return roofline.section(steps, costs, peak, p50, roofline.sinks(findings or [])).to_json()
+    """The section as the report writes it; `findings` as a report's JSON, read back as Findings for its sinks."""
+    found = roofline.sinks([Finding.from_json(f) for f in findings or []])
+    return roofline.section(steps, costs, peak, p50, found).to_json()
 
 
 def _steps(flops, nbytes, seconds, n=4):
@@ -311,6 +313,28 @@ def test_overhead_bound_never_points_at_a_finding_whose_own_cost_is_small():
     recompiles = [{"kind": "recompilation", "severity": "warning", "evidence": {}}]  # not in the steady steps
     assert _section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK,
                             recompiles)["related_findings"] == []
+
+
+def test_live_typed_findings_name_their_bound_and_keep_their_cost():
+    """The roofline reads live Finding objects (as a session hands them), not only a report's JSON: a
+    launch-bound verdict names its launch_bound finding, and a typed finding's measured cost (`Finding.cost`)
+    decides whether it explains the gap (a typed host read of 0.2 ms does not explain a 4 ms gap)."""
+    from ptxla_perf.findings import InputBoundEvidence, LaunchEvidence
+    from ptxla_perf.verdicts import Cost
+    launch = Finding("launch_bound", "warning", "launching", 4, None, LaunchEvidence(3.5, 5.0, 0.7, 0.7),
+                     cost=Cost(ms_per_step=3.5, share_of_wall=0.7))
+    wait = Finding("input_bound", "warning", "waiting", 4, None, InputBoundEvidence(3.0, 5.0, 0.6, "next"),
+                   cost=Cost(ms_per_step=3.0))
+    assert roofline.sinks([launch, wait]) == [roofline.Sink("launch_bound", 3.5), roofline.Sink("input_bound", 3.0)]
+    split = {"largest": "launch", "components_s": {"launch": 3.5e-3}, "share": {"launch": 0.7}}
+    sec = roofline.section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK, None,
+                           roofline.sinks([launch, wait]), split).to_json()
+    assert sec["verdict"] == "launch-bound" and sec["bound_by"]["finding"] == "launch_bound"
+    assert sec["related_findings"] == ["launch_bound"] and "(launch_bound)" in sec["explanation"]
+    small = Finding("device_to_host_sync", "warning", "reads", 4, cost=Cost(ms_per_step=0.2))
+    sec = roofline.section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK, None,
+                           roofline.sinks([small])).to_json()
+    assert sec["verdict"] == "overhead-bound" and sec["related_findings"] == []
 
 
 def test_ratios_print_readably():

@@ -13,7 +13,7 @@ from .. import fmt
 from .. import summary_keys as K
 from ..figures import basis_text
 from ..trace_section import TraceSection
-from ..verdicts import cost_of, worst_first
+from ..verdicts import Cost, Finding, worst_first
 from . import assets, charts, heatmap, memory_panel
 
 _SEV_LABEL = {"error": "ERROR", "warning": "WARN", "info": "info"}
@@ -234,18 +234,22 @@ def timeline_section(report: dict[str, Any], title: str = "Step time", zoom: boo
             f"<div class=\"sub\">{escape(note)}</div></section>")
 
 
-def _sorted_findings(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return worst_first(findings)  # stable: report order within a severity
+def _sorted_findings(findings: list[dict[str, Any]]) -> list[tuple[Finding, dict[str, Any]]]:
+    """A written report's findings, each read as a Finding (the page's load edge) beside its JSON, worst first
+    (stable: report order within a severity)."""
+    read = {id(t): (t, f) for t, f in ((Finding.from_json(f), f) for f in findings)}
+    return [read[id(t)] for t in worst_first([t for t, _ in read.values()])]
 
 
 def _findings(report: dict[str, Any]) -> str:
     findings = _sorted_findings(report.get("findings") or [])
     if not findings:
         return "<h2>Findings</h2><section class=\"box\"><p class=\"empty\">No findings.</p></section>"
-    return "<h2>Findings</h2><div class=\"cards\">" + "".join(_card(f, k) for k, f in enumerate(findings)) + "</div>"
+    return "<h2>Findings</h2><div class=\"cards\">" + "".join(_card(f, t.cost, k) for k, (t, f) in
+                                                               enumerate(findings)) + "</div>"
 
 
-def _card(f: dict[str, Any], k: int) -> str:
+def _card(f: dict[str, Any], paid: Cost, k: int) -> str:
     sev = str(f.get("severity") or "info")
     loc = f.get("location") or None
     where = ""
@@ -256,7 +260,6 @@ def _card(f: dict[str, Any], k: int) -> str:
     cost = [f"<b>{fmt.num(f.get('count'))}</b> times"]
     if f.get("per_step") is not None:
         cost.append(f"<b>{fmt.num(f['per_step'])}</b> per step")
-    paid = cost_of(f)
     for key, label, show in _COST_FIELDS:
         v = getattr(paid, key)
         if v is not None:

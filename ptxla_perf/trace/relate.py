@@ -8,12 +8,13 @@ k-th traced step is the window's k-th boundary, whose iteration the analysis kno
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ..records import StepRecord
 from ..trace_section import TraceSection
 from . import summarize_steps
-from .rules import findings as judge_window
+from .rules import WindowEvidence, findings as judge_window
 
 DISTORTED = 1.5  # traced steps this many times slower than untraced ones: the window is not the run as it runs
 
@@ -62,6 +63,8 @@ def relate(trace: TraceSection, iterations: list[StepRecord], first_boundary: in
             for f in trace.findings:
                 f.message += (f" (the traced steps ran {ratio:.1f}x slower than the untraced steps of this run: "
                               "tracing overhead distorts this window, so read the shares with care)")
-                f.evidence = dict(f.evidence_json(), distorted_window=round(ratio, 2))
+                f.evidence = (replace(f.evidence, distorted_window=round(ratio, 2))
+                              if isinstance(f.evidence, WindowEvidence) else  # a written window's: a dict
+                              dict(f.evidence_json(), distorted_window=round(ratio, 2)))
     trace.session = info
     return trace

@@ -3,7 +3,7 @@ share. A cost in every traced step, so `warning` (never `error`, which the repor
 stopped); how strong it is shows in the share it states. Thresholds are thresholds.py's (`trace_*`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..thresholds import value as threshold
@@ -31,9 +31,61 @@ class Window:
         return self.step_summary.ms(part)
 
 
-def _finding(kind: str, severity: str, message: str, count: int, evidence: dict[str, Any], cost: Cost) -> Finding:
-    # `source: trace` stays in the evidence for readers of 0.4.0 reports (origin is the field since 0.5.0)
-    return Finding(kind, severity, message, int(count), None, {"source": "trace", **evidence}, cost=cost)
+@dataclass
+class WindowEvidence:
+    """A window finding's evidence: `source: trace` first (kept for readers of 0.4.0 reports; origin is the field
+    since 0.5.0), the rule's own figures (a subclass's fields), and `distorted_window` where trace/relate.py found
+    the traced steps slowed by that ratio."""
+
+    source: str = field(default="trace", kw_only=True)
+    distorted_window: float | None = field(default=None, kw_only=True)
+
+    def to_json(self) -> dict[str, Any]:
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("source", "distorted_window")}
+        return {"source": self.source, **own,
+                **({} if self.distorted_window is None else {"distorted_window": self.distorted_window})}
+
+
+@dataclass
+class WindowInputEvidence(WindowEvidence):
+    """input_bound (warning): the window's data share and time per step, its idle share."""
+
+    data_share: float
+    data_ms_per_step: float
+    idle_share: float
+    steps: int
+
+
+@dataclass
+class WindowIdleEvidence(WindowEvidence):
+    """input_bound (info): the window's untraced idle share and time per step."""
+
+    idle_share: float
+    idle_ms_per_step: float
+    steps: int
+
+
+@dataclass
+class WindowHostEvidence(WindowEvidence):
+    """host_bound: the window's host and execution time per step, the host's share."""
+
+    host_ms_per_step: float
+    execution_ms_per_step: float
+    host_share: float
+    steps: int
+
+
+@dataclass
+class WindowCollectiveEvidence(WindowEvidence):
+    """collective_bound: the collectives' share of op time per device (mean, max) and where the ops came from."""
+
+    collective_share_mean: float
+    collective_share_max: float
+    op_source: str | None
+
+
+def _finding(kind: str, severity: str, message: str, count: int, evidence: WindowEvidence, cost: Cost) -> Finding:
+    return Finding(kind, severity, message, int(count), None, evidence, cost=cost)
 
 
 class TraceInputBound(Rule):
@@ -52,14 +104,14 @@ class TraceInputBound(Rule):
                 "input_bound", "warning",
                 f"the device waits on input: {data_s:.0%} of step time ({w.ms('data'):.2f} ms/step) is data "
                 f"loading/transfer with no op running", n,
-                {"data_share": data_s, "data_ms_per_step": w.ms("data"), "idle_share": idle_s, "steps": n},
+                WindowInputEvidence(data_s, w.ms("data"), idle_s, n),
                 Cost(ms_per_step=w.ms("data"), share_of_wall=data_s))]
         if idle_s >= threshold("trace_idle_share"):
             return [_finding(
                 "input_bound", "info",
                 f"{idle_s:.0%} of step time ({w.ms('idle'):.2f} ms/step) is untraced with no op running, often data "
                 f"loading outside the step annotation; annotate the loader (xp.Trace / TraceAnnotation) to confirm",
-                n, {"idle_share": idle_s, "idle_ms_per_step": w.ms("idle"), "steps": n},
+                n, WindowIdleEvidence(idle_s, w.ms("idle"), n),
                 Cost(ms_per_step=w.ms("idle"), share_of_wall=idle_s))]
         return []
 
@@ -77,8 +129,7 @@ class TraceHostBound(Rule):
             "host_bound", "warning",
             f"host-bound: host tracing/graph building/dispatch ({w.ms('host'):.2f} ms/step, {host_s:.0%}) takes "
             f"longer than execution ({w.ms('execution'):.2f} ms/step); the device idles while the host works",
-            w.steps, {"host_ms_per_step": w.ms("host"), "execution_ms_per_step": w.ms("execution"),
-                      "host_share": host_s, "steps": w.steps},
+            w.steps, WindowHostEvidence(w.ms("host"), w.ms("execution"), host_s, w.steps),
             Cost(ms_per_step=w.ms("host"), share_of_wall=host_s))]
 
 
@@ -95,8 +146,7 @@ class CollectiveBound(Rule):
             "collective_bound", "warning",
             f"collectives take {cs:.0%} of op time per device (max {w.collective.max:.0%}); on the CPU "
             f"this includes waiting at the rendezvous for the slowest device", len(w.collective.per_device),
-            {"collective_share_mean": cs, "collective_share_max": w.collective.max,
-             "op_source": w.op_source}, Cost())]
+            WindowCollectiveEvidence(cs, w.collective.max, w.op_source), Cost())]
 
 
 RULES: tuple[Rule, ...] = (TraceInputBound(), TraceHostBound(), CollectiveBound())

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from dataclasses import dataclass
 
 from ... import iterations as I
 from ...figures import median, step_time_s
@@ -117,12 +118,10 @@ class EagerOps(Rule):
         else:
             msg = (f"Eager mode: ops ran outside the compiled step{_at(loc)} in {len(hit)} of {len(train)} training "
                    f"iterations (not every step); {cost}.{seen}")
-        evidence = {"ops_per_step": round(per_step, 3), "non_transfer_ops_per_step": others,
-                    "outside_ms_per_step": round(outside * 1e3, 3),
-                    "step_ms": round(step * 1e3, 3), "share": round(share, 4),
-                    "compiled_step_ms": round(max(step - outside, 0.0) * 1e3, 3), "iterations": len(hit),
-                    "lines": [{"file": l.file, "line": l.line, "function": l.function, "launches": n}
-                              for l, n in lines[:10]]}
+        evidence = EagerOpsEvidence(round(per_step, 3), others, round(outside * 1e3, 3), round(step * 1e3, 3),
+                                    round(share, 4), round(max(step - outside, 0.0) * 1e3, 3), len(hit),
+                                    [{"file": l.file, "line": l.line, "function": l.function, "launches": n}
+                                     for l, n in lines[:10]])
         return [Finding("eager_ops", "warning" if warn else "info", msg, sum(s.eager_launches for s in hit), loc,
                         evidence, per_step, [s.index for s in hit])]
 
@@ -183,9 +182,59 @@ class DynamoGraphs(Rule):
                f"{names}{', ...' if len(functions) > 4 else ''}; {len(recompiles)} recompile(s), {len(breaks)} "
                f"graph break(s), {seconds:.2f} s tracing.")
         return [Finding("dynamo_graphs", "info", msg, graphs, loc,
-                        {"graphs": graphs, "frame_compiles": len(compiles), "recompiles": len(recompiles),
-                         "graph_breaks": len(breaks), "dynamo_time_s": round(seconds, 4),
-                         "functions": dict(functions.most_common(10))})]
+                        DynamoGraphsEvidence(graphs, len(compiles), len(recompiles), len(breaks), round(seconds, 4),
+                                             dict(functions.most_common(10))))]
+
+
+@dataclass
+class EagerOpsEvidence:
+    """eager_ops' evidence: eager ops per step (and those that are not the batch's transfers), the time outside
+    the compiled step against the step, the iterations hit, and the lines seen launching them."""
+
+    ops_per_step: float
+    non_transfer_ops_per_step: float
+    outside_ms_per_step: float
+    step_ms: float
+    share: float
+    compiled_step_ms: float
+    iterations: int
+    lines: list[dict]
+
+
+@dataclass
+class DynamoGraphsEvidence:
+    """dynamo_graphs' evidence: what torch.compile compiled over the run (counts, tracing seconds, by function)."""
+
+    graphs: int
+    frame_compiles: int
+    recompiles: int
+    graph_breaks: int
+    dynamo_time_s: float
+    functions: dict[str, int]
+
+
+@dataclass
+class DynamoRecompileEvidence:
+    """dynamo_recompile's evidence: the compiled function's key and name, the guard's cause (and every cause seen,
+    with dynamo's latest reasons), its tracing seconds and compiles, and dynamo's recompile limit."""
+
+    key: str
+    function: str | None
+    cause: str | None
+    causes: dict[str, int]
+    reasons: list[str]
+    dynamo_time_s: float
+    compiles: int
+    recompile_limit: int | None
+    at_limit: bool
+
+
+@dataclass
+class DynamoBreakEvidence:
+    """dynamo_graph_break's evidence: dynamo's reason and the function it broke inside (`via`)."""
+
+    reason: str
+    via: str | None
 
 
 class DynamoRecompile(Rule):
@@ -229,9 +278,8 @@ class DynamoRecompile(Rule):
             elif not recurring:
                 msg += " A one-off so far (dynamo may have made the changing value dynamic after it)."
             out.append(Finding("dynamo_recompile", "warning" if recurring else "info", msg, len(again), loc,
-                               {"key": key, "function": fn, "cause": cause, "causes": dict(causes),
-                                "reasons": reasons[-8:], "dynamo_time_s": round(seconds, 4),
-                                "compiles": len(evs), "recompile_limit": limit, "at_limit": at_limit},
+                               DynamoRecompileEvidence(key, fn, cause, dict(causes), reasons[-8:], round(seconds, 4),
+                                                       len(evs), limit, at_limit),
                                len(again) / max(1, I.count(ctx.train)), hits))
         return out
 
@@ -258,7 +306,7 @@ class DynamoGraphBreak(Rule):
                 f"{f' (in {via})' if via and loc else ''}: {reason}. Every "
                 "call runs the graph before the break and the one after it separately, with Python in between "
                 f"(seen {len(evs)} time(s) while compiling). {ctx.advice.get('dynamo_graph_break', '')}".strip(),
-                len(evs), loc, {"reason": reason, "via": via}, None, sorted({j for j, _ in evs})))
+                len(evs), loc, DynamoBreakEvidence(reason, via), None, sorted({j for j, _ in evs})))
         return out
 
 
