@@ -96,7 +96,7 @@ def test_cli_imports_only_the_command_that_runs(tmp_path):
                               timeout=120)
         assert proc.returncode == 0, proc.stderr
         return set(proc.stdout.split())
-    assert loaded("--help") == {"ptxla_perf", "ptxla_perf.cli"}
+    assert loaded("--help") == {"ptxla_perf", "ptxla_perf._meta", "ptxla_perf.cli"}  # _meta: the version
     mods = loaded("diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
     assert "ptxla_perf.commands.diff" in mods
     assert not {m for m in mods if m.startswith(("torch", "jax", "numpy", "ptxla_perf.report", "ptxla_perf.html",
