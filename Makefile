@@ -54,7 +54,7 @@ test-stress: setup
 	echo "test-stress: $(BURNERS) CPU burners ($$pids) beside the timing-sensitive tests"; \
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) $(STRESS_ARGS) $(STRESS_TESTS)
 
-# The framework versions measured beside `make test`'s (README: "Supported versions"; ptxla_perf/versions.py), each
+# The framework versions measured beside `make test`'s (README: "Supported versions"; ptxla_perf/model/versions.py), each
 # against a real subset of the suite, each pinned by a pip freeze under .ci/:
 # - jax (oldest): a venv of its own with no torch on the default Python, jax as in .ci/compat-jax.txt;
 # - jax (newest) on Python 3.13 (3.12 if 3.13 is missing), no torch: .ci/compat-jax-new.txt;

@@ -7,13 +7,13 @@ import sys
 import time
 from typing import Callable
 
-from . import faults
-from .faults import FAULTS, check, guarded
+from .model import faults
+from .model.faults import FAULTS, check, guarded
 from .fold import Folded
-from .outcome import Outcome
-from .records import StepRecord
+from .model.outcome import Outcome
+from .model.records import StepRecord
 from .steps_file import StepsFile
-from .training_thread import TRAINING
+from .model.training_thread import TRAINING
 
 
 FLUSH_SHARE = 0.02  # the most of the run's time the periodic flush may take

@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from . import fmt
+from .model import fmt
 from . import memory as M
 from . import oom
 from .frames import function_at, is_user_file
-from .records import Location, StepRecord
-from .thresholds import value as threshold
-from .verdicts import RUN_END, Finding, NoEvidence, Rule, run as run_rules
+from .model.records import Location, StepRecord
+from .model.thresholds import value as threshold
+from .model.finding import RUN_END, Finding, NoEvidence, Rule, run as run_rules
 
 ADVICE = {"memory_headroom": "Reduce the batch size or the activations (rematerialisation), or shard the state."}
 

@@ -1,7 +1,7 @@
 """Derived figures: every number the summary, the rules and the views share, defined and computed once.
 
 The model is XProf's signal provider: a figure is named once, derived once from the iterations, and read by name
-everywhere else. Figures produces typed values (values.py): the `Summary` and a `StepRow` per iteration, which the
+everywhere else. Figures produces typed values (model/summary.py): the `Summary` and a `StepRow` per iteration, which the
 rules (findings.py), `merge`, the HTML page, the TensorBoard scalars, `diff`, the roofline and the sweep table read;
 none of them recomputes a step time, a read count or a steady set of its own. Summary key names and units are
 `summary_keys.py`'s.
@@ -16,10 +16,10 @@ from typing import Any, Callable, Iterable
 from . import breakdown as B
 from . import fold
 from . import iterations as I
-from . import summary_keys as K
-from .faults import guarded
-from .records import StepRecord
-from .values import StepRow, Stats, Summary, steady_of
+from .model import summary_keys as K
+from .model.faults import guarded
+from .model.records import StepRecord
+from .model.summary import StepRow, Stats, Summary, steady_of
 
 TRAIN, EVAL = "train", "eval"
 

@@ -27,19 +27,19 @@ from .config import MAX_WARMUP
 from . import iterations as I
 from . import figures as F
 from .figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
-from . import fmt
-from .fmt import ms as _ms
+from .model import fmt
+from .model.fmt import ms as _ms
 from . import memory_rules
-from .faults import guarded
+from .model.faults import guarded
 from .end_rules import run_end  # noqa: F401 - the run-end scope's entry point (session_report calls it)
 from .pacing import spread
-from .records import Event, Location, StepRecord
-from .thresholds import value as threshold
+from .model.records import Event, Location, StepRecord
+from .model.thresholds import value as threshold
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .fold import Folded
 from . import transfer_origin
-from .verdicts import Cost, Finding, Rule, run as run_rules, short_path, where  # noqa: F401 - Finding, Rule,
+from .model.finding import Cost, Finding, Rule, run as run_rules, short_path, where  # noqa: F401 - Finding, Rule,
 #                                                                  short_path and where: the backends' rules import them here
 
 GENERIC_ADVICE = {

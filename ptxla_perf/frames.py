@@ -7,7 +7,7 @@ import sys
 import sysconfig
 from types import FrameType
 
-from .records import Location
+from .model.records import Location
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _RECIPE_DIRS = tuple(

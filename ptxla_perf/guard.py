@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from .config import GuardConfig
-from .records import StepRecord
+from .model.records import StepRecord
 
 DEFAULTS = asdict(GuardConfig())  # one set of defaults: the config schema's (config.py)
 

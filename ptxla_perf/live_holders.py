@@ -22,7 +22,7 @@ import types
 from typing import Any, Callable
 
 from .frames import USER, classify, function_at
-from .records import Location
+from .model.records import Location
 
 _MIN_RISES = 4  # samples in a row with a higher live count before one scan
 _ADD = r"(?:\.(?:append|extend|insert|appendleft|add|update|setdefault)\s*\(|\s*\+=|\s*\[[^\]]*\]\s*=(?!=))"

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import fmt
+from .model import fmt
 from . import memory as M
-from .thresholds import value as threshold
-from .verdicts import Cost, Finding, Rule, where
+from .model.thresholds import value as threshold
+from .model.finding import Cost, Finding, Rule, where
 
 # `Context` in the annotations is findings.py's (which runs these rules): not imported, findings imports us
 

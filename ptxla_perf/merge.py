@@ -14,15 +14,15 @@ from typing import Any
 
 from ._meta import SCHEMA_ID
 from . import rank_heatmap, rank_rules, rank_wait
-from .faults import FAULTS, errors_json, guarded
+from .model.faults import FAULTS, errors_json, guarded
 from .figures import stats
 from .memory import MemorySection
 from .report import assemble
 from .rank_rules import rank_of, steady_times
 from .session_report import profiler_error
-from . import summary_keys as K
-from .verdicts import TRACE, Finding, severity_counts, severity_rank, worst_first
-from .values import Stats, Summary
+from .model import summary_keys as K
+from .model.finding import TRACE, Finding, severity_counts, severity_rank, worst_first
+from .model.summary import Stats, Summary
 
 _STATUS_ORDER = ["completed", "running", "stopped", "interrupted", "crashed"]
 

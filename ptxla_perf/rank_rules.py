@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import rank_wait
-from . import summary_keys as K
+from .model import summary_keys as K
 from .figures import median
-from .fmt import ms
-from .thresholds import value as threshold
-from .verdicts import RANKS_SCOPE, Cost, Finding, Rule, run as run_rules
+from .model.fmt import ms
+from .model.thresholds import value as threshold
+from .model.finding import RANKS_SCOPE, Cost, Finding, Rule, run as run_rules
 
 _DIVERGENT_KINDS = ("device_to_host_sync", "recompilation", "graph_break", "op_fallback", "eager_compile",
                     "host_to_device_transfer")

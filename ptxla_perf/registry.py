@@ -1,4 +1,4 @@
-"""The one registry of rules: every rule of every scope, each declaring what it reads (verdicts.py). Each scope
+"""The one registry of rules: every rule of every scope, each declaring what it reads (model/finding.py). Each scope
 has one runner, which a live session and the offline tools (`report.build`, `merge`, `analyze`) both call:
 
 - `iteration`: findings.analyze (findings.ITERATION_RULES, and the backend's own rules through the context);
@@ -15,7 +15,7 @@ from typing import Sequence
 
 from . import end_rules, findings, rank_rules
 from .trace import rules as trace_rules
-from .verdicts import ITERATION, Rule
+from .model.finding import ITERATION, Rule
 
 RULES: tuple[Rule, ...] = (*findings.ITERATION_RULES, *trace_rules.RULES, *rank_rules.RULES, *end_rules.RULES)
 

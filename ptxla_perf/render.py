@@ -8,12 +8,12 @@ from typing import Any
 from . import memory as _memory
 from . import breakdown as _breakdown
 from . import roofline as _roofline
-from . import summary_keys as K
+from .model import summary_keys as K
 from .figures import basis_text
 from .findings import short_path as _rel
-from .fmt import ms as _ms
-from .fmt import num as _fixed
-from .fmt import slowest_rank as _slowest_rank
+from .model.fmt import ms as _ms
+from .model.fmt import num as _fixed
+from .model.fmt import slowest_rank as _slowest_rank
 from .html import html_path
 
 _SEV = {"error": "ERROR", "warning": "WARN ", "info": "info "}

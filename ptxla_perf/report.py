@@ -18,24 +18,24 @@ from importlib import resources
 from typing import Any
 
 from ._meta import SCHEMA_ID, __version__
-from . import summary_keys as K
+from .model import summary_keys as K
 from .end_rules import run_end
 from .findings import Analysis, Finding, analyze
 from .config import MAX_WARMUP
-from .faults import FAULTS, check, guarded
+from .model.faults import FAULTS, check, guarded
 from .memory import MemorySection
-from .rank_digest import KEY as DIGEST, Steady
+from .model.rank_digest import KEY as DIGEST, Steady
 from .rank_wait import steady_rows
-from .records import StepRecord
+from .model.records import StepRecord
 from .registry import backend_rules
 from .sources import attach
 from . import html as H
 from .roofline import RooflineSection
 from .trace_defer import defer_distorted
 from .trace_section import TraceSection
-from .values import StepRow, Summary
+from .model.summary import StepRow, Summary
 from . import retention as R
-from .verdicts import TRACE, severity_counts
+from .model.finding import TRACE, severity_counts
 
 
 def environment(extra: dict[str, Any]) -> dict[str, Any]:

@@ -23,14 +23,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, NamedTuple
 
-from . import summary_keys as K
+from .model import summary_keys as K
 from .figures import median, step_time_s
-from .fmt import duration as _ms
-from .fmt import ratio as fmt_ratio
+from .model.fmt import duration as _ms
+from .model.fmt import ratio as fmt_ratio
 from .peaks import Peak
-from .thresholds import value as threshold
+from .model.thresholds import value as threshold
 from .hlo_cost import instruction_costs
-from .verdicts import Finding
+from .model.finding import Finding
 
 OVERHEAD_RATIO = threshold("roofline_overhead_ratio")  # observed above this multiple of the prediction
 UNDER_RATIO = threshold("roofline_under_ratio")  # below it, the step time cannot have covered the work

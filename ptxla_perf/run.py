@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from . import requires
 from .config import Config, register
-from .outcome import RunStopped, SessionError
+from .model.outcome import RunStopped, SessionError
 from .render import summary_lines
 from .session import open_session
 from .quiet import drop_pjrt_default

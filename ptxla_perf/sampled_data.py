@@ -1,7 +1,7 @@
 """The stack sampler's data time (sampler.py), given to the steps it fell in."""
 from __future__ import annotations
 
-from .records import StepRecord
+from .model.records import StepRecord
 from .sampler import DATA, StackSampler
 
 

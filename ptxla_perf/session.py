@@ -27,17 +27,17 @@ from typing import Any, Callable
 from . import roofline, spawn
 from .backends.base import Adapter, Capabilities
 from .config import DEFAULT_PORT, MAX_WARMUP
-from .faults import FAULTS, guarded
+from .model.faults import FAULTS, guarded
 from .findings import Analysis, Finding, analyze
 from .guard import Guard
 from .memory_rules import RULES as MEMORY_RULES  # memory_growth, missing_donation (memory_rules.py)
-from .outcome import Outcome, RunStopped, SessionError, call, outcome
+from .model.outcome import Outcome, RunStopped, SessionError, call, outcome
 from .fold import Folded
-from .records import StepRecord
+from .model.records import StepRecord
 from .report import environment
 from .sampled_data import DataCharge
 from .sampler import StackSampler
-from .training_thread import TRAINING
+from .model.training_thread import TRAINING
 from .session_capture import CaptureWindow
 from .retention import Retention
 from .steps_file import StepsFile

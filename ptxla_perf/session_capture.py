@@ -7,7 +7,7 @@ import os
 from typing import Any, Callable
 
 from .capture import StepWindowCapture
-from . import fmt
+from .model import fmt
 from .figures import median, step_time_s
 from .trace_section import TraceSection
 

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from .frames import user_frame
 from .import_watch import ImportWatch
-from .outcome import Outcome, call, outcome
+from .model.outcome import Outcome, call, outcome
 from .requires import missing_framework
 from .which_backend import FRAMEWORKS, takes_over
 

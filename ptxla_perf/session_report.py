@@ -13,13 +13,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 from . import memory, peaks, render, report as report_mod, retention, roofline
 from .backends.base import Adapter, Capabilities
-from . import summary_keys as K
-from .faults import FAULTS, Fault, check, errors_json, guarded
+from .model import summary_keys as K
+from .model.faults import FAULTS, Fault, check, errors_json, guarded
 from .findings import Analysis, Finding, run_end
-from .outcome import Outcome
-from .records import StepRecord
-from .values import StepRow
-from .verdicts import RUN, severity_counts
+from .model.outcome import Outcome
+from .model.records import StepRecord
+from .model.summary import StepRow
+from .model.finding import RUN, severity_counts
 from .tb_scalars import ScalarLog
 from .trace_section import TraceSection
 

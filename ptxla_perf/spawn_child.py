@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .config import MAX_WARMUP
-from .outcome import SessionError, call, outcome
+from .model.outcome import SessionError, call, outcome
 
 CHILD_PLAN_VAR = "PTXLA_PERF_CHILD_PLAN"  # a plan as JSON, for children started as plain subprocesses
 

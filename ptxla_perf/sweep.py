@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from . import fmt
+from .model import fmt
 from .html import sweep_page
 from .trace_section import TraceSection
-from .values import Summary
-from .verdicts import short_path
+from .model.summary import Summary
+from .model.finding import short_path
 
 from .sweep_figures import FIGURES, Figure  # the table's figures (one module, read by the sweep page too)
 def _column(f: Figure) -> Callable[[dict, Path], str]:

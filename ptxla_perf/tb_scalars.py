@@ -13,7 +13,7 @@ import threading
 from typing import Any, Callable, Sequence
 
 from .breakdown import COMPONENTS
-from .values import StepRow
+from .model.summary import StepRow
 
 PREFIX = "ptxla_perf/"
 # tag -> (value of an iteration's row, or None when the tag does not apply to it); step = the row's index, the same

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .values import Stats
-from .verdicts import Finding
+from .model.summary import Stats
+from .model.finding import Finding
 
 
 def _d(x: Any) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from conftest import ROOT, SCRIPTS, TIMING_KINDS
 from ptxla_perf.findings import analyze
 from ptxla_perf.memory_rules import RULES as MEMORY_RULES
-from ptxla_perf.records import StepRecord
+from ptxla_perf.model.records import StepRecord
 from ptxla_perf.registry import backend_rules
 
 RECORDED = ROOT / "tests" / "fixtures" / "steps"

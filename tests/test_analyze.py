@@ -16,8 +16,8 @@ from ptxla_perf.trace.render import to_markdown
 from ptxla_perf.trace import TraceError, analyze_trace, locate_xplanes
 from ptxla_perf.trace.analyses import CATEGORIES, op_category
 from ptxla_perf.trace_section import CollectiveShare, Gaps, StepSummary, TraceSection, TraceSource, TraceWindow
-from ptxla_perf.values import Stats
-from ptxla_perf.verdicts import Finding
+from ptxla_perf.model.summary import Stats
+from ptxla_perf.model.finding import Finding
 
 
 # the module's two captures are shared by its tests (the JAX one with test_tensorboard_browser.py): one xdist

@@ -10,12 +10,13 @@ from dataclasses import fields
 
 import pytest
 
-from ptxla_perf import faults, merge
+from ptxla_perf.model import faults
+from ptxla_perf import merge
 from ptxla_perf import iterations as I
 from ptxla_perf import report as R
 from ptxla_perf.findings import analyze
 from ptxla_perf.fold import Folded
-from ptxla_perf.records import EVIDENCE, Event, Location, StepRecord, Transfers, evidence_json
+from ptxla_perf.model.records import EVIDENCE, Event, Location, StepRecord, Transfers, evidence_json
 
 SITE = Location("/train.py", 30, "<module>")
 LOADER = Location("/train.py", 20, "<module>")
@@ -210,7 +211,7 @@ def test_a_fault_in_one_section_of_a_merge_drops_only_it(inject, point):
 def test_an_event_that_cannot_be_written_drops_only_itself(monkeypatch):
     """A bug of ours writing one event's evidence (not injected: a real exception) leaves that event out of
     steps[].events; the step, its other events and the findings stay."""
-    from ptxla_perf import records
+    from ptxla_perf.model import records
     real = records.Event.to_json
 
     def to_json(self):

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import SCRIPTS, cli_env, load_report, run_cli
-from ptxla_perf import faults
+from ptxla_perf.model import faults
 
 TORCH = SCRIPTS / "faults_torch.py"
 JAX = SCRIPTS / "faults_jax.py"

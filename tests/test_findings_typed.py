@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import load_report, run_cli
-from ptxla_perf import html as H, rank_rules, registry, report as R, thresholds
+from ptxla_perf import html as H, rank_rules, registry, report as R
+from ptxla_perf.model import thresholds
 from ptxla_perf.end_rules import run_end
 from ptxla_perf.findings import ITERATION_RULES
-from ptxla_perf.records import Boundary, Event, Location, StepRecord, Transfers
+from ptxla_perf.model.records import Boundary, Event, Location, StepRecord, Transfers
 
 
 def _loc(d):
@@ -41,7 +42,7 @@ def step_from_json(d):
     known = StepRecord.__dataclass_fields__
     return StepRecord(**{k: v for k, v in d.items() if k in known})
 from ptxla_perf.trace.rules import judge as judge_window
-from ptxla_perf.verdicts import ORIGINS, SEVERITIES, Cost, Finding, cost_of, origin_of, severity_counts
+from ptxla_perf.model.finding import ORIGINS, SEVERITIES, Cost, Finding, cost_of, origin_of, severity_counts
 
 FIX = Path(__file__).parent / "fixtures" / "reports"
 

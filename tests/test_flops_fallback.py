@@ -16,7 +16,7 @@ import pytest
 from conftest import SCRIPTS, load_report, run_cli
 
 from ptxla_perf import hlo_cost, hlo_flops, peaks, roofline
-from ptxla_perf.records import StepRecord
+from ptxla_perf.model.records import StepRecord
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")

@@ -15,7 +15,7 @@ import ptxla_perf
 from ptxla_perf import diff as D
 from ptxla_perf import report as R
 from ptxla_perf.cli import main
-from ptxla_perf.records import Event, Location, StepRecord, Transfers
+from ptxla_perf.model.records import Event, Location, StepRecord, Transfers
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE, READ = Location("/train.py", 30, "<module>"), Location("/train.py", 33, "<module>")

@@ -133,7 +133,7 @@ def _finding(kind: str, severity: str) -> dict:
 
 
 def _synthetic(n: int) -> dict:
-    from ptxla_perf.records import StepRecord, Transfers, Location
+    from ptxla_perf.model.records import StepRecord, Transfers, Location
     steps = []
     for i in range(n):
         s = StepRecord(i, 0.5 if i == 0 else 0.01 + (i % 7) * 1e-3, site=Location("/x/train.py", 12, "<module>"),

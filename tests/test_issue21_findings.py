@@ -136,7 +136,7 @@ def test_a_read_every_step_says_so_with_its_steps_as_ranges(tmp_path):
     """Item 19: a `.item()` in 29 of 30 steps printed "0.97 times per train step" and listed steps one by one: it is
     "once per train step, in 29 of 30", with the steps as ranges; the page lists a finding's steps as ranges."""
     import json
-    from ptxla_perf import fmt
+    from ptxla_perf.model import fmt
     script = tmp_path / "skip_one.py"
     script.write_text("import torch\nimport torch_xla\n\ndev = torch_xla.device()\n"
                       "model = torch.nn.Linear(16, 1).to(dev)\nopt = torch.optim.SGD(model.parameters(), lr=0.01)\n"

@@ -95,7 +95,7 @@ def test_launched_slow_loader_is_input_bound_at_the_loop_line(runs):
 def test_the_boundary_thread_is_settled_and_its_clock_outlives_it():
     """A session started on the main thread whose loop runs on another: settling there measures that thread; its
     clock is read from any thread, also once that thread has ended (its last value then), never an error."""
-    from ptxla_perf.training_thread import TrainingThread
+    from ptxla_perf.model.training_thread import TrainingThread
     t = TrainingThread()
     t.reset(threading.main_thread())
     assert t.ident == threading.main_thread().ident and not t.settled

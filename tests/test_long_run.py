@@ -10,7 +10,7 @@ import pytest
 
 from conftest import SCRIPTS, load_report, run_cli
 from ptxla_perf import retention
-from ptxla_perf.values import StepRow
+from ptxla_perf.model.summary import StepRow
 
 STEPS = 300
 KNOBS = "trim_above=100,first=20,last=20,around=2,bucket_min=50"

@@ -13,7 +13,7 @@ from conftest import SCRIPTS, planted_line
 
 from ptxla_perf import SCHEMA_ID, buffer_assignment, memory, peaks
 from ptxla_perf.diff import from_report
-from ptxla_perf.records import StepRecord
+from ptxla_perf.model.records import StepRecord
 
 JAX_SCRIPT = SCRIPTS / "memory_jax.py"
 TORCH_SCRIPT = SCRIPTS / "memory_torch.py"
@@ -290,7 +290,7 @@ def test_growth_rated_against_the_sections_capacity():
     """memory_growth reads the one capacity the memory section derives (memory.capacity: the user's
     --device-memory-gb, the runtime's, the spec table) and says where it came from; unknown, the 1 GiB floor."""
     from ptxla_perf.findings import analyze
-    from ptxla_perf.records import Event, Location
+    from ptxla_perf.model.records import Event, Location
     line = Location("/x/train.py", 20, "<module>")
 
     def steps():  # one f32 kept a step by `losses`: 4 B/step, 4 MB over a million steps
@@ -341,7 +341,7 @@ def test_console_line_and_diff_metrics():
 
 def test_tensorboard_scalars_of_live_memory():
     from ptxla_perf.tb_scalars import SCALARS
-    from ptxla_perf.values import StepRow
+    from ptxla_perf.model.summary import StepRow
     row = StepRow.from_json
     assert SCALARS["live_mib"](row({"live_bytes": 3 * 2**20})) == 3.0 and SCALARS["live_mib"](row({})) is None
     assert SCALARS["live_arrays"](row({"live_arrays": 7})) == 7 and SCALARS["live_arrays"](row({})) is None

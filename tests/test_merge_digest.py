@@ -10,10 +10,11 @@ import random
 
 import pytest
 
-from ptxla_perf import SCHEMA_ID, merge, merge_inputs, rank_digest
+from ptxla_perf import SCHEMA_ID, merge, merge_inputs
+from ptxla_perf.model import rank_digest
 from ptxla_perf import report as R, retention
 from ptxla_perf.rank_wait import steady_rows
-from ptxla_perf.records import Location, StepRecord, Transfers
+from ptxla_perf.model.records import Location, StepRecord, Transfers
 
 
 def _records(n: int, rank: int, slow: bool, breakdown: bool = True, seed: int = 0) -> list[StepRecord]:

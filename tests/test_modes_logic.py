@@ -9,7 +9,7 @@ from ptxla_perf import hlo_cost
 from ptxla_perf.backends.torch_xla import rules as torch_xla_rules
 from ptxla_perf.backends.torch_xla.modes import _guard, _strip_id, guard_cause
 from ptxla_perf.findings import analyze
-from ptxla_perf.records import Event, Location, StepRecord
+from ptxla_perf.model.records import Event, Location, StepRecord
 
 FIXTURES = Path(__file__).parent / "fixtures" / "spmd"
 

@@ -300,7 +300,7 @@ def test_reads_every_10_steps_read_as_the_loops_steps(reports):
 
 def test_one_formatter_for_step_sets_and_periods():
     """"every 200 steps" printed as "about every 201" (603 steps over 3 reads): the period comes from the steps."""
-    from ptxla_perf import fmt
+    from ptxla_perf.model import fmt
     assert fmt.period([0, 200, 400], 603) == "every 200"
     assert fmt.period([0, 190, 400], 603) == "about every 210"
     assert fmt.steps([5]) == "step 5" and fmt.steps(range(30)) == "steps 0-29"
@@ -332,7 +332,7 @@ def test_a_distorted_windows_host_bound_defers_to_the_runtimes(mlp_capture, repo
     from ptxla_perf.trace.relate import relate
     from ptxla_perf.trace.rules import findings as judge_window
     from ptxla_perf.trace_section import CollectiveShare, Gaps, StepSummary, TraceSection
-    from ptxla_perf.verdicts import origin_of
+    from ptxla_perf.model.finding import origin_of
     out, _ = mlp_capture
     window = json.loads((out / "run" / "report.json").read_text())["trace"]
     assert window["steps"] and "findings" in window  # the recipe's window, judged (what it found: the load's)
@@ -413,7 +413,7 @@ def test_sweep_table_scales_the_flop_rate(reports, tmp_path):
 
 def test_step_times_read_at_one_precision():
     """"0.1 ms" (torch_xla) beside "0.041 ms" (JAX): sub-millisecond times keep two significant digits."""
-    from ptxla_perf import fmt
+    from ptxla_perf.model import fmt
     assert [fmt.ms(s) for s in (0.00014, 0.000041, 0.0012, 0.0123)] == ["0.14 ms", "0.041 ms", "1.2 ms", "12.3 ms"]
 
 

@@ -336,7 +336,7 @@ def test_backend_is_found_from_the_callers_imports(monkeypatch):
     import types
 
     from ptxla_perf.notebook.profile import detect_backend
-    from ptxla_perf.outcome import SessionError
+    from ptxla_perf.model.outcome import SessionError
     txla, jax = types.ModuleType("torch_xla"), types.ModuleType("jax.numpy")
     assert detect_backend({"torch_xla": txla, "np": types.ModuleType("numpy")}) == "torch_xla"
     assert detect_backend({"jnp": jax}) == "jax"

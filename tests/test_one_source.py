@@ -11,7 +11,7 @@ from statistics import median
 import pytest
 
 from conftest import load_report, run_cli
-from ptxla_perf import fmt, summary_keys as K, thresholds
+from ptxla_perf.model import fmt, summary_keys as K, thresholds
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,7 +106,7 @@ def test_the_docs_list_every_summary_key_and_threshold():
 
 def test_every_summary_key_the_code_writes_is_named_once():
     from ptxla_perf.report import build, environment
-    from ptxla_perf.records import Location, StepRecord
+    from ptxla_perf.model.records import Location, StepRecord
     steps = [StepRecord(i, 0.01, site=Location("/x/t.py", 3, "<module>"), executions=1, optimizer_steps=1,
                         compiles=int(i == 0)) for i in range(4)]
     rep = build(backend="torch_xla", run={"kind": "api", "status": "completed"}, env=environment({}), steps=steps)

@@ -11,7 +11,7 @@ from ptxla_perf import breakdown as B
 from ptxla_perf import findings
 from ptxla_perf.fold import Folded
 from ptxla_perf.pacing import spread
-from ptxla_perf.records import StepRecord
+from ptxla_perf.model.records import StepRecord
 from test_breakdown import assert_parts_sum_to_wall_time
 
 

@@ -14,8 +14,8 @@ import pytest
 from conftest import SCRIPTS, load_report, run_cli
 
 from ptxla_perf import hlo_cost, peaks, roofline
-from ptxla_perf.records import StepRecord
-from ptxla_perf.verdicts import Finding
+from ptxla_perf.model.records import StepRecord
+from ptxla_perf.model.finding import Finding
 
 PROGRAMS = str(SCRIPTS / "roofline_programs.py")
 JAX_ENV = {"JAX_PLATFORMS": "cpu"}
@@ -320,7 +320,7 @@ def test_live_typed_findings_name_their_bound_and_keep_their_cost():
     launch-bound verdict names its launch_bound finding, and a typed finding's measured cost (`Finding.cost`)
     decides whether it explains the gap (a typed host read of 0.2 ms does not explain a 4 ms gap)."""
     from ptxla_perf.findings import InputBoundEvidence, LaunchEvidence
-    from ptxla_perf.verdicts import Cost
+    from ptxla_perf.model.finding import Cost
     launch = Finding("launch_bound", "warning", "launching", 4, None, LaunchEvidence(3.5, 5.0, 0.7, 0.7),
                      cost=Cost(ms_per_step=3.5, share_of_wall=0.7))
     wait = Finding("input_bound", "warning", "waiting", 4, None, InputBoundEvidence(3.0, 5.0, 0.6, "next"),
@@ -338,7 +338,7 @@ def test_live_typed_findings_name_their_bound_and_keep_their_cost():
 
 
 def test_ratios_print_readably():
-    from ptxla_perf import fmt
+    from ptxla_perf.model import fmt
     assert fmt.ratio(2402845.4) == "> 1000x" and fmt.ratio(1.18) == "1.18x" and fmt.ratio(37.4) == "37x"
     assert fmt.ratio(0.0045) == "< 0.01x" and fmt.ratio(0.012) == "0.01x"
     sec = _section(_steps(1e3, 1e2, 5e-3), {"source": "xla_cost_analysis"}, PEAK)

@@ -110,7 +110,7 @@ def test_crash_before_the_first_step_is_the_story(tmp_path, source, error):
 
 
 def test_one_outcome_rule_for_every_way_a_run_ends():
-    from ptxla_perf.outcome import outcome
+    from ptxla_perf.model.outcome import outcome
     from ptxla_perf.session import RunStopped
     assert outcome(None) == outcome(SystemExit(0)) == outcome(SystemExit(None))
     assert outcome(SystemExit(0)).status == "completed" and outcome(SystemExit(0)).exit_code == 0

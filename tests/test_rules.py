@@ -7,7 +7,7 @@ from ptxla_perf import iterations as I
 from ptxla_perf.backends.jax import rules as jax_rules
 from ptxla_perf.findings import analyze
 from ptxla_perf.guard import Guard
-from ptxla_perf.records import Event, Location, StepRecord, Transfers
+from ptxla_perf.model.records import Event, Location, StepRecord, Transfers
 
 F = "/user/train.py"
 
@@ -485,7 +485,7 @@ def test_step_time_never_counts_compile_time():
 def test_a_read_every_step_reads_as_every_step():
     """A read in 29 of 30 steps printed as "0.97 times per train step"; one read in each step that reads is
     "once per train step", with how many steps had it."""
-    from ptxla_perf import fmt
+    from ptxla_perf.model import fmt
     recs = numbered([b(20, opt=1, d2h=int(i != 5), compiles=int(i == 0)) for i in range(30)])
     f = next(f for f in analyze(recs).findings if f.kind == "device_to_host_sync")
     assert f.severity == "warning" and "once per train step, in 29 of 30 train steps" in f.message

@@ -53,7 +53,8 @@ def test_multirun_gives_one_report_per_job(mlp_sweep):
 def test_sweep_table_shows_each_jobs_peak_memory(mlp_sweep):
     """The table's `peak mem` column is each report's summary.peak_bytes (the largest step graph's peak, memory.py),
     read, never recomputed; the printed table and the sweep page show it."""
-    from ptxla_perf import fmt, sweep
+    from ptxla_perf.model import fmt
+    from ptxla_perf import sweep
     proc, root, _ = mlp_sweep
     runs = sweep.read(sorted(root.glob("*/report.json")))
     head, rows = sweep.table_rows(runs)

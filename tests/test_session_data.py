@@ -13,7 +13,7 @@ from conftest import cli_env
 
 
 def _records(n: int):
-    from ptxla_perf.records import Location, StepRecord
+    from ptxla_perf.model.records import Location, StepRecord
     return [StepRecord(index=i, wall_time_s=0.5 if i == 0 else 0.01, compiles=1 if i == 0 else 0, executions=1,
                        site=Location("/x/train.py", 12, "<module>")) for i in range(n)]
 
@@ -22,7 +22,7 @@ def test_report_of_needs_no_session():
     """A report from data alone: the run's facts, the analysis, the sections and how the run ended."""
     from ptxla_perf.backends.torch_xla import TorchXlaAdapter
     from ptxla_perf.findings import analyze
-    from ptxla_perf.outcome import Outcome
+    from ptxla_perf.model.outcome import Outcome
     from ptxla_perf.session_report import RunFacts, Sections, report_of
     steps = _records(8)
     adapter = TorchXlaAdapter({"mode": "off"})

@@ -8,7 +8,7 @@ import torch  # noqa: E402
 
 from ptxla_perf.backends.torch_xla import _private as P  # noqa: E402
 from ptxla_perf.step_signals import early_not_read  # noqa: E402
-from ptxla_perf.records import StepRecord, Transfers  # noqa: E402
+from ptxla_perf.model.records import StepRecord, Transfers  # noqa: E402
 
 
 def test_every_name_is_present_in_the_installed_torch_xla():

@@ -1,11 +1,11 @@
 """A session's capture window related to its steps (trace/relate.py): numbering, phases, distortion."""
 from __future__ import annotations
 
-from ptxla_perf.records import StepRecord
+from ptxla_perf.model.records import StepRecord
 from ptxla_perf.trace import summarize_steps
 from ptxla_perf.trace.relate import boundary_owners, relate
 from ptxla_perf.trace_section import CollectiveShare, StepSummary, TraceSection, TraceSource
-from ptxla_perf.verdicts import Finding
+from ptxla_perf.model.finding import Finding
 
 
 def _row(step, ms, host=0.5):

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, SCRIPTS, cli_env, load_report, run_cli
-from ptxla_perf import fmt
+from ptxla_perf.model import fmt
 from ptxla_perf.figures import median
-from ptxla_perf.values import StepRow, Summary, rows_from_json
+from ptxla_perf.model.summary import StepRow, Summary, rows_from_json
 
 SCRIPT = SCRIPTS / "item_per_step.py"  # a .item() every step: one host read per step; warm-up steps compile
 

@@ -1,4 +1,4 @@
-"""One stated range everywhere (issue 38): the versions measured (ptxla_perf/versions.py) are the ones the legs pin
+"""One stated range everywhere (issue 38): the versions measured (ptxla_perf/model/versions.py) are the ones the legs pin
 (.ci/*.txt, constraints.txt), pyproject.toml's lower bounds, and the range README, docs/jax.md, doctor and the report
 say. Reads files only: no framework is imported."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from conftest import ROOT
-from ptxla_perf import versions
+from ptxla_perf.model import versions
 
 
 def _pins(path) -> dict[str, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
-from ..records import StepRecord
+from ..model.records import StepRecord
 
 
 @runtime_checkable

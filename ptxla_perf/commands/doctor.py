@@ -15,7 +15,7 @@ from importlib import metadata
 from typing import Any
 
 from .. import memory, peaks, requires
-from .. import versions as ranges
+from ..model import versions as ranges
 from ..cli import COMMANDS, describe
 from ..config import ProfilerConfig
 

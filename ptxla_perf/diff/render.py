@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import math
 
-from ..fmt import value as format_value
+from ..model.fmt import value as format_value
 from .compare import Comparison, Row
 from .rules import Violation
 from .sources import NOT_A_FALLBACK

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..metrics_text import parse_value
 from .compare import NOISE_ROWS, Comparison, _json_num
-from ..fmt import value as format_value
+from ..model.fmt import value as format_value
 from . import findings as F
 from .sources import ALIASES, Source
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from .._meta import SCHEMA_ID
-from .. import summary_keys as K
+from ..model import summary_keys as K
 from ..metrics_text import MetricsParseError, Snapshot, parse
-from ..values import Summary, rows_from_json
+from ..model.summary import Summary, rows_from_json
 from . import findings as F
 
 NOT_A_FALLBACK = {"aten::_local_scalar_dense"}  # counts host reads of a scalar (.item()), not an un-lowered op

@@ -9,11 +9,11 @@ import os
 from html import escape
 from typing import Any
 
-from .. import fmt
-from .. import summary_keys as K
+from ..model import fmt
+from ..model import summary_keys as K
 from ..figures import basis_text
 from ..trace_section import TraceSection
-from ..verdicts import Cost, Finding, worst_first
+from ..model.finding import Cost, Finding, worst_first
 from . import assets, charts, heatmap, memory_panel
 
 _SEV_LABEL = {"error": "ERROR", "warning": "WARN", "info": "info"}

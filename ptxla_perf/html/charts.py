@@ -11,9 +11,9 @@ import math
 from html import escape
 from typing import Any, Iterable
 
-from .. import fmt
-from .. import summary_keys as K
-from ..values import StepRow
+from ..model import fmt
+from ..model import summary_keys as K
+from ..model.summary import StepRow
 
 W = 1000.0  # viewBox width of every plot
 TIMELINE_H = 200.0

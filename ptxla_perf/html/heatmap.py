@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from .. import fmt
+from ..model import fmt
 
 # light to dark: a cell's value from the map's lowest to its highest
 _RAMP = ((247, 251, 255), (253, 208, 162), (241, 105, 19), (127, 39, 4))

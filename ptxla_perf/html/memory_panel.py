@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from .. import fmt
+from ..model import fmt
 from .. import memory as M
 
 PARTS = (("arguments", "#4e79a7"), ("outputs", "#f28e2b"), ("temps", "#e15759"))

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..sweep_figures import FIGURES
-from ..values import Summary
+from ..model.summary import Summary
 from . import charts, html_path, page
 
 # chart name -> (value of a report, formatting): the sweep table's own figures (sweep.FIGURES), read from the typed

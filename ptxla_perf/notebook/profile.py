@@ -8,7 +8,7 @@ import sys
 import types
 from typing import Any
 
-from ..outcome import SessionError
+from ..model.outcome import SessionError
 from ..which_backend import backend_of, imported
 from . import inline
 from .report import Report

@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from .._meta import SCHEMA_ID
-from .. import summary_keys as K
+from ..model import summary_keys as K
 from .. import diff as D
 from . import inline, tables
 from .compare import Comparison

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import summary_keys as K
+from ..model import summary_keys as K
 
 _STEP_SCALARS = ("index", "phase", "steady", "attributed", "wall_time_s", "compiles", "compile_time_s",
                  "cached_compiles", "executions", "early_executions", "host_reads", "device_to_host_time_s",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..records import StepRecord
+from ..model.records import StepRecord
 from ..trace_section import TraceSection
 from . import summarize_steps
 from .rules import WindowEvidence, findings as judge_window

@@ -1,7 +1,7 @@
 """Console table / markdown for a `trace` section (trace_section.TraceSection)."""
 from __future__ import annotations
 
-from .. import fmt
+from ..model import fmt
 from ..trace_section import TraceSection
 from .analyses import CATEGORIES as A_CATEGORIES
 

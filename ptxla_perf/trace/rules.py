@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..thresholds import value as threshold
+from ..model.thresholds import value as threshold
 from ..trace_section import CollectiveShare, Gaps, StepSummary
-from ..verdicts import TRACE_SCOPE, Cost, Finding, Rule, run as run_rules
+from ..model.finding import TRACE_SCOPE, Cost, Finding, Rule, run as run_rules
 
 
 @dataclass

@@ -76,7 +76,7 @@ def worker(rank: int, n: int, port: int, cfg: dict, plan_json: str) -> None:
 def _worker(rank: int, n: int, port: int, cfg: dict, plan_json: str) -> None:
     """One rank: its own session, opened before JAX starts its backend."""
     from ptxla_perf import spawn
-    from ptxla_perf.outcome import outcome
+    from ptxla_perf.model.outcome import outcome
     from ptxla_perf.session import Session
     spawn.child_main_thread()  # SIGINT/SIGTERM: stop at the next step, write the report
     os.environ.setdefault("JAX_PROCESS_ID", str(rank))  # the rank until JAX says (a crash before the first step)

@@ -76,7 +76,7 @@ def run(cfg, session) -> dict:
 
 def throughput(session, batch_bytes: int) -> dict:
     """Compile time of the first steps apart from the steady step time; us/sample and MB/s of input data."""
-    from ptxla_perf import summary_keys as K
+    from ptxla_perf.model import summary_keys as K
     analysis = session.analysis()
     steady = analysis.steady
     first = [{"step": s.index, "wall_time_s": round(s.wall_time_s, 4), "compile_time_s": round(s.compile_time_s, 4),

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import jax
 
-from ... import versions
+from ...model import versions
 
 # jax.monitoring event names (jax._src.dispatch, jax._src.compiler): stable from 0.4 through 0.12.0.1
 BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"

@@ -17,9 +17,9 @@ from typing import Any, Callable
 import jax
 import jax.profiler
 
-from ...records import StepRecord
-from ... import faults
-from ...faults import FAULTS, check
+from ...model.records import StepRecord
+from ...model import faults
+from ...model.faults import FAULTS, check
 from . import _private as P
 from .calls import Calls
 from .compiles import Compiles

@@ -18,9 +18,9 @@ from .memory import Memory
 from .ready import ReadyWatch
 from .steps import Steps
 from .transfers import Transfers, array_leaves
-from ... import faults
-from ...faults import FAULTS, check
-from ...training_thread import switches
+from ...model import faults
+from ...model.faults import FAULTS, check
+from ...model.training_thread import switches
 
 
 QUEUE_MIN_S = 20e-6  # a call's wall time beyond its CPU time below this is not asked about (no syscall)

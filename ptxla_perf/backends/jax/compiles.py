@@ -10,7 +10,7 @@ import jax
 import numpy as np
 
 from ...frames import user_frame
-from ...records import Event
+from ...model.records import Event
 from . import _private as P
 from .jitted import JitInfo
 from .ledger import Ledger, Scope

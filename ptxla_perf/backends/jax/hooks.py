@@ -28,7 +28,7 @@ from .ledger import SKIP, Scope
 from .ready import DeviceWait
 from .steps import Steps
 from .transfers import SCALARS, Transfers
-from ...faults import guarded, shielded
+from ...model.faults import guarded, shielded
 
 _MISSING = object()
 

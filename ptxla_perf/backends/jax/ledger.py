@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any, NamedTuple
 
-from ...records import Event, Location, StepRecord, Transfers
-from ...training_thread import TRAINING
+from ...model.records import Event, Location, StepRecord, Transfers
+from ...model.training_thread import TRAINING
 
 MAX_EVENTS_PER_STEP = 16
 SKIP = object()  # a timed wrapper's begin(): not ours, run the real function untimed (hooks.timed)

@@ -13,7 +13,7 @@ import jax
 from ... import memory as mem
 from ...frames import user_frame
 from ...live_holders import GrowthWatch, find_holder, holder_counts
-from ...records import Event, StepRecord
+from ...model.records import Event, StepRecord
 from . import _private as P
 from .jitted import JitInfo
 from .ledger import Ledger

@@ -32,7 +32,7 @@ import time
 from collections import deque
 from typing import Any, Callable
 
-from ...records import StepRecord
+from ...model.records import StepRecord
 from .ledger import SKIP, Ledger, Scope
 
 EVERY = 32  # boundaries between samples: steps EVERY-2 and EVERY-1 of every EVERY (the first at steps 30, 31)

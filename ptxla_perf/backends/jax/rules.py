@@ -11,7 +11,7 @@ from ... import compiles as C
 from ... import iterations as I
 from ...findings import Context, Finding, Rule, phase_lengths
 from ...findings import where as _at
-from ...thresholds import value as threshold
+from ...model.thresholds import value as threshold
 
 ADVICE = "Move the ops into a jitted function if they run every step."
 

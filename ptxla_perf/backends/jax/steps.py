@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from ...frames import USER, classify, user_frame
-from ...records import Location, StepRecord
+from ...model.records import Location, StepRecord
 from . import _private as P
 from .jitted import JitInfo
 from .ledger import Counts, Ledger, Scope, record

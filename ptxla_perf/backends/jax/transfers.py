@@ -14,7 +14,7 @@ import numpy as np
 
 from ... import provenance
 from ...frames import TOOL, USER, classify, user_frame
-from ...records import Location, ReadEvidence, TransferEvidence
+from ...model.records import Location, ReadEvidence, TransferEvidence
 from . import _private as P
 from .jitted import JitInfo
 from .ledger import SKIP, Ledger, Scope

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 import torch_xla
 
-from ... import versions
+from ...model import versions
 
 X = torch_xla._XLAC
 

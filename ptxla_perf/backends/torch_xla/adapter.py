@@ -23,8 +23,8 @@ import torch_xla.debug.profiler as xp
 
 from ...attribution_plan import GRAPHS
 from ...config import AttributionConfig
-from ...faults import guarded
-from ...records import StepRecord
+from ...model.faults import guarded
+from ...model.records import StepRecord
 from ...step_signals import runaway_compiles
 from . import _private as P
 from ._private import X

@@ -14,9 +14,9 @@ from torch.overrides import TorchFunctionMode
 from ...attribution_plan import CALLS, GRAPHS, AttributionPlan
 from ...compiles import site_key as compile_key
 from ...figures import FallbackCopies
-from ...faults import FAULTS, check
+from ...model.faults import FAULTS, check
 from ...frames import user_frame
-from ...records import Event, Location, StepRecord
+from ...model.records import Event, Location, StepRecord
 from ...step_signals import early_not_read, host_reads
 from . import _private as P
 from ._private import X

@@ -12,11 +12,11 @@ from typing import Any, Callable
 
 import torch
 
-from ...faults import FAULTS, check
+from ...model.faults import FAULTS, check
 from ...frames import user_frame
-from ...records import Event, Location, StepRecord, Transfers
+from ...model.records import Event, Location, StepRecord, Transfers
 from ...sampler import FRAMES
-from ...training_thread import TRAINING
+from ...model.training_thread import TRAINING
 from ._private import X
 from .counters import Snapshot, counter, eager_mode, launches, metric, since
 from .training_calls import TrainingCalls, not_traced

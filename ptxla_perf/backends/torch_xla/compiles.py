@@ -13,7 +13,7 @@ import torch
 from ... import hlo_diff
 from ...compiles import site_key as compile_key
 from ...frames import function_at, is_user_file
-from ...records import Event, Location, StepRecord
+from ...model.records import Event, Location, StepRecord
 from ._private import X
 from .attribution import CallEvidence, site_of
 from .training_calls import TrainingCalls

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from ... import hlo_cost, hlo_flops
-from ...records import Event, Location, StepRecord
+from ...model.records import Event, Location, StepRecord
 from . import _private as P
 from ._private import X
 from .attribution import site_of

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from collections import deque
 
-from ...records import StepRecord
+from ...model.records import StepRecord
 from ._private import X
 from .counters import metric
 

@@ -11,7 +11,7 @@ import torch_xla
 
 from ... import memory as mem
 from ...live_holders import GrowthWatch, find_holder, holder_counts
-from ...records import Event, StepRecord
+from ...model.records import Event, StepRecord
 from . import _private as P
 from ._private import X
 

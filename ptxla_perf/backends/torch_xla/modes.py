@@ -17,7 +17,7 @@ from typing import Any
 
 from ... import hlo_cost
 from ...frames import USER, classify
-from ...records import Event, Location
+from ...model.records import Event, Location
 from . import _private as P
 
 

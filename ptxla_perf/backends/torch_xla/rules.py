@@ -25,9 +25,9 @@ from ... import iterations as I
 from ...figures import median, step_time_s
 from ...findings import Context, Finding, Rule, recurs
 from ...findings import where as _at
-from ...fmt import ms as _ms
-from ...records import evidence_json
-from ...thresholds import value as threshold
+from ...model.fmt import ms as _ms
+from ...model.records import evidence_json
+from ...model.thresholds import value as threshold
 
 EAGER_ADVICE = ("Move the tensor work into the torch_xla.compile'd step function (traced and fused with the step) "
                 "and keep outside only what must run there (the batch's transfer); host work done there (preparing "

@@ -11,10 +11,10 @@ from typing import Any, Callable
 import torch
 import torch.autograd
 
-from ...faults import guarded, shielded
+from ...model.faults import guarded, shielded
 from ...frames import user_frame
-from ...records import Location
-from ...training_thread import TRAINING
+from ...model.records import Location
+from ...model.training_thread import TRAINING
 from . import _private as P
 from ._private import X
 from .counters import metric

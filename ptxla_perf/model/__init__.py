@@ -1,0 +1,1 @@
+"""The data model: per-step records, findings, the summary and their names, units and thresholds."""
