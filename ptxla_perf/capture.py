@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .which_backend import detect_backend
+from .runner.which_backend import detect_backend
 
 PROFILE_SUBDIR = Path("plugins") / "profile"
 

@@ -155,7 +155,7 @@ def print_user_traceback(exc: BaseException, file=None) -> None:
     while tb is not None and (tb.tb_frame.f_code.co_filename.startswith("<frozen runpy")
                               or os.path.realpath(tb.tb_frame.f_code.co_filename).startswith(ours)):
         tb = tb.tb_next
-    watch = os.path.realpath(os.path.join(_HERE, "import_watch.py"))
+    watch = os.path.realpath(os.path.join(_HERE, "runner", "import_watch.py"))
     link = tb
     while link is not None and link.tb_next is not None:
         if os.path.realpath(link.tb_next.tb_frame.f_code.co_filename) == watch:

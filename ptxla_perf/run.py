@@ -17,12 +17,12 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from . import requires
+from .runner import requires
 from .config import Config, register
 from .model.outcome import RunStopped, SessionError
 from .render import summary_lines
 from .session import open_session
-from .quiet import drop_pjrt_default
+from .runner.quiet import drop_pjrt_default
 
 DEFAULT_RECIPE = "mmf"
 _HERE = Path(__file__).resolve().parent

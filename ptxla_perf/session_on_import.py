@@ -16,10 +16,10 @@ import sys
 from typing import Any, Callable
 
 from .frames import user_frame
-from .import_watch import ImportWatch
+from .runner.import_watch import ImportWatch
 from .model.outcome import Outcome, call, outcome
-from .requires import missing_framework
-from .which_backend import FRAMEWORKS, takes_over
+from .runner.requires import missing_framework
+from .runner.which_backend import FRAMEWORKS, takes_over
 
 
 class SessionOnImport:

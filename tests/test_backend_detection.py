@@ -150,7 +150,7 @@ def pkg(tmp_path, monkeypatch):
 
 
 def _watch(events):
-    from ptxla_perf.import_watch import ImportWatch
+    from ptxla_perf.runner.import_watch import ImportWatch
     return ImportWatch(["fw_demo", "fw_broken", "fw_absent_xyz"], lambda name: events.SEEN.append(("import", name)),
                        lambda name, exc: events.SEEN.append(("failed", name, type(exc).__name__))).install()
 
@@ -189,7 +189,7 @@ def test_the_watch_is_told_of_failed_imports_which_go_on_unchanged(pkg):
 
 
 def test_torch_xla_takes_over_only_before_the_program_ran_jax():
-    from ptxla_perf.which_backend import detect_backend, takes_over
+    from ptxla_perf.runner.which_backend import detect_backend, takes_over
     assert detect_backend({"jax", "torch_xla"}) == "torch_xla" and detect_backend(set()) is None
     assert takes_over("jax", "torch_xla", ran=False)
     assert not takes_over("jax", "torch_xla", ran=True)

@@ -106,7 +106,7 @@ def test_a_recipe_hint_keeps_the_installed_jax():
     installed here pinned: pip then picks a flax for that jax instead of replacing it."""
     from importlib import metadata
 
-    from ptxla_perf import requires
+    from ptxla_perf.runner import requires
     assert requires.keep({"jax": "0.12.0.1", "jaxlib": "0.12.0.1", "torch": None}) == \
         " 'jax==0.12.0.1' 'jaxlib==0.12.0.1'"
     exc = ModuleNotFoundError("No module named 'flax'", name="flax")

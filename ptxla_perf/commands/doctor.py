@@ -14,7 +14,8 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from .. import memory, peaks, requires
+from .. import memory, peaks
+from ..runner import requires
 from ..model import versions as ranges
 from ..cli import COMMANDS, describe
 from ..config import ProfilerConfig

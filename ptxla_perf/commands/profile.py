@@ -10,7 +10,7 @@ import sys
 from ..cli import COMMANDS, UsageError, describe, number
 from ..config import DEFAULT_PORT, MAX_WARMUP, RooflineConfig
 from ..frames import print_user_traceback
-from ..requires import missing_framework
+from ..runner.requires import missing_framework
 from ..session import SessionError, check_options, open_session
 from ..session_on_import import SessionOnImport
 

@@ -9,7 +9,7 @@ import types
 from typing import Any
 
 from ..model.outcome import SessionError
-from ..which_backend import backend_of, imported
+from ..runner.which_backend import backend_of, imported
 from . import inline
 from .report import Report
 from .jax_adopt import adopt

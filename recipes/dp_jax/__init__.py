@@ -68,7 +68,7 @@ def run(cfg, session) -> dict:
 
 def worker(rank: int, n: int, port: int, cfg: dict, plan_json: str) -> None:
     """One rank (a spawned process), its stdout without gloo's "[Gloo] Rank N is connected" lines."""
-    from ptxla_perf.quiet import drop_stdout_lines
+    from ptxla_perf.runner.quiet import drop_stdout_lines
     with drop_stdout_lines("[Gloo] "):
         _worker(rank, n, port, cfg, plan_json)
 
