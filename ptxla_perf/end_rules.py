@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from .model import fmt
 from . import memory as M
-from . import oom
+from .xla import oom
 from .frames import function_at, is_user_file
 from .model.records import Location, StepRecord
 from .model.thresholds import value as threshold

@@ -29,11 +29,11 @@ from typing import Any, Iterable
 from .model import fmt
 from .model import summary_keys as K
 from .model.thresholds import value as threshold
-from . import buffer_assignment
+from .xla import buffer_assignment
 from .frames import function_at, is_user_file
-from .hlo_cost import analysis_options, compile_for_analysis, cpu_client
+from .xla.hlo_cost import analysis_options, compile_for_analysis, cpu_client
 from .peaks import memory_from_table
-from .buffer_assignment import describe
+from .xla.buffer_assignment import describe
 from .model.records import evidence_json
 
 XLA, UNAVAILABLE = "xla_memory_analysis", "unavailable"

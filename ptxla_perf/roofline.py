@@ -29,7 +29,7 @@ from .model.fmt import duration as _ms
 from .model.fmt import ratio as fmt_ratio
 from .peaks import Peak
 from .model.thresholds import value as threshold
-from .hlo_cost import instruction_costs
+from .xla.hlo_cost import instruction_costs
 from .model.finding import Finding
 
 OVERHEAD_RATIO = threshold("roofline_overhead_ratio")  # observed above this multiple of the prediction

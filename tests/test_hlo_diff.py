@@ -10,7 +10,7 @@ os.environ.setdefault("PJRT_DEVICE", "CPU")
 torch = pytest.importorskip("torch")
 torch_xla = pytest.importorskip("torch_xla")
 
-from ptxla_perf import hlo_diff  # noqa: E402
+from ptxla_perf.xla import hlo_diff  # noqa: E402
 
 X = torch_xla._XLAC
 

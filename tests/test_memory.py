@@ -11,7 +11,8 @@ import pytest
 
 from conftest import SCRIPTS, planted_line
 
-from ptxla_perf import SCHEMA_ID, buffer_assignment, memory, peaks
+from ptxla_perf import SCHEMA_ID, memory, peaks
+from ptxla_perf.xla import buffer_assignment
 from ptxla_perf.diff import from_report
 from ptxla_perf.model.records import StepRecord
 
@@ -353,7 +354,7 @@ def test_analysis_compile_overrides_keep_the_figures(monkeypatch):
     jaxlib does not know the option (0.12 dropped it), the compile is made again without it, the figures kept."""
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
-    from ptxla_perf import hlo_cost
+    from ptxla_perf.xla import hlo_cost
 
     def loss(w, x):
         for _ in range(3):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ptxla_perf import hlo_cost
+from ptxla_perf.xla import hlo_cost
 from ptxla_perf.backends.torch_xla import rules as torch_xla_rules
 from ptxla_perf.backends.torch_xla.modes import _guard, _strip_id, guard_cause
 from ptxla_perf.findings import analyze

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SCRIPTS, cli_env
-from ptxla_perf import oom
+from ptxla_perf.xla import oom
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "oom"
 GiB = 2**30

@@ -13,7 +13,8 @@ import pytest
 
 from conftest import SCRIPTS, load_report, run_cli
 
-from ptxla_perf import hlo_cost, peaks, roofline
+from ptxla_perf.xla import hlo_cost
+from ptxla_perf import peaks, roofline
 from ptxla_perf.model.records import StepRecord
 from ptxla_perf.model.finding import Finding
 

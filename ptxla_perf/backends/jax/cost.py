@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import jax
 
-from ... import hlo_cost, hlo_flops
+from ...xla import hlo_cost, hlo_flops
 from . import _private as P
 from .compiles import Compiles, signature
 from .jitted import JitInfo

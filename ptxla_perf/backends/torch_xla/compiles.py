@@ -10,7 +10,7 @@ from collections import Counter, OrderedDict
 
 import torch
 
-from ... import hlo_diff
+from ...xla import hlo_diff
 from ...compiles import site_key as compile_key
 from ...frames import function_at, is_user_file
 from ...model.records import Event, Location, StepRecord

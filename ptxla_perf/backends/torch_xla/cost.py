@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ... import hlo_cost, hlo_flops
+from ...xla import hlo_cost, hlo_flops
 from ...model.records import Event, Location, StepRecord
 from . import _private as P
 from ._private import X

@@ -15,7 +15,7 @@ import os
 import re
 from typing import Any
 
-from ... import hlo_cost
+from ...xla import hlo_cost
 from ...frames import USER, classify
 from ...model.records import Event, Location
 from . import _private as P

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Iterator
-from .model import fmt
+from ..model import fmt
 
 MAX_ROWS = 5
 MAX_BYTES = 32 << 20  # a buffer assignment above this is not read (pure-Python decoding)

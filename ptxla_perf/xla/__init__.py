@@ -1,0 +1,1 @@
+"""What XLA says of a compiled graph: its cost, FLOPs, buffers, recompile diffs and out-of-memory messages."""
