@@ -9,7 +9,7 @@ from typing import Callable
 
 from .model import faults
 from .model.faults import FAULTS, check, guarded
-from .fold import Folded
+from .analysis.fold import Folded
 from .model.outcome import Outcome
 from .model.records import StepRecord
 from .steps_file import StepsFile

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .model import fmt
-from . import memory as M
+from .analysis import memory as M
 from .xla import oom
 from .frames import function_at, is_user_file
 from .model.records import Location, StepRecord

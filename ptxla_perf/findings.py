@@ -20,24 +20,24 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from . import breakdown as B
-from . import compiles as C
+from .analysis import breakdown as B
+from .analysis import compiles as C
 from . import control_flow
 from .config import MAX_WARMUP
-from . import iterations as I
-from . import figures as F
-from .figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
+from .analysis import iterations as I
+from .analysis import figures as F
+from .analysis.figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
 from .model import fmt
 from .model.fmt import ms as _ms
 from . import memory_rules
 from .model.faults import guarded
 from .end_rules import run_end  # noqa: F401 - the run-end scope's entry point (session_report calls it)
-from .pacing import spread
+from .analysis.pacing import spread
 from .model.records import Event, Location, StepRecord
 from .model.thresholds import value as threshold
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from .fold import Folded
+    from .analysis.fold import Folded
 from . import transfer_origin
 from .model.finding import Cost, Finding, Rule, run as run_rules, short_path, where  # noqa: F401 - Finding, Rule,
 #                                                                  short_path and where: the backends' rules import them here

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .model import fmt
-from . import memory as M
+from .analysis import memory as M
 from .model.thresholds import value as threshold
 from .model.finding import Cost, Finding, Rule, where
 

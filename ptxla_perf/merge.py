@@ -13,10 +13,11 @@ from dataclasses import replace
 from typing import Any
 
 from ._meta import SCHEMA_ID
-from . import rank_heatmap, rank_rules, rank_wait
+from . import rank_heatmap, rank_rules
+from .analysis import rank_wait
 from .model.faults import FAULTS, errors_json, guarded
-from .figures import stats
-from .memory import MemorySection
+from .analysis.figures import stats
+from .analysis.memory import MemorySection
 from .report import assemble
 from .rank_rules import rank_of, steady_times
 from .session_report import profiler_error

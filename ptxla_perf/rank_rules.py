@@ -7,9 +7,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import rank_wait
+from .analysis import rank_wait
 from .model import summary_keys as K
-from .figures import median
+from .analysis.figures import median
 from .model.fmt import ms
 from .model.thresholds import value as threshold
 from .model.finding import RANKS_SCOPE, Cost, Finding, Rule, run as run_rules

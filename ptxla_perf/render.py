@@ -5,11 +5,11 @@ import os
 import re
 from typing import Any
 
-from . import memory as _memory
-from . import breakdown as _breakdown
-from . import roofline as _roofline
+from .analysis import memory as _memory
+from .analysis import breakdown as _breakdown
+from .analysis import roofline as _roofline
 from .model import summary_keys as K
-from .figures import basis_text
+from .analysis.figures import basis_text
 from .findings import short_path as _rel
 from .model.fmt import ms as _ms
 from .model.fmt import num as _fixed

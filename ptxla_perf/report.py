@@ -23,14 +23,14 @@ from .end_rules import run_end
 from .findings import Analysis, Finding, analyze
 from .config import MAX_WARMUP
 from .model.faults import FAULTS, check, guarded
-from .memory import MemorySection
+from .analysis.memory import MemorySection
 from .model.rank_digest import KEY as DIGEST, Steady
-from .rank_wait import steady_rows
+from .analysis.rank_wait import steady_rows
 from .model.records import StepRecord
 from .registry import backend_rules
 from .sources import attach
 from . import html as H
-from .roofline import RooflineSection
+from .analysis.roofline import RooflineSection
 from .trace_defer import defer_distorted
 from .trace_section import TraceSection
 from .model.summary import StepRow, Summary

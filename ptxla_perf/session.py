@@ -24,7 +24,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from . import roofline, spawn
+from .analysis import roofline
+from . import spawn
 from .backends.base import Adapter, Capabilities
 from .config import DEFAULT_PORT, MAX_WARMUP
 from .model.faults import FAULTS, guarded
@@ -32,7 +33,7 @@ from .findings import Analysis, Finding, analyze
 from .guard import Guard
 from .memory_rules import RULES as MEMORY_RULES  # memory_growth, missing_donation (memory_rules.py)
 from .model.outcome import Outcome, RunStopped, SessionError, call, outcome
-from .fold import Folded
+from .analysis.fold import Folded
 from .model.records import StepRecord
 from .report import environment
 from .sampled_data import DataCharge

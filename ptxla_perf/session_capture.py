@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from .capture import StepWindowCapture
 from .model import fmt
-from .figures import median, step_time_s
+from .analysis.figures import median, step_time_s
 from .trace_section import TraceSection
 
 

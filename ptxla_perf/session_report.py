@@ -11,7 +11,8 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from . import memory, peaks, render, report as report_mod, retention, roofline
+from .analysis import memory, roofline
+from . import peaks, render, report as report_mod, retention
 from .backends.base import Adapter, Capabilities
 from .model import summary_keys as K
 from .model.faults import FAULTS, Fault, check, errors_json, guarded

@@ -12,7 +12,7 @@ import queue
 import threading
 from typing import Any, Callable, Sequence
 
-from .breakdown import COMPONENTS
+from .analysis.breakdown import COMPONENTS
 from .model.summary import StepRow
 
 PREFIX = "ptxla_perf/"

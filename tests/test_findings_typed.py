@@ -201,7 +201,8 @@ def test_live_findings_of_a_launch_bound_run_through_roofline_merge_and_diff():
     launch-bound verdict, and keeps its cost through the report, a merge of two ranks and a diff."""
     import copy
     from recorded_steps import RECORDED
-    from ptxla_perf import merge as M, peaks, roofline
+    from ptxla_perf import merge as M, peaks
+    from ptxla_perf.analysis import roofline
     from ptxla_perf.diff import compare, from_report
     from ptxla_perf.findings import LaunchEvidence, analyze
     from ptxla_perf.memory_rules import RULES as MEMORY_RULES

@@ -16,7 +16,8 @@ import pytest
 from conftest import SCRIPTS, load_report, run_cli
 
 from ptxla_perf.xla import hlo_cost, hlo_flops
-from ptxla_perf import peaks, roofline
+from ptxla_perf import peaks
+from ptxla_perf.analysis import roofline
 from ptxla_perf.model.records import StepRecord
 
 jax = pytest.importorskip("jax")

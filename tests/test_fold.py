@@ -10,7 +10,7 @@ import random
 import pytest
 
 from conftest import SCRIPTS, load_report, run_cli
-from ptxla_perf import fold as FO
+from ptxla_perf.analysis import fold as FO
 from ptxla_perf.findings import analyze
 from ptxla_perf.memory_rules import RULES as MEMORY_RULES
 from ptxla_perf.model.records import Event, Location, StepRecord, Transfers

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import SCRIPTS, planted_line
 
-from ptxla_perf import SCHEMA_ID, memory, peaks
+from ptxla_perf import SCHEMA_ID, peaks
+from ptxla_perf.analysis import memory
 from ptxla_perf.xla import buffer_assignment
 from ptxla_perf.diff import from_report
 from ptxla_perf.model.records import StepRecord

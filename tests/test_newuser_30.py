@@ -390,7 +390,7 @@ def test_html_diff_page_puts_changed_findings_first_and_folds_unchanged_rows(rep
 
 def test_memory_line_keeps_a_unit_on_every_figure(reports):
     """"peak 0.14 GiB · args 0.0543 · temps 0.0163": the figures after the first had no unit."""
-    from ptxla_perf import memory
+    from ptxla_perf.analysis import memory
     sec = dict(json.loads((reports / "mistake.json").read_text())["memory"], peak_bytes=int(0.14 * 2**30),
                argument_bytes=int(0.0543 * 2**30), temp_bytes=int(0.0163 * 2**30), capacity={"bytes": 16 * 2**30,
                                                                                           "name": "TPU v5e"})

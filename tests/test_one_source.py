@@ -119,7 +119,7 @@ def test_every_summary_key_the_code_writes_is_named_once():
 def test_every_view_shows_the_same_time_breakdown(run):
     """Where the step's time goes (issue 18): derived once (figures.py), the same numbers in the JSON's steps and
     summary, the console line, the page's stacked bars, the TensorBoard tags, `diff` and `merge`."""
-    from ptxla_perf import breakdown
+    from ptxla_perf.analysis import breakdown
     rep = run["report"]
     split = rep["summary"][K.TIME_BREAKDOWN]
     steady = [x for x in rep["steps"] if x[K.STEP_STEADY]]

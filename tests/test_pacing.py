@@ -7,10 +7,10 @@ import json
 import pytest
 
 from conftest import SCRIPTS
-from ptxla_perf import breakdown as B
+from ptxla_perf.analysis import breakdown as B
 from ptxla_perf import findings
-from ptxla_perf.fold import Folded
-from ptxla_perf.pacing import spread
+from ptxla_perf.analysis.fold import Folded
+from ptxla_perf.analysis.pacing import spread
 from ptxla_perf.model.records import StepRecord
 from test_breakdown import assert_parts_sum_to_wall_time
 

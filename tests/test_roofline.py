@@ -14,7 +14,8 @@ import pytest
 from conftest import SCRIPTS, load_report, run_cli
 
 from ptxla_perf.xla import hlo_cost
-from ptxla_perf import peaks, roofline
+from ptxla_perf import peaks
+from ptxla_perf.analysis import roofline
 from ptxla_perf.model.records import StepRecord
 from ptxla_perf.model.finding import Finding
 
@@ -364,7 +365,7 @@ def test_steps_without_cost_give_no_figures():
 
 
 def test_iteration_cost_is_the_sum_of_its_boundaries():
-    from ptxla_perf.iterations import group
+    from ptxla_perf.analysis.iterations import group
     micro = StepRecord(index=0, wall_time_s=0.1, executions=1, backward_calls=1, flops=10.0, bytes_accessed=1.0)
     close = StepRecord(index=1, wall_time_s=0.1, executions=1, backward_calls=1, optimizer_steps=1, flops=5.0,
                        bytes_accessed=2.0)

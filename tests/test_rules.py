@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ptxla_perf import iterations as I
+from ptxla_perf.analysis import iterations as I
 from ptxla_perf.backends.jax import rules as jax_rules
 from ptxla_perf.findings import analyze
 from ptxla_perf.guard import Guard

@@ -101,7 +101,7 @@ def test_jax_tiny_steps_over_many_leaves_are_launch_bound_at_the_call():
 def test_device_part_follows_the_blocked_sync_on_a_device_bound_loop():
     """test_issue31_xla.py's loop (item 9): per steady step where the sync blocked, the device part and the blocked
     time agree within 15 % over the run, and no step keeps half of it in `other` (the old cap at one graph)."""
-    from ptxla_perf import breakdown as B
+    from ptxla_perf.analysis import breakdown as B
     run = Judged("device_bound_convnet")
     steady = [s for s in run.steady if s.device_time_s is not None]
     walls = sorted(s.wall_time_s for s in steady)

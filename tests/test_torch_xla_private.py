@@ -7,7 +7,7 @@ pytest.importorskip("torch_xla")
 import torch  # noqa: E402
 
 from ptxla_perf.backends.torch_xla import _private as P  # noqa: E402
-from ptxla_perf.step_signals import early_not_read  # noqa: E402
+from ptxla_perf.analysis.step_predicates import early_not_read  # noqa: E402
 from ptxla_perf.model.records import StepRecord, Transfers  # noqa: E402
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT, SCRIPTS, cli_env, load_report, run_cli
 from ptxla_perf.model import fmt
-from ptxla_perf.figures import median
+from ptxla_perf.analysis.figures import median
 from ptxla_perf.model.summary import StepRow, Summary, rows_from_json
 
 SCRIPT = SCRIPTS / "item_per_step.py"  # a .item() every step: one host read per step; warm-up steps compile

@@ -14,7 +14,8 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from .. import memory, peaks
+from ..analysis import memory
+from .. import peaks
 from ..runner import requires
 from ..model import versions as ranges
 from ..cli import COMMANDS, describe

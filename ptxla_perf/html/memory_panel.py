@@ -8,7 +8,7 @@ from html import escape
 from typing import Any
 
 from ..model import fmt
-from .. import memory as M
+from ..analysis import memory as M
 
 PARTS = (("arguments", "#4e79a7"), ("outputs", "#f28e2b"), ("temps", "#e15759"))
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import analyses as A
 from .events import Capture, load_capture
-from ..figures import stats
+from ..analysis.figures import stats
 from ..model.summary import Stats
 from .locate import TraceError, list_runs, locate_xplanes
 from .hosts import per_host

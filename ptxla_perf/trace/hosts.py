@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ..figures import stats
+from ..analysis.figures import stats
 from ..trace_section import TraceSection
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig
 
 from ptxla_perf.frames import hide_frames
-from ptxla_perf.roofline import non_embedding_params, transformer_flops
+from ptxla_perf.analysis.roofline import non_embedding_params, transformer_flops
 
 from . import compat
 from .model import build_mmbt, cache_root, ensure_random_bert, mmf_config

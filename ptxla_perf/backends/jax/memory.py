@@ -10,7 +10,7 @@ from typing import Any
 
 import jax
 
-from ... import memory as mem
+from ...analysis import memory as mem
 from ...frames import user_frame
 from ...live_holders import GrowthWatch, find_holder, holder_counts
 from ...model.records import Event, StepRecord

@@ -7,8 +7,8 @@ import os
 from collections import Counter
 from typing import Mapping
 
-from ... import compiles as C
-from ... import iterations as I
+from ...analysis import compiles as C
+from ...analysis import iterations as I
 from ...findings import Context, Finding, Rule, phase_lengths
 from ...findings import where as _at
 from ...model.thresholds import value as threshold

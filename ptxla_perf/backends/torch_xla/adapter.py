@@ -25,7 +25,7 @@ from ...attribution_plan import GRAPHS
 from ...config import AttributionConfig
 from ...model.faults import guarded
 from ...model.records import StepRecord
-from ...step_signals import runaway_compiles
+from ...analysis.step_predicates import runaway_compiles
 from . import _private as P
 from ._private import X
 from .attribution import Attributor, CallEvidence

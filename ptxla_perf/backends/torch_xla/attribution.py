@@ -12,12 +12,12 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ...attribution_plan import CALLS, GRAPHS, AttributionPlan
-from ...compiles import site_key as compile_key
-from ...figures import FallbackCopies
+from ...analysis.compiles import site_key as compile_key
+from ...analysis.figures import FallbackCopies
 from ...model.faults import FAULTS, check
 from ...frames import user_frame
 from ...model.records import Event, Location, StepRecord
-from ...step_signals import early_not_read, host_reads
+from ...analysis.step_predicates import early_not_read, host_reads
 from . import _private as P
 from ._private import X
 from .counters import call_signal, eager_mode, fallbacks, metric
@@ -180,7 +180,7 @@ def anomaly_key(kind: str, rec: StepRecord, event: Event | None = None, op: str 
 class Attributor:
     """Drives the attribution plan: switches each step's kind on (the calls mode, or IR debug for graph capture),
     and feeds the plan the anomalies no attribution step has put a line to yet (only those re-arm). It asks the
-    rules' own per-step predicates (step_signals.py), so it re-arms for what a finding will report."""
+    rules' own per-step predicates (analysis/step_predicates.py), so it re-arms for what a finding will report."""
 
     def __init__(self, cfg: dict, evidence: CallEvidence, training: TrainingCalls, emit: Callable[[Event], None]):
         self.plan = AttributionPlan(cfg)

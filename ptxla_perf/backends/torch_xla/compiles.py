@@ -11,7 +11,7 @@ from collections import Counter, OrderedDict
 import torch
 
 from ...xla import hlo_diff
-from ...compiles import site_key as compile_key
+from ...analysis.compiles import site_key as compile_key
 from ...frames import function_at, is_user_file
 from ...model.records import Event, Location, StepRecord
 from ._private import X

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 import torch_xla
 
-from ... import memory as mem
+from ...analysis import memory as mem
 from ...live_holders import GrowthWatch, find_holder, holder_counts
 from ...model.records import Event, StepRecord
 from . import _private as P

@@ -21,8 +21,8 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 
-from ... import iterations as I
-from ...figures import median, step_time_s
+from ...analysis import iterations as I
+from ...analysis.figures import median, step_time_s
 from ...findings import Context, Finding, Rule, recurs
 from ...findings import where as _at
 from ...model.fmt import ms as _ms

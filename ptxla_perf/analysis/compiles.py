@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from .config import MAX_WARMUP
-from .model.records import Boundary, Event, Location, StepRecord
+from ..config import MAX_WARMUP
+from ..model.records import Boundary, Event, Location, StepRecord
 
 NEW, WARMUP, RECOMPILE, EAGER = "new", "warmup", "recompile", "eager"
 # causes that depend on the data or on a changing Python value: never warm-up, even in the first iterations

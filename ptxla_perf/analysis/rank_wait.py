@@ -15,8 +15,8 @@ from functools import cached_property
 from typing import Any, Iterator
 
 from .figures import median
-from .model.rank_digest import KEY as DIGEST, Steady
-from .model.summary import StepRow, Summary, rows_from_json
+from ..model.rank_digest import KEY as DIGEST, Steady
+from ..model.summary import StepRow, Summary, rows_from_json
 
 _MEMO: dict[int, tuple[dict, Any]] | None = None  # while a merge runs: each report's steady columns, read once
 

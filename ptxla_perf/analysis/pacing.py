@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .model.records import StepRecord
+from ..model.records import StepRecord
 
 MAX_GROUP = 1024  # steps one wait is spread over at most (a longer run of waitless steps: its latest ones)
 

@@ -27,7 +27,7 @@ from typing import Sequence
 from . import breakdown as B
 from . import iterations as I
 from .pacing import spread
-from .model.records import StepRecord
+from ..model.records import StepRecord
 
 INDICES = 1024  # iteration indices a variant keeps (int64; its count is exact)
 SAMPLE = 64  # per-iteration figures a folded record keeps (a stride sample beyond: 2000 records x 64 x 48 B = 6 MB)

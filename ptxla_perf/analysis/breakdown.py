@@ -34,8 +34,8 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from . import iterations as I
-from .model.fmt import ms
-from .model.records import StepRecord
+from ..model.fmt import ms
+from ..model.records import StepRecord
 
 DATA_SITE = "data_site"  # sampler.py: the loop's own line that pulls the next batch
 COMPONENTS = ("data", "host", "launch", "compile", "read_wait", "device", "profiler", "other")

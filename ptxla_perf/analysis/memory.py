@@ -26,15 +26,15 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable
 
-from .model import fmt
-from .model import summary_keys as K
-from .model.thresholds import value as threshold
-from .xla import buffer_assignment
-from .frames import function_at, is_user_file
-from .xla.hlo_cost import analysis_options, compile_for_analysis, cpu_client
-from .peaks import memory_from_table
-from .xla.buffer_assignment import describe
-from .model.records import evidence_json
+from ..model import fmt
+from ..model import summary_keys as K
+from ..model.thresholds import value as threshold
+from ..xla import buffer_assignment
+from ..frames import function_at, is_user_file
+from ..xla.hlo_cost import analysis_options, compile_for_analysis, cpu_client
+from ..peaks import memory_from_table
+from ..xla.buffer_assignment import describe
+from ..model.records import evidence_json
 
 XLA, UNAVAILABLE = "xla_memory_analysis", "unavailable"
 DISABLE_ENV = "PTXLA_PERF_NO_XLA_MEMORY"  # tests: behave as if jaxlib's entry points were missing

@@ -2,7 +2,7 @@
 the anomalies the rules will report, so both ask these, never a copy of them (findings.py, backends/*)."""
 from __future__ import annotations
 
-from .model.records import StepRecord
+from ..model.records import StepRecord
 
 
 def host_reads(s: StepRecord, fallback_copies: int) -> int:

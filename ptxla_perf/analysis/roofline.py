@@ -23,14 +23,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, NamedTuple
 
-from .model import summary_keys as K
+from ..model import summary_keys as K
 from .figures import median, step_time_s
-from .model.fmt import duration as _ms
-from .model.fmt import ratio as fmt_ratio
-from .peaks import Peak
-from .model.thresholds import value as threshold
-from .xla.hlo_cost import instruction_costs
-from .model.finding import Finding
+from ..model.fmt import duration as _ms
+from ..model.fmt import ratio as fmt_ratio
+from ..peaks import Peak
+from ..model.thresholds import value as threshold
+from ..xla.hlo_cost import instruction_costs
+from ..model.finding import Finding
 
 OVERHEAD_RATIO = threshold("roofline_overhead_ratio")  # observed above this multiple of the prediction
 UNDER_RATIO = threshold("roofline_under_ratio")  # below it, the step time cannot have covered the work

@@ -16,10 +16,10 @@ from typing import Any, Callable, Iterable
 from . import breakdown as B
 from . import fold
 from . import iterations as I
-from .model import summary_keys as K
-from .model.faults import guarded
-from .model.records import StepRecord
-from .model.summary import StepRow, Stats, Summary, steady_of
+from ..model import summary_keys as K
+from ..model.faults import guarded
+from ..model.records import StepRecord
+from ..model.summary import StepRow, Stats, Summary, steady_of
 
 TRAIN, EVAL = "train", "eval"
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 from itertools import groupby
-from .model.faults import guarded
-from .model.records import Boundary, Event, StepRecord, Transfers
+from ..model.faults import guarded
+from ..model.records import Boundary, Event, StepRecord, Transfers
 
 TRAIN, EVAL = "train", "eval"
 AFTER = "after"  # work after the last step boundary (never a step; only its compiles are explained)

@@ -1,0 +1,1 @@
+"""Records -> figures: iterations, compiles, the time breakdown, memory, folding and the roofline."""
