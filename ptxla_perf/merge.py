@@ -1,6 +1,6 @@
 """Per-process reports of one run -> one report: a `processes` section (one row per rank), run-level aggregate
 throughput, findings merged per line with the ranks they occur on, and the cross-rank findings no single
-process can see (rank_rules.py: `straggler`, `rank_divergence`). docs/multiprocess.md, docs/report.md.
+process can see (rules/ranks.py: `straggler`, `rank_divergence`). docs/multiprocess.md, docs/report.md.
 
 The merged report keeps schema v1: `steps` and `summary` are rank 0's (so `diff` and the sweep table read it as
 before); `processes`, `aggregate` and `finding.ranks` are added.
@@ -13,13 +13,14 @@ from dataclasses import replace
 from typing import Any
 
 from ._meta import SCHEMA_ID
-from . import rank_heatmap, rank_rules
+from . import rank_heatmap
+from .rules import ranks as rank_rules
 from .analysis import rank_wait
 from .model.faults import FAULTS, errors_json, guarded
 from .analysis.figures import stats
 from .analysis.memory import MemorySection
 from .report import assemble
-from .rank_rules import rank_of, steady_times
+from .rules.ranks import rank_of, steady_times
 from .session_report import profiler_error
 from .model import summary_keys as K
 from .model.finding import TRACE, Finding, severity_counts, severity_rank, worst_first
@@ -146,7 +147,7 @@ def _merge(reports: list[dict[str, Any]], paths: list[str] | None,
         if row["rank"] in waits:
             row["collective_wait_s"], row["collective_wait_basis"] = round(waits[row["rank"]][0], 7), \
                 waits[row["rank"]][1]
-    # the cross-rank rules (rank_rules.py) first
+    # the cross-rank rules (rules/ranks.py) first
     findings = guarded("merge.rank_rules", rank_rules.judge, reports, default=[]) + merge_findings(reports)
     run = dict(base.get("run", {}), status=_worst_status(reports),
                exit_code=next((r["run"].get("exit_code") for r in reports if r["run"].get("exit_code")),

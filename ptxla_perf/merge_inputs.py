@@ -121,7 +121,7 @@ def _read_local(path: str, limit: int = -1) -> bytes:
         raise MergeInputError(f"cannot read {path}: {exc.strerror}") from None
 
 
-# what a merge reads of every rank's report (merge.py, rank_rules.py: run, environment, summary, findings, memory;
+# what a merge reads of every rank's report (merge.py, rules/ranks.py: run, environment, summary, findings, memory;
 # `processes` tells a merged report); the rest of a rank's report - steps[] above all - only for rank 0
 MERGE_READS = frozenset({"schema", "tool_version", "backend", "run", "environment", "summary", "findings", "memory",
                          "processes", DIGEST})

@@ -1,5 +1,5 @@
 """The merged report's ranks x steps heat map (`aggregate.heatmap`): each rank's steady step time, and the
-straggler's slow part (rank_rules.py) where one was found, in at most MAX_COLUMNS columns (consecutive steps
+straggler's slow part (rules/ranks.py) where one was found, in at most MAX_COLUMNS columns (consecutive steps
 averaged) and MAX_ROWS rows. Rows are grouped by host - the host with the slowest rank first - and within a host
 the straggling ranks, then the slowest, come first: on a pod of hundreds of ranks the slow ones are the top rows.
 The page (html/heatmap.py) draws it."""

@@ -10,7 +10,7 @@ from .analysis import breakdown as _breakdown
 from .analysis import roofline as _roofline
 from .model import summary_keys as K
 from .analysis.figures import basis_text
-from .findings import short_path as _rel
+from .rules.iteration import short_path as _rel
 from .model.fmt import ms as _ms
 from .model.fmt import num as _fixed
 from .model.fmt import slowest_rank as _slowest_rank

@@ -19,15 +19,15 @@ from typing import Any
 
 from ._meta import SCHEMA_ID, __version__
 from .model import summary_keys as K
-from .end_rules import run_end
-from .findings import Analysis, Finding, analyze
+from .rules.end import run_end
+from .rules.iteration import Analysis, Finding, analyze
 from .config import MAX_WARMUP
 from .model.faults import FAULTS, check, guarded
 from .analysis.memory import MemorySection
 from .model.rank_digest import KEY as DIGEST, Steady
 from .analysis.rank_wait import steady_rows
 from .model.records import StepRecord
-from .registry import backend_rules
+from .rules.registry import backend_rules
 from .sources import attach
 from . import html as H
 from .analysis.roofline import RooflineSection

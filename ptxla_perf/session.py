@@ -29,9 +29,9 @@ from . import spawn
 from .backends.base import Adapter, Capabilities
 from .config import DEFAULT_PORT, MAX_WARMUP
 from .model.faults import FAULTS, guarded
-from .findings import Analysis, Finding, analyze
+from .rules.iteration import Analysis, Finding, analyze
 from .guard import Guard
-from .memory_rules import RULES as MEMORY_RULES  # memory_growth, missing_donation (memory_rules.py)
+from .rules.memory import RULES as MEMORY_RULES  # memory_growth, missing_donation (rules/memory.py)
 from .model.outcome import Outcome, RunStopped, SessionError, call, outcome
 from .analysis.fold import Folded
 from .model.records import StepRecord

@@ -16,7 +16,7 @@ from . import peaks, render, report as report_mod, retention
 from .backends.base import Adapter, Capabilities
 from .model import summary_keys as K
 from .model.faults import FAULTS, Fault, check, errors_json, guarded
-from .findings import Analysis, Finding, run_end
+from .rules.iteration import Analysis, Finding, run_end
 from .model.outcome import Outcome
 from .model.records import StepRecord
 from .model.summary import StepRow

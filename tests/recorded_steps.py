@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 from conftest import ROOT, SCRIPTS, TIMING_KINDS
-from ptxla_perf.findings import analyze
-from ptxla_perf.memory_rules import RULES as MEMORY_RULES
+from ptxla_perf.rules.iteration import analyze
+from ptxla_perf.rules.memory import RULES as MEMORY_RULES
 from ptxla_perf.model.records import StepRecord
-from ptxla_perf.registry import backend_rules
+from ptxla_perf.rules.registry import backend_rules
 
 RECORDED = ROOT / "tests" / "fixtures" / "steps"
 OWN_PARTS = ("data", "host", "launch", "compile", "read_wait", "device")  # the program's own (not other/profiler)

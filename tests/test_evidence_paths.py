@@ -14,7 +14,7 @@ from ptxla_perf.model import faults
 from ptxla_perf import merge
 from ptxla_perf.analysis import iterations as I
 from ptxla_perf import report as R
-from ptxla_perf.findings import analyze
+from ptxla_perf.rules.iteration import analyze
 from ptxla_perf.analysis.fold import Folded
 from ptxla_perf.model.records import EVIDENCE, Event, Location, StepRecord, Transfers, evidence_json
 

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import load_report, run_cli
-from ptxla_perf import html as H, rank_rules, registry, report as R
+from ptxla_perf import html as H, report as R
+from ptxla_perf.rules import ranks as rank_rules, registry
 from ptxla_perf.model import thresholds
-from ptxla_perf.end_rules import run_end
-from ptxla_perf.findings import ITERATION_RULES
+from ptxla_perf.rules.end import run_end
+from ptxla_perf.rules.iteration import ITERATION_RULES
 from ptxla_perf.model.records import Boundary, Event, Location, StepRecord, Transfers
 
 
@@ -204,8 +205,8 @@ def test_live_findings_of_a_launch_bound_run_through_roofline_merge_and_diff():
     from ptxla_perf import merge as M, peaks
     from ptxla_perf.analysis import roofline
     from ptxla_perf.diff import compare, from_report
-    from ptxla_perf.findings import LaunchEvidence, analyze
-    from ptxla_perf.memory_rules import RULES as MEMORY_RULES
+    from ptxla_perf.rules.iteration import LaunchEvidence, analyze
+    from ptxla_perf.rules.memory import RULES as MEMORY_RULES
     text = (RECORDED / "tiny_steps_many_inputs.jsonl").read_text().replace("$ROOT", str(FIX.parents[2]))
     records = [StepRecord.from_json(json.loads(line)) for line in text.splitlines()]
     analysis = analyze(copy.deepcopy(records), rules=(*registry.backend_rules("torch_xla"), *MEMORY_RULES))

@@ -11,10 +11,10 @@ import pytest
 
 from conftest import SCRIPTS, load_report, run_cli
 from ptxla_perf.analysis import fold as FO
-from ptxla_perf.findings import analyze
-from ptxla_perf.memory_rules import RULES as MEMORY_RULES
+from ptxla_perf.rules.iteration import analyze
+from ptxla_perf.rules.memory import RULES as MEMORY_RULES
 from ptxla_perf.model.records import Event, Location, StepRecord, Transfers
-from ptxla_perf.registry import backend_rules
+from ptxla_perf.rules.registry import backend_rules
 
 STEPS = 800
 KNOBS = "fold_after=300,fold_window=100,trim_above=100,first=20,last=20"

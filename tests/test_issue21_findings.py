@@ -103,7 +103,7 @@ def test_control_flow_reads_get_advice_that_fits(profiled):
 
 def test_control_flow_is_told_from_the_source_line(tmp_path):
     """The decision is read from the statement around the read's line, in any program (pure: ast)."""
-    from ptxla_perf import control_flow as cf
+    from ptxla_perf.rules import control_flow as cf
     src = tmp_path / "loop.py"
     src.write_text(
         "def step(loss):\n"

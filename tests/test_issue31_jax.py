@@ -139,7 +139,7 @@ def test_without_model_flops_only_hfu_is_given(profiled):
 def test_growth_projection_follows_the_cost():
     """memory_growth's rating (pure logic): bytes/step over a million steps, against a share of a known capacity
     or, unknown, a 1 GiB floor."""
-    from ptxla_perf.memory_rules import projection
+    from ptxla_perf.rules.memory import projection
     gib = 1 << 30
     assert projection(4.0) == (4e6, False, projection(4.0)[2])  # a scalar a step: 4 MB, info
     assert projection(2048.0)[1] is True  # 2 KiB a step: 2 GB in a million steps

@@ -291,7 +291,7 @@ def test_growth_needs_a_steady_rise():
 def test_growth_rated_against_the_sections_capacity():
     """memory_growth reads the one capacity the memory section derives (memory.capacity: the user's
     --device-memory-gb, the runtime's, the spec table) and says where it came from; unknown, the 1 GiB floor."""
-    from ptxla_perf.findings import analyze
+    from ptxla_perf.rules.iteration import analyze
     from ptxla_perf.model.records import Event, Location
     line = Location("/x/train.py", 20, "<module>")
 

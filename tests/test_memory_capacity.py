@@ -9,7 +9,7 @@ import pytest
 from conftest import SCRIPTS
 
 from ptxla_perf.analysis import memory
-from ptxla_perf import memory_rules
+from ptxla_perf.rules import memory as memory_rules
 from ptxla_perf.commands.doctor import peak_and_capacity
 
 H200 = "NVIDIA H200"

@@ -8,7 +8,7 @@ from pathlib import Path
 from ptxla_perf.xla import hlo_cost
 from ptxla_perf.backends.torch_xla import rules as torch_xla_rules
 from ptxla_perf.backends.torch_xla.modes import _guard, _strip_id, guard_cause
-from ptxla_perf.findings import analyze
+from ptxla_perf.rules.iteration import analyze
 from ptxla_perf.model.records import Event, Location, StepRecord
 
 FIXTURES = Path(__file__).parent / "fixtures" / "spmd"

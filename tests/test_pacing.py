@@ -8,7 +8,7 @@ import pytest
 
 from conftest import SCRIPTS
 from ptxla_perf.analysis import breakdown as B
-from ptxla_perf import findings
+from ptxla_perf.rules import iteration as findings
 from ptxla_perf.analysis.fold import Folded
 from ptxla_perf.analysis.pacing import spread
 from ptxla_perf.model.records import StepRecord

@@ -98,7 +98,7 @@ def test_no_rank_slowed_no_straggler(jobs, tmp_path):
     assert [p["rank"] for p in merged["processes"]] == [0, 1]
     # Whether two equal ranks stay equal depends on the machine's load (one process can get less CPU: then it is a
     # straggler of that run), so the verdict is judged on one rank's report standing for both: no straggler ...
-    from ptxla_perf import rank_rules
+    from ptxla_perf.rules import ranks as rank_rules
     one = load_report(jobs["equal"] / "report.json")
     assert not [f for f in rank_rules.judge([_as_rank(one, 0), _as_rank(one, 1)]) if f.kind == "straggler"]
     # ... and the merged job names its slowest rank by what it found: without a straggler, the largest p50
@@ -228,7 +228,7 @@ def _as_rank(report, rank, n=2):
 
 
 def test_torch_xla_rank_doing_host_work_while_the_other_waits_is_the_straggler(txla_ranks):
-    from ptxla_perf import rank_rules
+    from ptxla_perf.rules import ranks as rank_rules
     found = [f.to_json() for f in rank_rules.judge([_as_rank(txla_ranks["waiting"], 0),
                                                     _as_rank(txla_ranks["slow"], 1)]) if f.kind == "straggler"]
     assert len(found) == 1 and found[0]["ranks"] == [1], found
@@ -238,7 +238,7 @@ def test_torch_xla_rank_doing_host_work_while_the_other_waits_is_the_straggler(t
 
 
 def test_torch_xla_ranks_alike_have_no_straggler(txla_ranks):
-    from ptxla_perf import rank_rules
+    from ptxla_perf.rules import ranks as rank_rules
     same = [_as_rank(txla_ranks["waiting"], 0), _as_rank(txla_ranks["waiting"], 1)]
     assert not [f for f in rank_rules.judge(same) if f.kind == "straggler"]
 

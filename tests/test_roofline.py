@@ -321,7 +321,7 @@ def test_live_typed_findings_name_their_bound_and_keep_their_cost():
     """The roofline reads live Finding objects (as a session hands them), not only a report's JSON: a
     launch-bound verdict names its launch_bound finding, and a typed finding's measured cost (`Finding.cost`)
     decides whether it explains the gap (a typed host read of 0.2 ms does not explain a 4 ms gap)."""
-    from ptxla_perf.findings import InputBoundEvidence, LaunchEvidence
+    from ptxla_perf.rules.iteration import InputBoundEvidence, LaunchEvidence
     from ptxla_perf.model.finding import Cost
     launch = Finding("launch_bound", "warning", "launching", 4, None, LaunchEvidence(3.5, 5.0, 0.7, 0.7),
                      cost=Cost(ms_per_step=3.5, share_of_wall=0.7))

@@ -5,7 +5,7 @@ import pytest
 
 from ptxla_perf.analysis import iterations as I
 from ptxla_perf.backends.jax import rules as jax_rules
-from ptxla_perf.findings import analyze
+from ptxla_perf.rules.iteration import analyze
 from ptxla_perf.guard import Guard
 from ptxla_perf.model.records import Event, Location, StepRecord, Transfers
 
@@ -439,7 +439,7 @@ def test_grad_accumulation_update_graph_at_the_same_sync_is_not_a_recompile():
 
 
 def test_every_rule_is_registered_once_with_its_kind():
-    from ptxla_perf.findings import RULES
+    from ptxla_perf.rules.iteration import RULES
     kinds_ = [r.kind for r in (*RULES, *jax_rules.RULES)]
     assert len(kinds_) == len(set(kinds_)) and all(kinds_)
 

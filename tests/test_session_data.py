@@ -21,7 +21,7 @@ def _records(n: int):
 def test_report_of_needs_no_session():
     """A report from data alone: the run's facts, the analysis, the sections and how the run ended."""
     from ptxla_perf.backends.torch_xla import TorchXlaAdapter
-    from ptxla_perf.findings import analyze
+    from ptxla_perf.rules.iteration import analyze
     from ptxla_perf.model.outcome import Outcome
     from ptxla_perf.session_report import RunFacts, Sections, report_of
     steps = _records(8)

@@ -27,7 +27,7 @@ launcher runs the loop in (a `torch_xla.launch` child).
   the CPU on a loaded host).
 
 Measured parts that overlap (a read inside the loader) are scaled down to the wall time: the sum always holds.
-Pure logic on records: the rules (findings.py), the summary and every view read these figures.
+Pure logic on records: the rules (rules/iteration.py), the summary and every view read these figures.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The model is XProf's signal provider: a figure is named once, derived once from the iterations, and read by name
 everywhere else. Figures produces typed values (model/summary.py): the `Summary` and a `StepRow` per iteration, which the
-rules (findings.py), `merge`, the HTML page, the TensorBoard scalars, `diff`, the roofline and the sweep table read;
+rules (rules/iteration.py), `merge`, the HTML page, the TensorBoard scalars, `diff`, the roofline and the sweep table read;
 none of them recomputes a step time, a read count or a steady set of its own. Summary key names and units are
 `summary_keys.py`'s.
 """

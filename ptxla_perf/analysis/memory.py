@@ -15,7 +15,7 @@
 - **Live memory per step**: the adapters put a cheap live count on boundary records (`StepRecord.live`: arrays,
   bytes; torch_xla's tensor create/destroy counters, JAX's live arrays sampled every few steps);
   `growth()` is the one derivation of "bytes / arrays per step in the steady state" that the rule
-  (memory_rules.py), the section and the views read.
+  (rules/memory.py), the section and the views read.
 
 Pure logic except `from_hlo_proto` (jaxlib, imported on use). docs/report.md#memory has the section's fields.
 """

@@ -1,7 +1,7 @@
 """Each rank's steady step split in two from its time breakdown (figures.py): its own work (data, host, launch,
 other - what only it does) and its waits (device, read_wait - where a synchronous rank also waits for the others
 at a collective). A rank that waits on the device while another rank's own work is longer by about as much is
-waiting for that rank: the straggler rule (rank_rules.py) and each merged rank's `collective_wait_s` read this.
+waiting for that rank: the straggler rule (rules/ranks.py) and each merged rank's `collective_wait_s` read this.
 
 One rank alone cannot tell its wait for its own device work from a wait for the others: the collective runs inside
 its step graph, so even a measured device time (torch_xla's `steps[].device_time_s`, a trace's busy time) counts

@@ -1,5 +1,5 @@
 """Per-step predicates that a rule and an adapter's own decision must agree on: the adapter re-arms attribution for
-the anomalies the rules will report, so both ask these, never a copy of them (findings.py, backends/*)."""
+the anomalies the rules will report, so both ask these, never a copy of them (rules/iteration.py, backends/*)."""
 from __future__ import annotations
 
 from ..model.records import StepRecord

@@ -5,7 +5,7 @@ rules (`run`), whatever they read.
 
 A rule declares its `scope`, which says what it reads: `iteration` (the analysis context of one process's steps,
 findings.Context), `trace` (a capture's step summary, trace/rules.py), `ranks` (the per-process reports of one
-run, rank_rules.py) or `run_end` (how the run ended and its memory section, end_rules.py). registry.py lists them
+run, rules/ranks.py) or `run_end` (how the run ended and its memory section, rules/end.py). registry.py lists them
 all. Modelled on torch.profiler's pattern matcher: each verdict a small class, run from one list."""
 from __future__ import annotations
 

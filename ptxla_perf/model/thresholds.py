@@ -1,4 +1,4 @@
-"""Every threshold a rule compares against, named once with what it means: the rules (findings.py, rank_rules.py,
+"""Every threshold a rule compares against, named once with what it means: the rules (rules/iteration.py, rules/ranks.py,
 trace/rules.py, roofline.py, backends' own rules) read them from here, and docs/report.md renders this table (a test checks)."""
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ from typing import Mapping
 
 from ...analysis import compiles as C
 from ...analysis import iterations as I
-from ...findings import Context, Finding, Rule, phase_lengths
-from ...findings import where as _at
+from ...rules.iteration import Context, Finding, Rule, phase_lengths
+from ...rules.iteration import where as _at
 from ...model.thresholds import value as threshold
 
 ADVICE = "Move the ops into a jitted function if they run every step."

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from ...analysis import iterations as I
 from ...analysis.figures import median, step_time_s
-from ...findings import Context, Finding, Rule, recurs
-from ...findings import where as _at
+from ...rules.iteration import Context, Finding, Rule, recurs
+from ...rules.iteration import where as _at
 from ...model.fmt import ms as _ms
 from ...model.records import evidence_json
 from ...model.thresholds import value as threshold

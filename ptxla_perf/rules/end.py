@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .model import fmt
-from .analysis import memory as M
-from .xla import oom
-from .frames import function_at, is_user_file
-from .model.records import Location, StepRecord
-from .model.thresholds import value as threshold
-from .model.finding import RUN_END, Finding, NoEvidence, Rule, run as run_rules
+from ..model import fmt
+from ..analysis import memory as M
+from ..xla import oom
+from ..frames import function_at, is_user_file
+from ..model.records import Location, StepRecord
+from ..model.thresholds import value as threshold
+from ..model.finding import RUN_END, Finding, NoEvidence, Rule, run as run_rules
 
 ADVICE = {"memory_headroom": "Reduce the batch size or the activations (rematerialisation), or shard the state."}
 

@@ -7,12 +7,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .analysis import rank_wait
-from .model import summary_keys as K
-from .analysis.figures import median
-from .model.fmt import ms
-from .model.thresholds import value as threshold
-from .model.finding import RANKS_SCOPE, Cost, Finding, Rule, run as run_rules
+from ..analysis import rank_wait
+from ..model import summary_keys as K
+from ..analysis.figures import median
+from ..model.fmt import ms
+from ..model.thresholds import value as threshold
+from ..model.finding import RANKS_SCOPE, Cost, Finding, Rule, run as run_rules
 
 _DIVERGENT_KINDS = ("device_to_host_sync", "recompilation", "graph_break", "op_fallback", "eager_compile",
                     "host_to_device_transfer")

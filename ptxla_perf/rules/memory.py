@@ -1,6 +1,6 @@
 """Memory rules (iteration scope): `memory_growth` (live device values grow step over step) and `missing_donation`
 (JAX: a step's outputs replace its inputs without donation, so both are held at once). `memory_headroom` is judged
-when the run ends, with the report's `memory` section that knows the capacity (end_rules.py).
+when the run ends, with the report's `memory` section that knows the capacity (rules/end.py).
 
 Run with findings.RULES by the analysis (`findings.ITERATION_RULES`); figures from memory.py, thresholds from
 thresholds.py, advice in the backend's words from the adapter (`advice["memory_growth"]`, ...)."""
@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .model import fmt
-from .analysis import memory as M
-from .model.thresholds import value as threshold
-from .model.finding import Cost, Finding, Rule, where
+from ..model import fmt
+from ..analysis import memory as M
+from ..model.thresholds import value as threshold
+from ..model.finding import Cost, Finding, Rule, where
 
-# `Context` in the annotations is findings.py's (which runs these rules): not imported, findings imports us
+# `Context` in the annotations is rules/iteration.py's (which runs these rules): not imported, findings imports us
 
 GENERIC = {
     "memory_growth": "Keep Python numbers, not device values, across steps (read them every N steps), or "

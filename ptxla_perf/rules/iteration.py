@@ -8,10 +8,10 @@ live session and `report.build` both call it, so both run the same rules.
 Each rule is a small object in the model of torch.profiler's pattern matcher (verdicts.Rule): one finding `kind`,
 its `scope`, what data it `needs` (a rule whose needs are not met is listed in the report as not judged, never
 silently absent), and `run(ctx) -> findings`. `ITERATION_RULES` is the backend-neutral list (these and
-memory_rules.py's); an adapter's own come in through the context (`Adapter.rules` -> `Context.backend_rules`);
+rules/memory.py's); an adapter's own come in through the context (`Adapter.rules` -> `Context.backend_rules`);
 registry.py lists every scope. Thresholds are thresholds.py's. Severity policy (docs/report.md): `warning` =
 costs time every step or keeps recurring, with its measured cost (`Finding.cost`); `info` explains (one-offs,
-warm-up, amortised reads every N steps); `error` only for a run we stopped (end_rules.py). Backend-specific advice
+warm-up, amortised reads every N steps); `error` only for a run we stopped (rules/end.py). Backend-specific advice
 comes from the adapter (`advice[kind]`).
 """
 from __future__ import annotations
@@ -20,26 +20,26 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .analysis import breakdown as B
-from .analysis import compiles as C
+from ..analysis import breakdown as B
+from ..analysis import compiles as C
 from . import control_flow
-from .config import MAX_WARMUP
-from .analysis import iterations as I
-from .analysis import figures as F
-from .analysis.figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
-from .model import fmt
-from .model.fmt import ms as _ms
-from . import memory_rules
-from .model.faults import guarded
-from .end_rules import run_end  # noqa: F401 - the run-end scope's entry point (session_report calls it)
-from .analysis.pacing import spread
-from .model.records import Event, Location, StepRecord
-from .model.thresholds import value as threshold
+from ..config import MAX_WARMUP
+from ..analysis import iterations as I
+from ..analysis import figures as F
+from ..analysis.figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
+from ..model import fmt
+from ..model.fmt import ms as _ms
+from . import memory as memory_rules
+from ..model.faults import guarded
+from .end import run_end  # noqa: F401 - the run-end scope's entry point (session_report calls it)
+from ..analysis.pacing import spread
+from ..model.records import Event, Location, StepRecord
+from ..model.thresholds import value as threshold
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    from .analysis.fold import Folded
+    from ..analysis.fold import Folded
 from . import transfer_origin
-from .model.finding import Cost, Finding, Rule, run as run_rules, short_path, where  # noqa: F401 - Finding, Rule,
+from ..model.finding import Cost, Finding, Rule, run as run_rules, short_path, where  # noqa: F401 - Finding, Rule,
 #                                                                  short_path and where: the backends' rules import them here
 
 GENERIC_ADVICE = {

@@ -13,9 +13,9 @@ from __future__ import annotations
 import importlib
 from typing import Sequence
 
-from . import end_rules, findings, rank_rules
-from .trace import rules as trace_rules
-from .model.finding import ITERATION, Rule
+from . import end as end_rules, iteration as findings, ranks as rank_rules
+from ..trace import rules as trace_rules
+from ..model.finding import ITERATION, Rule
 
 RULES: tuple[Rule, ...] = (*findings.ITERATION_RULES, *trace_rules.RULES, *rank_rules.RULES, *end_rules.RULES)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .model import fmt
+from ..model import fmt
 
 ROUND_TRIP, HOST_RANDOM, HOST_MADE, DATA = "round_trip", "host_random", "host_made", "data"
 
