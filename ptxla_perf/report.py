@@ -32,7 +32,7 @@ from .sources import attach
 from . import html as H
 from .analysis.roofline import RooflineSection
 from .trace_defer import defer_distorted
-from .trace_section import TraceSection
+from .trace.section import TraceSection
 from .model.summary import StepRow, Summary
 from . import retention as R
 from .model.finding import TRACE, severity_counts

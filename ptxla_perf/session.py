@@ -44,9 +44,9 @@ from .retention import Retention
 from .steps_file import StepsFile
 from .session_report import (OutputConfig, ReportOutput, RunFacts, device_memory, minimal_report, report_of,
                              sections_of)
-from .capture_owner import publish
+from .trace.ownership import publish
 from .boundary_path import BoundaryPath
-from .trace_section import TraceSection
+from .trace.section import TraceSection
 
 __all__ = ["Session", "RunStopped", "SessionError", "open_session"]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from .capture import StepWindowCapture
+from .trace.capture import StepWindowCapture
 from .model import fmt
 from .analysis.figures import median, step_time_s
-from .trace_section import TraceSection
+from .trace.section import TraceSection
 
 
 def traced_line(first: int, n: int, path, logdir) -> str:

@@ -22,7 +22,7 @@ from .model.records import StepRecord
 from .model.summary import StepRow
 from .model.finding import RUN, severity_counts
 from .tb_scalars import ScalarLog
-from .trace_section import TraceSection
+from .trace.section import TraceSection
 
 
 @dataclass(frozen=True)

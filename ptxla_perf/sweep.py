@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from .model import fmt
 from .html import sweep_page
-from .trace_section import TraceSection
+from .trace.section import TraceSection
 from .model.summary import Summary
 from .model.finding import short_path
 

@@ -11,11 +11,11 @@ import pytest
 from trace_helpers import cli, run_job, xplanes
 
 from ptxla_perf import report as R
-from ptxla_perf.capture_owner import mismatch
+from ptxla_perf.trace.ownership import mismatch
 from ptxla_perf.trace.render import to_markdown
 from ptxla_perf.trace import TraceError, analyze_trace, locate_xplanes
 from ptxla_perf.trace.analyses import CATEGORIES, op_category
-from ptxla_perf.trace_section import CollectiveShare, Gaps, StepSummary, TraceSection, TraceSource, TraceWindow
+from ptxla_perf.trace.section import CollectiveShare, Gaps, StepSummary, TraceSection, TraceSource, TraceWindow
 from ptxla_perf.model.summary import Stats
 from ptxla_perf.model.finding import Finding
 
@@ -69,7 +69,7 @@ def test_torch_xla_capture(txla_capture):
     # a tiny MLP on the CPU: Python graph building usually dominates, but which part of a traced step is largest
     # depends on the machine's load; the trace rules' verdicts on synthetic windows: test_findings_typed.py
     assert all(f["evidence"]["source"] == "trace" for f in t["findings"])
-    # the same figures, typed (trace_section.py): what the session, the roofline and the renderers read
+    # the same figures, typed (trace/section.py): what the session, the roofline and the renderers read
     assert isinstance(sec.source, TraceSource) and sec.source.backend == "torch_xla"
     assert isinstance(sec.step_summary, StepSummary) and isinstance(sec.step_summary.step_time_ms, Stats)
     assert sec.step_summary.steady_steps == 3 and sec.step_summary.step_time_ms.n == 3

@@ -9,9 +9,9 @@ import pytest
 
 from trace_helpers import cli, free_port, run_job, start_server_job, stop, xplanes
 
-from ptxla_perf.capture import CaptureError, StepWindowCapture, capture, parse_service_addr
+from ptxla_perf.trace.capture import CaptureError, StepWindowCapture, capture, parse_service_addr
 from ptxla_perf.trace import analyze_trace
-from ptxla_perf.trace_section import TraceSection
+from ptxla_perf.trace.section import TraceSection
 
 
 def test_capture_live_torch_xla_job_via_cli(tmp_path):

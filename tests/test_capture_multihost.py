@@ -8,7 +8,7 @@ from trace_helpers import cli, free_port, start_server_job, stop, xplanes
 
 from ptxla_perf.report import validate
 from ptxla_perf.trace import analyze_trace
-from ptxla_perf.trace_section import TraceSection
+from ptxla_perf.trace.section import TraceSection
 
 pytestmark = pytest.mark.slow
 

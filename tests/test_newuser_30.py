@@ -331,7 +331,7 @@ def test_a_distorted_windows_host_bound_defers_to_the_runtimes(mlp_capture, repo
     from ptxla_perf import report as R
     from ptxla_perf.trace.relate import relate
     from ptxla_perf.trace.rules import findings as judge_window
-    from ptxla_perf.trace_section import CollectiveShare, Gaps, StepSummary, TraceSection
+    from ptxla_perf.trace.section import CollectiveShare, Gaps, StepSummary, TraceSection
     from ptxla_perf.model.finding import origin_of
     out, _ = mlp_capture
     window = json.loads((out / "run" / "report.json").read_text())["trace"]

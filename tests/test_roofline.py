@@ -522,7 +522,7 @@ def test_capture_gives_per_op_costs(tmp_path):
     assert all(op["bound"] in ("compute", "memory", "collective") for op in ops)
     # the session's trace section (typed in the run, serialized once) reads back the same; its top ops are the
     # ones the roofline joined with their costs (session_report reads the section's `top_ops` attribute)
-    from ptxla_perf.trace_section import TraceSection
+    from ptxla_perf.trace.section import TraceSection
     sec = TraceSection.from_json(report["trace"])
     assert sec.to_json() == report["trace"] and sec.session["first_boundary"] == 2  # related by the session
     assert {op["name"] for op in ops} <= {op["name"] for op in sec.top_ops}

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ptxla_perf.model.records import StepRecord
 from ptxla_perf.trace import summarize_steps
 from ptxla_perf.trace.relate import boundary_owners, relate
-from ptxla_perf.trace_section import CollectiveShare, StepSummary, TraceSection, TraceSource
+from ptxla_perf.trace.section import CollectiveShare, StepSummary, TraceSection, TraceSource
 from ptxla_perf.model.finding import Finding
 
 

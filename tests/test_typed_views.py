@@ -197,7 +197,7 @@ def test_a_captures_trace_section_typed_to_the_views(jax_window_capture, tmp_pat
     form of it (findings without origin or cost) reads back to the same values."""
     from ptxla_perf import html as H, report as R, sweep
     from ptxla_perf.trace import analyze_trace
-    from ptxla_perf.trace_section import TraceSection
+    from ptxla_perf.trace.section import TraceSection
     sec = analyze_trace(jax_window_capture)
     assert TraceSection.from_json(sec.to_json()) == sec
     rep = R.with_trace(R.build(backend="jax", run={"kind": "trace", "status": "completed"}, env=R.environment({}),

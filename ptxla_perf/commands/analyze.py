@@ -12,7 +12,7 @@ from .. import report as R
 from ..trace import TraceError, TraceSection, analyze_trace
 from ..trace.render import print_table, to_markdown
 from ..html import html_path
-from ..capture_owner import mismatch
+from ..trace.ownership import mismatch
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -6,11 +6,11 @@ import argparse
 import sys
 
 from ..cli import COMMANDS, UsageError, describe, number
-from ..capture import CaptureError, capture
+from ..trace.capture import CaptureError, capture
 from ..trace import analyze_trace
 from ..trace.render import print_table
-from ..capture import parse_service_addr
-from ..capture_owner import record
+from ..trace.capture import parse_service_addr
+from ..trace.ownership import record
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

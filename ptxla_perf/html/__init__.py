@@ -12,7 +12,7 @@ from typing import Any
 from ..model import fmt
 from ..model import summary_keys as K
 from ..analysis.figures import basis_text
-from ..trace_section import TraceSection
+from ..trace.section import TraceSection
 from ..model.finding import Cost, Finding, worst_first
 from . import assets, charts, heatmap, memory_panel
 

@@ -20,7 +20,7 @@ from ..model.summary import Stats
 from .locate import TraceError, list_runs, locate_xplanes
 from .hosts import per_host
 from .rules import findings as judge_window
-from ..trace_section import CollectiveShare, Gaps, StepSummary, TraceSection, TraceSource, TraceWindow
+from .section import CollectiveShare, Gaps, StepSummary, TraceSection, TraceSource, TraceWindow
 
 __all__ = ["analyze_trace", "locate_xplanes", "list_runs", "TraceError", "load_capture", "Capture", "TraceSection",
            "summarize_steps"]

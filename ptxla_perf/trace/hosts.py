@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..analysis.figures import stats
-from ..trace_section import TraceSection
+from .section import TraceSection
 
 
 def per_host(files: list[Path], analyze_one: Callable[[Path], TraceSection]) -> dict:

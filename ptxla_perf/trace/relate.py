@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..model.records import StepRecord
-from ..trace_section import TraceSection
+from .section import TraceSection
 from . import summarize_steps
 from .rules import WindowEvidence, findings as judge_window
 

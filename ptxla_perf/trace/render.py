@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..model import fmt
-from ..trace_section import TraceSection
+from .section import TraceSection
 from .analyses import CATEGORIES as A_CATEGORIES
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..model.thresholds import value as threshold
-from ..trace_section import CollectiveShare, Gaps, StepSummary
+from .section import CollectiveShare, Gaps, StepSummary
 from ..model.finding import TRACE_SCOPE, Cost, Finding, Rule, run as run_rules
 
 

@@ -81,7 +81,7 @@ def main():
             i += 1
         del server
     elif mode in ("txla_window", "jax_window"):
-        from ptxla_perf.capture import StepWindowCapture
+        from ptxla_perf.trace.capture import StepWindowCapture
 
         logdir, start, num, steps = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
         stop_at = int(sys.argv[6]) if len(sys.argv) > 6 else None

@@ -15,7 +15,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .trace_section import TraceSection
+from .section import TraceSection
 
 SLACK_S = 2.0  # the report's times are whole seconds; a capture is written just after it stops
 RECORD = "ptxla_perf_run.json"  # beside a capture's xplanes: which run's server it came from
@@ -91,8 +91,8 @@ def recorded(files: list[str]) -> list[dict]:
 def capture_times(files: list[str]) -> tuple[float, float] | None:
     """(start, stop) of a capture in epoch seconds: the profiler's own record, else the files' modification times
     (a copied capture loses those: then there is nothing to tell, and None)."""
-    from .trace.events import _stat_value  # the trace stack is heavy (protobuf, numpy): only to read a capture
-    from .trace.xplane_pb import parse_xspace
+    from .events import _stat_value  # the trace stack is heavy (protobuf, numpy): only to read a capture
+    from .xplane_pb import parse_xspace
 
     lo = hi = None
     for f in files:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .model.summary import Stats
-from .model.finding import Finding
+from ..model.summary import Stats
+from ..model.finding import Finding
 
 
 def _d(x: Any) -> dict[str, Any]:
@@ -51,7 +51,7 @@ class TraceSource:
 @dataclass
 class TraceWindow:
     """The analysed window (first step start to last step end, else every event), in ms from the first event;
-    `profile_ms` the duration the profiler recorded (capture_owner.py dates a capture by it)."""
+    `profile_ms` the duration the profiler recorded (trace/ownership.py dates a capture by it)."""
 
     start_ms: float = 0.0
     duration_ms: float = 0.0

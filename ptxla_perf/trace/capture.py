@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .runner.which_backend import detect_backend
+from ..runner.which_backend import detect_backend
 
 PROFILE_SUBDIR = Path("plugins") / "profile"
 
@@ -132,7 +132,7 @@ def _client_output_to(path: str | None):
 
 def count_trace_events(xplane: Path) -> int:
     """Events in an .xplane.pb (all planes, all lines)."""
-    from .trace.xplane_pb import parse_xspace  # heavy (protobuf, numpy): only once a capture is written
+    from .xplane_pb import parse_xspace  # heavy (protobuf, numpy): only once a capture is written
 
     space = parse_xspace(xplane.read_bytes())
     return sum(len(line.events) for plane in space.planes for line in plane.lines)
