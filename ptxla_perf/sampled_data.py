@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .model.records import StepRecord
-from .sampler import DATA, StackSampler
+from .backends.sampler import DATA, StackSampler
 
 
 class DataCharge:

@@ -37,7 +37,7 @@ from .analysis.fold import Folded
 from .model.records import StepRecord
 from .report import environment
 from .sampled_data import DataCharge
-from .sampler import StackSampler
+from .backends.sampler import StackSampler
 from .model.training_thread import TRAINING
 from .session_capture import CaptureWindow
 from .retention import Retention

@@ -27,8 +27,7 @@ import uuid
 from typing import Any, Sequence
 
 from . import merge, report as report_mod
-from .spawn_child import (CHILD_PLAN_VAR, ChildPlan, ChildTarget, child_done,  # noqa: F401 (public: docs/api.md)
-                          child_main_thread, child_session)
+from .backends.spawn_child import CHILD_PLAN_VAR, ChildPlan, ChildTarget, child_done, child_main_thread, child_session
 
 RUN_ID_VARS = ("PTXLA_PERF_RUN_ID", "TORCHELASTIC_RUN_ID")
 

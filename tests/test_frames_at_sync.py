@@ -50,7 +50,7 @@ def test_a_sync_never_runs_while_the_sampler_holds_a_returned_call(tmp_path):
 def test_the_sampler_takes_no_stack_while_a_sync_runs():
     """Unit: while a sync is counted in (FRAMES.sync_begins), samples take no stack and count as the sync's time;
     a sync waits for a sample under way; two syncs at once (a launcher's threads) never wait for each other."""
-    from ptxla_perf import sampler as S
+    from ptxla_perf.backends import sampler as S
     taken, real = [], sys._current_frames
     sampler = S.StackSampler(interval=0.002)
     try:
@@ -98,7 +98,7 @@ def test_the_live_holders_search_keeps_no_local_of_the_users_frames():
     before."""
     import weakref
 
-    from ptxla_perf.live_holders import find_holder, holder_counts
+    from ptxla_perf.backends.live_holders import find_holder, holder_counts
 
     class Dev:  # a device value, for the backend-neutral search
         pass

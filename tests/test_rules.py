@@ -380,7 +380,7 @@ def test_guard_off_and_non_runaway_never_stop():
 
 # --- attribution plan -----------------------------------------------------------------------------------------
 def test_attribution_plan_first_steps_then_on_demand_within_budget():
-    from ptxla_perf.attribution_plan import CALLS, GRAPHS, AttributionPlan
+    from ptxla_perf.backends.attribution_plan import CALLS, GRAPHS, AttributionPlan
     plan = AttributionPlan({"mode": "auto", "initial_steps": 3, "rearm_steps": 2, "max_steps": 8, "hlo": True})
     kinds_ = [plan.next_kind(i) for i in range(7)]
     assert kinds_ == [GRAPHS] * 3 + [CALLS] * 2 + [None, None]
@@ -393,7 +393,7 @@ def test_attribution_plan_first_steps_then_on_demand_within_budget():
 
 
 def test_attribution_plan_books_the_period_of_a_recurring_problem():
-    from ptxla_perf.attribution_plan import CALLS, AttributionPlan
+    from ptxla_perf.backends.attribution_plan import CALLS, AttributionPlan
     plan = AttributionPlan({"mode": "auto", "initial_steps": 0, "rearm_steps": 0, "max_steps": 20, "hlo": True})
     plan.saw(7, [("device_to_host_sync",)])
     plan.saw(14, [("device_to_host_sync",)])
@@ -402,7 +402,7 @@ def test_attribution_plan_books_the_period_of_a_recurring_problem():
 
 
 def test_attribution_plan_off_and_always():
-    from ptxla_perf.attribution_plan import CALLS, AttributionPlan
+    from ptxla_perf.backends.attribution_plan import CALLS, AttributionPlan
     off = AttributionPlan({"mode": "off", "initial_steps": 3, "rearm_steps": 2, "max_steps": 20, "hlo": True})
     off.saw(0, [("compile", "x")])
     assert off.next_kind(1) is None
@@ -413,7 +413,7 @@ def test_attribution_plan_off_and_always():
 def test_always_mode_leaves_every_other_step_to_calls_when_graphs_keep_rearming():
     """`always`: a site that recompiles every step re-arms graph capture each time; calls steps must still come
     (they see the Python ints that index a device tensor, which a graph diff cannot put a line to)."""
-    from ptxla_perf.attribution_plan import CALLS, GRAPHS, AttributionPlan
+    from ptxla_perf.backends.attribution_plan import CALLS, GRAPHS, AttributionPlan
     plan = AttributionPlan({"mode": "always", "max_steps": 20, "rearm_steps": 2, "hlo": True, "initial_steps": 3})
     kinds = []
     for step in range(10):

@@ -12,7 +12,7 @@ import jax
 
 from ...analysis import memory as mem
 from ...frames import user_frame
-from ...live_holders import GrowthWatch, find_holder, holder_counts
+from ..live_holders import GrowthWatch, find_holder, holder_counts
 from ...model.records import Event, StepRecord
 from . import _private as P
 from .jitted import JitInfo

@@ -12,7 +12,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ... import provenance
+from .. import provenance
 from ...frames import TOOL, USER, classify, user_frame
 from ...model.records import Location, ReadEvidence, TransferEvidence
 from . import _private as P

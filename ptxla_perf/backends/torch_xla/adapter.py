@@ -21,7 +21,7 @@ import torch
 import torch_xla
 import torch_xla.debug.profiler as xp
 
-from ...attribution_plan import GRAPHS
+from ..attribution_plan import GRAPHS
 from ...config import AttributionConfig
 from ...model.faults import guarded
 from ...model.records import StepRecord

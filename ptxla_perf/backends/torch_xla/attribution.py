@@ -11,7 +11,7 @@ from typing import Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ...attribution_plan import CALLS, GRAPHS, AttributionPlan
+from ..attribution_plan import CALLS, GRAPHS, AttributionPlan
 from ...analysis.compiles import site_key as compile_key
 from ...analysis.figures import FallbackCopies
 from ...model.faults import FAULTS, check

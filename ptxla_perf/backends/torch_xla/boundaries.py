@@ -15,7 +15,7 @@ import torch
 from ...model.faults import FAULTS, check
 from ...frames import user_frame
 from ...model.records import Event, Location, StepRecord, Transfers
-from ...sampler import FRAMES
+from ..sampler import FRAMES
 from ...model.training_thread import TRAINING
 from ._private import X
 from .counters import Snapshot, counter, eager_mode, launches, metric, since

@@ -10,7 +10,7 @@ import torch
 import torch_xla
 
 from ...analysis import memory as mem
-from ...live_holders import GrowthWatch, find_holder, holder_counts
+from ..live_holders import GrowthWatch, find_holder, holder_counts
 from ...model.records import Event, StepRecord
 from . import _private as P
 from ._private import X

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ... import spawn_child
+from .. import spawn_child
 from . import _private as P
 
 pjrt = P.pjrt_module()

@@ -15,8 +15,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .config import MAX_WARMUP
-from .model.outcome import SessionError, call, outcome
+from ..config import MAX_WARMUP
+from ..model.outcome import SessionError, call, outcome
 
 CHILD_PLAN_VAR = "PTXLA_PERF_CHILD_PLAN"  # a plan as JSON, for children started as plain subprocesses
 

@@ -40,9 +40,9 @@ import sys
 import threading
 import time
 import traceback
-from .frames import TOOL, USER, _abs, kind_of
-from .model.faults import FAULTS, check
-from .model.training_thread import TRAINING
+from ..frames import TOOL, USER, _abs, kind_of
+from ..model.faults import FAULTS, check
+from ..model.training_thread import TRAINING
 
 DATA, USER_KIND, FRAMEWORK, CALL, DATA_SITE = "data", "user", "framework", "call", "data_site"
 KINDS = (DATA, USER_KIND, FRAMEWORK, CALL)

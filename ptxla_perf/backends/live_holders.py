@@ -21,8 +21,8 @@ import sys
 import types
 from typing import Any, Callable
 
-from .frames import USER, classify, function_at
-from .model.records import Location
+from ..frames import USER, classify, function_at
+from ..model.records import Location
 
 _MIN_RISES = 4  # samples in a row with a higher live count before one scan
 _ADD = r"(?:\.(?:append|extend|insert|appendleft|add|update|setdefault)\s*\(|\s*\+=|\s*\[[^\]]*\]\s*=(?!=))"
