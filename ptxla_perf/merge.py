@@ -19,9 +19,9 @@ from .analysis import rank_wait
 from .model.faults import FAULTS, errors_json, guarded
 from .analysis.figures import stats
 from .analysis.memory import MemorySection
-from .report import assemble
+from .report.assemble import assemble
 from .rules.ranks import rank_of, steady_times
-from .session_report import profiler_error
+from .report.outputs import profiler_error
 from .model import summary_keys as K
 from .model.finding import TRACE, Finding, severity_counts, severity_rank, worst_first
 from .model.summary import Stats, Summary

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from .runner import requires
 from .config import Config, register
 from .model.outcome import RunStopped, SessionError
-from .render import summary_lines
+from .report.render import summary_lines
 from .session import open_session
 from .runner.quiet import drop_pjrt_default
 

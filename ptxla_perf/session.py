@@ -35,15 +35,14 @@ from .rules.memory import RULES as MEMORY_RULES  # memory_growth, missing_donati
 from .model.outcome import Outcome, RunStopped, SessionError, call, outcome
 from .analysis.fold import Folded
 from .model.records import StepRecord
-from .report import environment
+from .report.assemble import environment
 from .sampled_data import DataCharge
 from .backends.sampler import StackSampler
 from .model.training_thread import TRAINING
 from .session_capture import CaptureWindow
-from .retention import Retention
+from .report.retention import Retention
 from .steps_file import StepsFile
-from .session_report import (OutputConfig, ReportOutput, RunFacts, device_memory, minimal_report, report_of,
-                             sections_of)
+from .report.outputs import OutputConfig, ReportOutput, RunFacts, device_memory, minimal_report, report_of, sections_of
 from .trace.ownership import publish
 from .boundary_path import BoundaryPath
 from .trace.section import TraceSection

@@ -26,7 +26,8 @@ import signal
 import uuid
 from typing import Any, Sequence
 
-from . import merge, report as report_mod
+from . import merge
+from .report import assemble as report_mod
 from .backends.spawn_child import CHILD_PLAN_VAR, ChildPlan, ChildTarget, child_done, child_main_thread, child_session
 
 RUN_ID_VARS = ("PTXLA_PERF_RUN_ID", "TORCHELASTIC_RUN_ID")

@@ -141,7 +141,7 @@ def run_cli(*args: str, cwd: str | Path | None = None, timeout: float = 300, **e
 
 
 def load_report(path: str | Path) -> dict:
-    from ptxla_perf.report import validate
+    from ptxla_perf.report.assemble import validate
     data = json.loads(Path(path).read_text())
     validate(data)
     return data

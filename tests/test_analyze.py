@@ -10,7 +10,7 @@ import pytest
 
 from trace_helpers import cli, run_job, xplanes
 
-from ptxla_perf import report as R
+from ptxla_perf.report import assemble as R
 from ptxla_perf.trace.ownership import mismatch
 from ptxla_perf.trace.render import to_markdown
 from ptxla_perf.trace import TraceError, analyze_trace, locate_xplanes

@@ -6,7 +6,7 @@ import pytest
 
 from trace_helpers import cli, free_port, start_server_job, stop, xplanes
 
-from ptxla_perf.report import validate
+from ptxla_perf.report.assemble import validate
 from ptxla_perf.trace import analyze_trace
 from ptxla_perf.trace.section import TraceSection
 

@@ -179,7 +179,7 @@ def test_report_file_follows_the_umask(tmp_path):
     """report.json had mode 0600 (mkstemp) beside a 0644 page: unreadable to teammates on shared storage."""
     import os
     import stat
-    from ptxla_perf import report as R
+    from ptxla_perf.report import assemble as R
     old = os.umask(0o022)
     try:
         path = R.write(R.build(backend="torch_xla", run={"kind": "api", "status": "completed"},

@@ -13,7 +13,7 @@ import pytest
 from ptxla_perf.model import faults
 from ptxla_perf import merge
 from ptxla_perf.analysis import iterations as I
-from ptxla_perf import report as R
+from ptxla_perf.report import assemble as R
 from ptxla_perf.rules.iteration import analyze
 from ptxla_perf.analysis.fold import Folded
 from ptxla_perf.model.records import EVIDENCE, Event, Location, StepRecord, Transfers, evidence_json
@@ -228,7 +228,7 @@ def test_an_event_that_cannot_be_written_drops_only_itself(monkeypatch):
 
 
 def test_a_finding_that_cannot_be_written_or_a_failed_trim_drops_only_it(inject):
-    from ptxla_perf import retention
+    from ptxla_perf.report import retention
     bounds = _boundaries(["spmd"])
     clean = _report(bounds)
     inject("finding.device_to_host_sync", "section.retention")

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import load_report, run_cli
-from ptxla_perf import html as H, report as R
+from ptxla_perf import html as H
+from ptxla_perf.report import assemble as R
 from ptxla_perf.rules import ranks as rank_rules, registry
 from ptxla_perf.model import thresholds
 from ptxla_perf.rules.end import run_end

@@ -13,7 +13,7 @@ import pytest
 
 import ptxla_perf
 from ptxla_perf import diff as D
-from ptxla_perf import report as R
+from ptxla_perf.report import assemble as R
 from ptxla_perf.cli import main
 from ptxla_perf.model.records import Event, Location, StepRecord, Transfers
 

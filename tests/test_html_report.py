@@ -11,8 +11,8 @@ import pytest
 
 from conftest import SCRIPTS, planted_line, run_cli
 from ptxla_perf import html as H
-from ptxla_perf import report as R
-from ptxla_perf.sources import attach, excerpt
+from ptxla_perf.report import assemble as R
+from ptxla_perf.report.excerpts import attach, excerpt
 
 MARK = re.compile(r'<rect class="m ([a-z ]+)"')
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import SCRIPTS, load_report, run_cli
-from ptxla_perf import retention
+from ptxla_perf.report import retention
 from ptxla_perf.model.summary import StepRow
 
 STEPS = 300

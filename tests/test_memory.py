@@ -320,7 +320,7 @@ def test_growth_rated_against_the_sections_capacity():
     table = memory.capacity(None, ["TPU v5 lite"], None)
     assert growth(table).evidence.capacity_source == "table"
     # an offline report.build reads the capacity of the memory section it is given
-    from ptxla_perf import report as report_mod
+    from ptxla_perf.report import assemble as report_mod
     sec = memory.section({"graphs": []}, None, ["cpu"], 0.02, None)
     rep = report_mod.build(backend="torch_xla", run={"status": "completed"}, env={}, steps=steps(), memory=sec)
     (g,) = [g for g in rep["findings"] if g["kind"] == "memory_growth"]
@@ -342,7 +342,7 @@ def test_console_line_and_diff_metrics():
 
 
 def test_tensorboard_scalars_of_live_memory():
-    from ptxla_perf.tb_scalars import SCALARS
+    from ptxla_perf.report.tb_scalars import SCALARS
     from ptxla_perf.model.summary import StepRow
     row = StepRow.from_json
     assert SCALARS["live_mib"](row({"live_bytes": 3 * 2**20})) == 3.0 and SCALARS["live_mib"](row({})) is None

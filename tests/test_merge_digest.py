@@ -12,7 +12,7 @@ import pytest
 
 from ptxla_perf import SCHEMA_ID, merge, merge_inputs
 from ptxla_perf.model import rank_digest
-from ptxla_perf import report as R, retention
+from ptxla_perf.report import assemble as R, retention
 from ptxla_perf.analysis.rank_wait import steady_rows
 from ptxla_perf.model.records import Location, StepRecord, Transfers
 

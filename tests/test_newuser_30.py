@@ -328,7 +328,7 @@ def test_a_distorted_windows_host_bound_defers_to_the_runtimes(mlp_capture, repo
     slower under tracing deferred where this test expected it not to, on a busy machine)."""
     import copy
     from recorded_steps import Judged
-    from ptxla_perf import report as R
+    from ptxla_perf.report import assemble as R
     from ptxla_perf.trace.relate import relate
     from ptxla_perf.trace.rules import findings as judge_window
     from ptxla_perf.trace.section import CollectiveShare, Gaps, StepSummary, TraceSection
@@ -421,7 +421,7 @@ def test_summary_bracket_writes_the_path_its_message_writes(reports, tmp_path):
     """A merged summary put the absolute path in the `[file:line]` bracket and a relative one in the text (the
     message was written in the rank's working directory)."""
     import os
-    from ptxla_perf.render import summary_lines
+    from ptxla_perf.report.render import summary_lines
     report = json.loads((reports / "mistake.json").read_text())
     f = _read_finding(report)
     assert os.path.isabs(f["location"]["file"])

@@ -105,7 +105,7 @@ def test_the_docs_list_every_summary_key_and_threshold():
 
 
 def test_every_summary_key_the_code_writes_is_named_once():
-    from ptxla_perf.report import build, environment
+    from ptxla_perf.report.assemble import build, environment
     from ptxla_perf.model.records import Location, StepRecord
     steps = [StepRecord(i, 0.01, site=Location("/x/t.py", 3, "<module>"), executions=1, optimizer_steps=1,
                         compiles=int(i == 0)) for i in range(4)]

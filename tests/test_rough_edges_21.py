@@ -106,7 +106,7 @@ def test_merge_accepts_rank_arguments_shows_what_differs_offers_force_and_notes_
     anyway, and a merge of one report says it is one process, not the run."""
     import json
 
-    from ptxla_perf.report import validate
+    from ptxla_perf.report.assemble import validate
     run = profiled(SCRIPTS / "clean_loop.py")
     assert run.proc.returncode == 0, run.proc.stderr[-3000:]
     base = run.report

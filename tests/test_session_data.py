@@ -23,7 +23,7 @@ def test_report_of_needs_no_session():
     from ptxla_perf.backends.torch_xla import TorchXlaAdapter
     from ptxla_perf.rules.iteration import analyze
     from ptxla_perf.model.outcome import Outcome
-    from ptxla_perf.session_report import RunFacts, Sections, report_of
+    from ptxla_perf.report.outputs import RunFacts, Sections, report_of
     steps = _records(8)
     adapter = TorchXlaAdapter({"mode": "off"})
     facts = RunFacts("torch_xla", "run123", 3, "2026-01-01T00:00:00+00:00", {"kind": "api", "argv": ["train.py"]})
@@ -40,7 +40,7 @@ def test_report_of_needs_no_session():
 
 
 def test_output_config_names_the_rank_file():
-    from ptxla_perf.session_report import OutputConfig
+    from ptxla_perf.report.outputs import OutputConfig
     assert OutputConfig("r/report.json").path(0) == "r/report.json"
     assert OutputConfig("r/report.json").path(2) == "r/report.rank2.json"
     assert OutputConfig("r/report.json", rank_suffix=True).path(0) == "r/report.rank0.json"
@@ -86,7 +86,7 @@ print(" ".join(sorted(m for m in sys.modules if m.startswith(("ptxla_perf", "tor
 
 def test_cli_imports_only_the_command_that_runs(tmp_path):
     """`--help` imports no command; `diff` imports diff's own modules, never the report stack or a framework."""
-    from ptxla_perf import report as R
+    from ptxla_perf.report import assemble as R
     for name in ("a", "b"):
         R.write(R.build(backend="torch_xla", run={"kind": "api", "status": "completed"}, env={}, steps=_records(4)),
                 str(tmp_path / f"{name}.json"), html=False)
@@ -99,5 +99,5 @@ def test_cli_imports_only_the_command_that_runs(tmp_path):
     assert loaded("--help") == {"ptxla_perf", "ptxla_perf._meta", "ptxla_perf.cli"}  # _meta: the version
     mods = loaded("diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
     assert "ptxla_perf.commands.diff" in mods
-    assert not {m for m in mods if m.startswith(("torch", "jax", "numpy", "ptxla_perf.report", "ptxla_perf.html",
+    assert not {m for m in mods if m.startswith(("torch", "jax", "numpy", "ptxla_perf.report.assemble", "ptxla_perf.html",
                                                  "ptxla_perf.session", "ptxla_perf.commands.profile"))}, mods

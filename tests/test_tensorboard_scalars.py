@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SCRIPTS, cli_env, load_report, run_cli
-from ptxla_perf.tb_scalars import TAGS, ScalarLog
+from ptxla_perf.report.tb_scalars import TAGS, ScalarLog
 from trace_helpers import free_port, stop
 
 

@@ -195,7 +195,8 @@ def test_a_captures_trace_section_typed_to_the_views(jax_window_capture, tmp_pat
     """The capture's `trace` section (trace_section.TraceSection) from the analysis to the report JSON, the HTML
     page and the sweep table: the report holds its JSON, each view reads the same typed figures back, and a 0.4.0
     form of it (findings without origin or cost) reads back to the same values."""
-    from ptxla_perf import html as H, report as R, sweep
+    from ptxla_perf import html as H, sweep
+    from ptxla_perf.report import assemble as R
     from ptxla_perf.trace import analyze_trace
     from ptxla_perf.trace.section import TraceSection
     sec = analyze_trace(jax_window_capture)

@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..cli import COMMANDS, UsageError, describe, number
-from .. import report as R
+from ..report import assemble as R
 from ..trace import TraceError, TraceSection, analyze_trace
 from ..trace.render import print_table, to_markdown
 from ..html import html_path

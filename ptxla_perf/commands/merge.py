@@ -8,7 +8,8 @@ import os
 import sys
 
 from .._meta import SCHEMA_ID
-from .. import merge, merge_inputs, render, report as report_mod
+from .. import merge, merge_inputs
+from ..report import render, assemble as report_mod
 from ..cli import COMMANDS, UsageError, describe
 from ..merge import rank_of
 

@@ -8,8 +8,8 @@ import sys
 
 from ..cli import COMMANDS, UsageError, describe
 from .. import html as H
-from .. import report as R
-from ..sources import attach
+from ..report import assemble as R
+from ..report.excerpts import attach
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -15,8 +15,8 @@ from .. import diff as D
 from . import inline, tables
 from .compare import Comparison
 from .. import html
-from ..render import summary_lines
-from .. import report as report_mod
+from ..report.render import summary_lines
+from ..report import assemble as report_mod
 
 
 class ReportLoadError(ValueError):

@@ -17,25 +17,25 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from ._meta import SCHEMA_ID, __version__
-from .model import summary_keys as K
-from .rules.end import run_end
-from .rules.iteration import Analysis, Finding, analyze
-from .config import MAX_WARMUP
-from .model.faults import FAULTS, check, guarded
-from .analysis.memory import MemorySection
-from .model.rank_digest import KEY as DIGEST, Steady
-from .analysis.rank_wait import steady_rows
-from .model.records import StepRecord
-from .rules.registry import backend_rules
-from .sources import attach
-from . import html as H
-from .analysis.roofline import RooflineSection
-from .trace_defer import defer_distorted
-from .trace.section import TraceSection
-from .model.summary import StepRow, Summary
+from .._meta import SCHEMA_ID, __version__
+from ..model import summary_keys as K
+from ..rules.end import run_end
+from ..rules.iteration import Analysis, Finding, analyze
+from ..config import MAX_WARMUP
+from ..model.faults import FAULTS, check, guarded
+from ..analysis.memory import MemorySection
+from ..model.rank_digest import KEY as DIGEST, Steady
+from ..analysis.rank_wait import steady_rows
+from ..model.records import StepRecord
+from ..rules.registry import backend_rules
+from .excerpts import attach
+from .. import html as H
+from ..analysis.roofline import RooflineSection
+from .precedence import defer_distorted
+from ..trace.section import TraceSection
+from ..model.summary import StepRow, Summary
 from . import retention as R
-from .model.finding import TRACE, severity_counts
+from ..model.finding import TRACE, severity_counts
 
 
 def environment(extra: dict[str, Any]) -> dict[str, Any]:

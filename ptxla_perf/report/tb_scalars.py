@@ -12,8 +12,8 @@ import queue
 import threading
 from typing import Any, Callable, Sequence
 
-from .analysis.breakdown import COMPONENTS
-from .model.summary import StepRow
+from ..analysis.breakdown import COMPONENTS
+from ..model.summary import StepRow
 
 PREFIX = "ptxla_perf/"
 # tag -> (value of an iteration's row, or None when the tag does not apply to it); step = the row's index, the same

@@ -13,9 +13,9 @@ import os
 from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from .analysis import iterations as I
-from .analysis.breakdown import COMPONENTS
-from .config import RetentionConfig
+from ..analysis import iterations as I
+from ..analysis.breakdown import COMPONENTS
+from ..config import RetentionConfig
 
 ENV = "PTXLA_PERF_STEP_RETENTION"  # e.g. "trim_above=300,first=20,last=20" (tests, a quick look at a knob)
 

@@ -11,18 +11,19 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from .analysis import memory, roofline
-from . import peaks, render, report as report_mod, retention
-from .backends.base import Adapter, Capabilities
-from .model import summary_keys as K
-from .model.faults import FAULTS, Fault, check, errors_json, guarded
-from .rules.iteration import Analysis, Finding, run_end
-from .model.outcome import Outcome
-from .model.records import StepRecord
-from .model.summary import StepRow
-from .model.finding import RUN, severity_counts
+from ..analysis import memory, roofline
+from .. import peaks
+from . import render, assemble as report_mod, retention
+from ..backends.base import Adapter, Capabilities
+from ..model import summary_keys as K
+from ..model.faults import FAULTS, Fault, check, errors_json, guarded
+from ..rules.iteration import Analysis, Finding, run_end
+from ..model.outcome import Outcome
+from ..model.records import StepRecord
+from ..model.summary import StepRow
+from ..model.finding import RUN, severity_counts
 from .tb_scalars import ScalarLog
-from .trace.section import TraceSection
+from ..trace.section import TraceSection
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .model.finding import TRACE, Finding, severity_rank
+from ..model.finding import TRACE, Finding, severity_rank
 
 
 def defer_distorted(findings: list[Finding], traced: list[Finding]) -> list[Finding]:

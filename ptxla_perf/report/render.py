@@ -5,16 +5,16 @@ import os
 import re
 from typing import Any
 
-from .analysis import memory as _memory
-from .analysis import breakdown as _breakdown
-from .analysis import roofline as _roofline
-from .model import summary_keys as K
-from .analysis.figures import basis_text
-from .rules.iteration import short_path as _rel
-from .model.fmt import ms as _ms
-from .model.fmt import num as _fixed
-from .model.fmt import slowest_rank as _slowest_rank
-from .html import html_path
+from ..analysis import memory as _memory
+from ..analysis import breakdown as _breakdown
+from ..analysis import roofline as _roofline
+from ..model import summary_keys as K
+from ..analysis.figures import basis_text
+from ..rules.iteration import short_path as _rel
+from ..model.fmt import ms as _ms
+from ..model.fmt import num as _fixed
+from ..model.fmt import slowest_rank as _slowest_rank
+from ..html import html_path
 
 _SEV = {"error": "ERROR", "warning": "WARN ", "info": "info "}
 

@@ -1,0 +1,1 @@
+"""The report: a run's outputs assembled once, then rendered (console, TensorBoard scalars)."""
