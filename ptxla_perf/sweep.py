@@ -20,7 +20,7 @@ from .trace.section import TraceSection
 from .model.summary import Summary
 from .model.finding import short_path
 
-from .sweep_figures import FIGURES, Figure  # the table's figures (one module, read by the sweep page too)
+from .html.sweep_figures import FIGURES, Figure  # the table's figures (one module, read by the sweep page too)
 def _column(f: Figure) -> Callable[[dict, Path], str]:
     return lambda r, p: f.text(f.value(Summary.from_json(r["summary"])))
 

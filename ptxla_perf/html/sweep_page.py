@@ -7,7 +7,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, Callable
 
-from ..sweep_figures import FIGURES
+from .sweep_figures import FIGURES
 from ..model.summary import Summary
 from . import charts, html_path, page
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from .model import fmt
-from .model.summary import Summary
+from ..model import fmt
+from ..model.summary import Summary
 
 
 def _p50(s: Summary) -> float | None:
