@@ -6,7 +6,7 @@ import pytest
 from ptxla_perf.analysis import iterations as I
 from ptxla_perf.backends.jax import rules as jax_rules
 from ptxla_perf.rules.iteration import analyze
-from ptxla_perf.guard import Guard
+from ptxla_perf.session.guard import Guard
 from ptxla_perf.model.records import Event, Location, StepRecord, Transfers
 
 F = "/user/train.py"

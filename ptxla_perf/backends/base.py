@@ -85,7 +85,7 @@ class MeasuresGraphMemory(Protocol):
 class Runs(Protocol):
     def ran(self) -> bool:
         """Whether the program has run work of its own on this backend yet (JAX: a jitted call), boundary or not:
-        `profile` keeps this backend then, when the program imports the other framework (session_on_import.py)."""
+        `profile` keeps this backend then, when the program imports the other framework (session/on_import.py)."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from ..config import DEFAULT_PORT, MAX_WARMUP, RooflineConfig
 from ..frames import print_user_traceback
 from ..runner.requires import missing_framework
 from ..session import SessionError, check_options, open_session
-from ..session_on_import import SessionOnImport
+from ..session.on_import import SessionOnImport
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -98,7 +98,7 @@ def run(args) -> int:
             print(exc.code, file=sys.stderr)  # sys.exit("message"), as Python prints it
         elif exc is not None and not isinstance(exc, (SystemExit, KeyboardInterrupt)):
             print_user_traceback(exc)  # the user's own crash: their traceback, as Python would show it
-    # the session opens when the program imports its framework (session_on_import.py); __file__ absolute, as
+    # the session opens when the program imports its framework (session/on_import.py); __file__ absolute, as
     # under `python script.py`
     return SessionOnImport(named, open_for).run(
         lambda: runpy.run_path(os.path.abspath(script), run_name="__main__"), on_end)

@@ -1,5 +1,5 @@
 """Which backend a run uses when none is named, from what the program imports, never from a script's text: the
-framework `profile --backend auto` sees the program import (import_watch.py, session_on_import.py), the one this
+framework `profile --backend auto` sees the program import (import_watch.py, session/on_import.py), the one this
 process has already imported (an in-process capture window), the modules in a notebook's namespace. One detector,
 so they never disagree.
 

@@ -1,8 +1,8 @@
 """The stack sampler's data time (sampler.py), given to the steps it fell in."""
 from __future__ import annotations
 
-from .model.records import StepRecord
-from .backends.sampler import DATA, StackSampler
+from ..model.records import StepRecord
+from ..backends.sampler import DATA, StackSampler
 
 
 class DataCharge:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import IO
 
-from .model.records import StepRecord
+from ..model.records import StepRecord
 
 
 class StepsFile:

@@ -24,28 +24,28 @@ import threading
 import time
 from typing import Any, Callable
 
-from .analysis import roofline
-from . import spawn
-from .backends.base import Adapter, Capabilities
-from .config import DEFAULT_PORT, MAX_WARMUP
-from .model.faults import FAULTS, guarded
-from .rules.iteration import Analysis, Finding, analyze
+from ..analysis import roofline
+from .. import spawn
+from ..backends.base import Adapter, Capabilities
+from ..config import DEFAULT_PORT, MAX_WARMUP
+from ..model.faults import FAULTS, guarded
+from ..rules.iteration import Analysis, Finding, analyze
 from .guard import Guard
-from .rules.memory import RULES as MEMORY_RULES  # memory_growth, missing_donation (rules/memory.py)
-from .model.outcome import Outcome, RunStopped, SessionError, call, outcome
-from .analysis.fold import Folded
-from .model.records import StepRecord
-from .report.assemble import environment
-from .sampled_data import DataCharge
-from .backends.sampler import StackSampler
-from .model.training_thread import TRAINING
-from .session_capture import CaptureWindow
-from .report.retention import Retention
+from ..rules.memory import RULES as MEMORY_RULES  # memory_growth, missing_donation (rules/memory.py)
+from ..model.outcome import Outcome, RunStopped, SessionError, call, outcome
+from ..analysis.fold import Folded
+from ..model.records import StepRecord
+from ..report.assemble import environment
+from .data_charge import DataCharge
+from ..backends.sampler import StackSampler
+from ..model.training_thread import TRAINING
+from .capture_window import CaptureWindow
+from ..report.retention import Retention
 from .steps_file import StepsFile
-from .report.outputs import OutputConfig, ReportOutput, RunFacts, device_memory, minimal_report, report_of, sections_of
-from .trace.ownership import publish
-from .boundary_path import BoundaryPath
-from .trace.section import TraceSection
+from ..report.outputs import OutputConfig, ReportOutput, RunFacts, device_memory, minimal_report, report_of, sections_of
+from ..trace.ownership import publish
+from .boundary import BoundaryPath
+from ..trace.section import TraceSection
 
 __all__ = ["Session", "RunStopped", "SessionError", "open_session"]
 
@@ -125,11 +125,11 @@ def _plain(cfg: Any) -> Any:
 
 def make_adapter(backend: str, attribution: dict | None) -> Adapter:
     if backend == "torch_xla":
-        from .backends.torch_xla import TorchXlaAdapter  # the framework: imported only for its backend
+        from ..backends.torch_xla import TorchXlaAdapter  # the framework: imported only for its backend
         return TorchXlaAdapter(attribution)
     if backend == "jax":
         try:
-            from .backends.jax import JaxAdapter  # the framework: imported only for its backend
+            from ..backends.jax import JaxAdapter  # the framework: imported only for its backend
         except ImportError as exc:
             raise SessionError(f"the JAX backend is not available: {exc}") from None
         return JaxAdapter(attribution)
@@ -137,7 +137,7 @@ def make_adapter(backend: str, attribution: dict | None) -> Adapter:
 
 
 def check_options(*, server_off: str, port: int | None, port_fallback: bool = False) -> None:
-    """What a session opened later (at the framework's import: session_on_import.py) would fail on, checked before
+    """What a session opened later (at the framework's import: session/on_import.py) would fail on, checked before
     the program runs: a port the user chose that is taken (a default port gives way when the session starts)."""
     if port is None or port_fallback:
         return
@@ -350,7 +350,7 @@ class Session(BoundaryPath):
 
     def open_capture(self, logdir: str, start_step: int, num_steps: int, *, analyze: bool = True) -> None:
         """Trace the steps [start_step, start_step + num_steps) into `logdir` (profiler.capture.*): the session owns
-        the window (session_capture.py), closes it in `finish` (also on Ctrl-C or a crash) and, with `analyze`, makes
+        the window (session/capture_window.py), closes it in `finish` (also on Ctrl-C or a crash) and, with `analyze`, makes
         its analysis the report's `trace` section (else only `capture_analysis()` analyzes it). One per session."""
         if self._capture is not None:
             raise SessionError("a capture window is already open for this session")
@@ -434,7 +434,7 @@ class Session(BoundaryPath):
 
     def discard(self) -> None:
         """Undo `start` before the program ran anything on this backend (`ran`), writing nothing: `profile` saw the
-        program import the framework that is its backend after this one's (session_on_import.py)."""
+        program import the framework that is its backend after this one's (session/on_import.py)."""
         if self._finished is not None:
             return
         if self.sampler is not None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from .trace.capture import StepWindowCapture
-from .model import fmt
-from .analysis.figures import median, step_time_s
-from .trace.section import TraceSection
+from ..trace.capture import StepWindowCapture
+from ..model import fmt
+from ..analysis.figures import median, step_time_s
+from ..trace.section import TraceSection
 
 
 def traced_line(first: int, n: int, path, logdir) -> str:
@@ -49,7 +49,7 @@ class CaptureWindow:
             say(f"ptxla_perf: no capture: {self.window.error or 'the run ended before the capture window'}")
             return None
         say(traced_line(self.window.first_step, self.window.steps_captured, path, self.window.logdir))
-        from .trace import analyze_trace  # heavy (numpy, protobuf): only a session with a capture window
+        from ..trace import analyze_trace  # heavy (numpy, protobuf): only a session with a capture window
         try:
             trace = analyze_trace(path)
         except Exception as exc:  # the report still goes out without its trace section
@@ -68,7 +68,7 @@ class CaptureWindow:
     def _relate(self, trace: TraceSection, a, notes: list[str]) -> None:
         """Number the window's steps as the report does, keep phases apart, and compare traced with untraced step
         time (trace/relate.py)."""
-        from .trace.relate import boundary_owners, relate  # the trace package: heavy, as above
+        from ..trace.relate import boundary_owners, relate  # the trace package: heavy, as above
         first = self.window.first_step
         owners = boundary_owners(a.iterations)
         traced = set(owners[first:first + len(trace.steps)])

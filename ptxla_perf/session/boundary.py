@@ -1,4 +1,4 @@
-"""The session's step-boundary path (session.py): a short list of stages chosen at start, each (rec) -> None,
+"""The session's step-boundary path (session/__init__.py): a short list of stages chosen at start, each (rec) -> None,
 run at every boundary the adapter reports. A mixin of Session: the stages read and write the run's state there
 (the steps, the clock, the stop); each stage is guarded (faults.py), so one that fails leaves the others running."""
 from __future__ import annotations
@@ -7,13 +7,13 @@ import sys
 import time
 from typing import Callable
 
-from .model import faults
-from .model.faults import FAULTS, check, guarded
-from .analysis.fold import Folded
-from .model.outcome import Outcome
-from .model.records import StepRecord
+from ..model import faults
+from ..model.faults import FAULTS, check, guarded
+from ..analysis.fold import Folded
+from ..model.outcome import Outcome
+from ..model.records import StepRecord
 from .steps_file import StepsFile
-from .model.training_thread import TRAINING
+from ..model.training_thread import TRAINING
 
 
 FLUSH_SHARE = 0.02  # the most of the run's time the periodic flush may take
@@ -63,7 +63,7 @@ class BoundaryPath:
             rec.data_wait_s, self._data_wait_mark = self._data_wait - self._data_wait_mark, self._data_wait
 
     def _sampled(self, rec: StepRecord) -> None:
-        """The lines sampled since the previous boundary, and the data time among them (sampled_data.py)."""
+        """The lines sampled since the previous boundary, and the data time among them (session/data_charge.py)."""
         if self.sampler.learning:
             self.sampler.learn_loop(sys._getframe(2))  # the frame that called _on_boundary (the adapter's hook)
         self._data_charge.charge(rec, self.sampler)

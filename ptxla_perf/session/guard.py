@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from .config import GuardConfig
-from .model.records import StepRecord
+from ..config import GuardConfig
+from ..model.records import StepRecord
 
 DEFAULTS = asdict(GuardConfig())  # one set of defaults: the config schema's (config.py)
 

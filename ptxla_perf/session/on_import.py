@@ -15,11 +15,11 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable
 
-from .frames import user_frame
-from .runner.import_watch import ImportWatch
-from .model.outcome import Outcome, call, outcome
-from .runner.requires import missing_framework
-from .runner.which_backend import FRAMEWORKS, takes_over
+from ..frames import user_frame
+from ..runner.import_watch import ImportWatch
+from ..model.outcome import Outcome, call, outcome
+from ..runner.requires import missing_framework
+from ..runner.which_backend import FRAMEWORKS, takes_over
 
 
 class SessionOnImport:
