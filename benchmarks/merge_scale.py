@@ -79,7 +79,8 @@ def slow_ranks_for(n: int, k: int) -> list[int]:
 
 def _in_process(pod: str, digest: bool) -> tuple[float, float, dict]:
     """Seconds to read the pod's reports (up to each digest, or whole) and to merge them; the merged report."""
-    from ptxla_perf import SCHEMA_ID, merge, merge_inputs
+    from ptxla_perf import SCHEMA_ID
+    from ptxla_perf.pods import merge, inputs as merge_inputs
     t0 = time.perf_counter()
     loaded, names, _ = merge_inputs.load_all([pod], SCHEMA_ID, digest=digest)
     t1 = time.perf_counter()

@@ -26,7 +26,7 @@ import signal
 import uuid
 from typing import Any, Sequence
 
-from . import merge
+from .pods import merge
 from .report import assemble as report_mod
 from .backends.spawn_child import CHILD_PLAN_VAR, ChildPlan, ChildTarget, child_done, child_main_thread, child_session
 

@@ -11,7 +11,7 @@ from dataclasses import fields
 import pytest
 
 from ptxla_perf.model import faults
-from ptxla_perf import merge
+from ptxla_perf.pods import merge
 from ptxla_perf.analysis import iterations as I
 from ptxla_perf.report import assemble as R
 from ptxla_perf.rules.iteration import analyze

@@ -203,7 +203,8 @@ def test_live_findings_of_a_launch_bound_run_through_roofline_merge_and_diff():
     launch-bound verdict, and keeps its cost through the report, a merge of two ranks and a diff."""
     import copy
     from recorded_steps import RECORDED
-    from ptxla_perf import merge as M, peaks
+    from ptxla_perf.pods import merge as M
+    from ptxla_perf import peaks
     from ptxla_perf.analysis import roofline
     from ptxla_perf.diff import compare, from_report
     from ptxla_perf.rules.iteration import LaunchEvidence, analyze

@@ -127,7 +127,7 @@ def test_backends_sit_below_the_session():
     """A backend (or a child it spawns) reaches neither the session nor the report assembler: the child's side of
     following spawned processes is spawn_child, below the backends; merging the children is the parent's (spawn)."""
     g = import_graph()
-    above = {"ptxla_perf.session", "ptxla_perf.spawn", "ptxla_perf.merge", "ptxla_perf.report.assemble"}
+    above = {"ptxla_perf.session", "ptxla_perf.spawn", "ptxla_perf.pods.merge", "ptxla_perf.report.assemble"}
     chains = [c for m in sorted(g) if m.startswith("ptxla_perf.backends") for c in [path_to(g, m, above)] if c]
     assert not chains, "\n".join(" -> ".join(c) for c in chains)
 

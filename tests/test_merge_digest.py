@@ -10,7 +10,8 @@ import random
 
 import pytest
 
-from ptxla_perf import SCHEMA_ID, merge, merge_inputs
+from ptxla_perf import SCHEMA_ID
+from ptxla_perf.pods import merge, inputs as merge_inputs
 from ptxla_perf.model import rank_digest
 from ptxla_perf.report import assemble as R, retention
 from ptxla_perf.analysis.rank_wait import steady_rows

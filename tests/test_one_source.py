@@ -91,7 +91,7 @@ def test_diff_and_merge_read_the_same_numbers(run):
     assert rows["step_time_p50"]["a"] == pytest.approx(s[K.STEP_TIME]["p50"], rel=1e-6)
     assert rows["device_to_host_per_step"]["a"] == pytest.approx(s[K.D2H_PER_STEP])
     assert rows["compiles"]["a"] == s[K.COMPILES]
-    from ptxla_perf import merge
+    from ptxla_perf.pods import merge
     proc = merge.merge([run["report"]], [str(run["path"])])["processes"][0]
     assert proc["device_to_host_per_step"] == s[K.D2H_PER_STEP] and proc["step_time_s"] == s[K.STEP_TIME]
     assert proc["host_time_s"] == s[K.HOST_TIME]
@@ -145,6 +145,6 @@ def test_every_view_shows_the_same_time_breakdown(run):
     rows = {r["name"]: r for r in json.loads(res.stdout)["rows"]}
     for part in breakdown.COMPONENTS:
         assert rows[f"time_{part}_s"]["a"] == pytest.approx(split["components_s"][part], rel=1e-6, abs=1e-9)
-    from ptxla_perf import merge
+    from ptxla_perf.pods import merge
     proc = merge.merge([rep], [str(run["path"])])["processes"][0]
     assert proc["time_breakdown"] == split

@@ -162,7 +162,8 @@ def test_256_ranks_from_a_directory_name_the_two_slow_ones(jobs, tmp_path):
 def test_reading_up_to_the_digest_merges_the_same_report(jobs, tmp_path):
     """The real job's reports at 64 ranks: read up to each rank's `rank_digest` (what `merge` does) and parsed
     whole, they merge to the same report (tests/test_merge_digest.py for the cases)."""
-    from ptxla_perf import SCHEMA_ID, merge, merge_inputs
+    from ptxla_perf import SCHEMA_ID
+    from ptxla_perf.pods import merge, inputs as merge_inputs
     bench = _bench()
     reports = [json.loads((jobs["slow"] / n).read_text()) for n in ("report.json", "report.rank1.json")]
     assert all(r["rank_digest"]["steady_steps"] == r["summary"]["steady_steps"] for r in reports)

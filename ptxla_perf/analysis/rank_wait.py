@@ -41,7 +41,7 @@ def steady_rows(report: dict[str, Any]) -> list[StepRow]:
 
 def steady(report: dict[str, Any]) -> Steady:
     """The report's steady iterations as the columns a merge compares (rank_digest.Steady): from its `steps[]`,
-    or, for a report read without them (merge_inputs.py), from its `rank_digest` - the same columns, written from
+    or, for a report read without them (pods/inputs.py), from its `rank_digest` - the same columns, written from
     the same steps. Read once per report within rows_memo."""
     hit = _MEMO.get(id(report)) if _MEMO is not None else None
     if hit is not None and hit[0] is report:

@@ -8,10 +8,10 @@ import os
 import sys
 
 from .._meta import SCHEMA_ID
-from .. import merge, merge_inputs
+from ..pods import merge, inputs as merge_inputs
 from ..report import render, assemble as report_mod
 from ..cli import COMMANDS, UsageError, describe
-from ..merge import rank_of
+from ..pods.merge import rank_of
 
 
 def add_parser(sub) -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""The merged page's ranks x steps heat map (the merged report's `aggregate.heatmap`, rank_heatmap.py): one row
+"""The merged page's ranks x steps heat map (the merged report's `aggregate.heatmap`, pods/heatmap.py): one row
 per rank - hosts grouped, the slow ranks on top - one column per step (or per few steps), colour from the fastest
 to the slowest cell. A second map shows the straggler's slow part. Plain SVG: no script, no request."""
 from __future__ import annotations

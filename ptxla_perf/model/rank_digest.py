@@ -1,10 +1,10 @@
 """What `merge` reads of a rank's steps, written beside them (`rank_digest`, docs/report.md#rank-digest).
 
 A merge of a pod compares the ranks step by step over their steady iterations: step time, host time, data wait
-and the time breakdown's parts (rules/ranks.py, rank_wait.py, rank_heatmap.py). Every per-process report carries
+and the time breakdown's parts (rules/ranks.py, rank_wait.py, pods/heatmap.py). Every per-process report carries
 those columns in `rank_digest`, written when the report is assembled from the same `steps[]` by the same code
 (`Steady.of_rows`), as float64 arrays (little-endian, zlib, base64): a merge of 1,024 long-run reports reads
-~110 KB of each instead of parsing ~4 MB of `steps[]` (merge_inputs.py stops reading a report at its digest). Reading
+~110 KB of each instead of parsing ~4 MB of `steps[]` (pods/inputs.py stops reading a report at its digest). Reading
 `steps[]` or the digest gives the same columns, hence the same merged report (tests/test_merge_digest.py)."""
 from __future__ import annotations
 

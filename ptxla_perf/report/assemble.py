@@ -82,7 +82,7 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
         if isinstance(sec, (RooflineSection, MemorySection)):
             summary = summary.with_fields(sec.summary_fields())
     # key order: what a merge reads of every rank first, then its `rank_digest` (the steady steps' columns), the
-    # rest, and steps[] last - a merge stops reading a rank's report at its digest (merge_inputs.py)
+    # rest, and steps[] last - a merge stops reading a rank's report at its digest (pods/inputs.py)
     summary_json = summary.to_json()
     parts: list[tuple[str, Any]] = [
         ("schema", SCHEMA_ID), ("tool_version", __version__), ("backend", backend), ("run", run),
@@ -99,7 +99,7 @@ def assemble(*, backend: str, run: dict[str, Any], env: dict[str, Any], steps: l
         keys.insert(at, DIGEST)
         digest = guarded("section.rank_digest", lambda: Steady.of_rows(
             steady_rows({"steps": steps, "summary": summary_json})).to_json(keys))
-        if digest is not None:  # without it a merge reads the rank's steps (merge_inputs.py)
+        if digest is not None:  # without it a merge reads the rank's steps (pods/inputs.py)
             parts.insert(at, (DIGEST, digest))
     report: dict[str, Any] = dict(parts)
     guarded("section.sources", attach, report["findings"])  # the findings' source lines: a view, never the report

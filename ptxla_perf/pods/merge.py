@@ -12,19 +12,19 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from ._meta import SCHEMA_ID
-from . import rank_heatmap
-from .rules import ranks as rank_rules
-from .analysis import rank_wait
-from .model.faults import FAULTS, errors_json, guarded
-from .analysis.figures import stats
-from .analysis.memory import MemorySection
-from .report.assemble import assemble
-from .rules.ranks import rank_of, steady_times
-from .report.outputs import profiler_error
-from .model import summary_keys as K
-from .model.finding import TRACE, Finding, severity_counts, severity_rank, worst_first
-from .model.summary import Stats, Summary
+from .._meta import SCHEMA_ID
+from . import heatmap as rank_heatmap
+from ..rules import ranks as rank_rules
+from ..analysis import rank_wait
+from ..model.faults import FAULTS, errors_json, guarded
+from ..analysis.figures import stats
+from ..analysis.memory import MemorySection
+from ..report.assemble import assemble
+from ..rules.ranks import rank_of, steady_times
+from ..report.outputs import profiler_error
+from ..model import summary_keys as K
+from ..model.finding import TRACE, Finding, severity_counts, severity_rank, worst_first
+from ..model.summary import Stats, Summary
 
 _STATUS_ORDER = ["completed", "running", "stopped", "interrupted", "crashed"]
 
@@ -137,7 +137,7 @@ def _merge(reports: list[dict[str, Any]], paths: list[str] | None,
     order = sorted(range(len(reports)), key=lambda i: rank_of(reports[i]))
     reports = [reports[i] for i in order]
     paths = [paths[i] for i in order]
-    if hasattr(reports[0], "full_report"):  # read up to its digest (merge_inputs.py): rank 0's steps are kept
+    if hasattr(reports[0], "full_report"):  # read up to its digest (pods/inputs.py): rank 0's steps are kept
         reports[0] = reports[0].full_report()
     base = reports[0]
     mark = FAULTS.seen()  # the merge's own failures: each section on its own (faults.py), listed with rank 0's

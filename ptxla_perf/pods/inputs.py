@@ -18,7 +18,7 @@ import re
 from json.decoder import scanstring
 from typing import Any, Callable
 
-from .model.rank_digest import KEY as DIGEST, usable
+from ..model.rank_digest import KEY as DIGEST, usable
 
 _GLOB = set("*?[")
 

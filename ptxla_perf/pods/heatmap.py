@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .analysis.figures import median
-from .analysis.rank_wait import steady
+from ..analysis.figures import median
+from ..analysis.rank_wait import steady
 
 MAX_COLUMNS = 60
 MAX_ROWS = 128

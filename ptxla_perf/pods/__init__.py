@@ -1,0 +1,1 @@
+"""Many ranks' reports of one run -> one report."""
