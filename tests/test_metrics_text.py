@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ptxla_perf.metrics_text import MetricsParseError, Snapshot, parse, parse_bytes, parse_duration, parse_value
+from ptxla_perf.diff.metrics_text import MetricsParseError, Snapshot, parse, parse_bytes, parse_duration, parse_value
 
 FIX = Path(__file__).parent / "fixtures" / "metrics"
 
@@ -219,7 +219,7 @@ def test_truncated_percentile_values_are_dropped_not_misread():
 # ------------------------------------------------------------------------------------------ property-based
 
 # the C++ formatters, re-expressed for generating reports (torch_xla/csrc/runtime/metrics.cc behaviour as
-# documented in ptxla_perf/metrics_text.py: round on print, floor on subtract; bytes base 1024, 2 decimals)
+# documented in ptxla_perf/diff/metrics_text.py: round on print, floor on subtract; bytes base 1024, 2 decimals)
 _PARTS = [("d", 86400e9, 2, 0), ("h", 3600e9, 2, 0), ("m", 60e9, 2, 0), ("s", 1e9, 2, 0), ("ms", 1e6, 3, 0),
           ("us", 1e3, 7, 3)]
 

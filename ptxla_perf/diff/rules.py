@@ -6,7 +6,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..metrics_text import parse_value
+from .metrics_text import parse_value
 from .compare import NOISE_ROWS, Comparison, _json_num
 from ..model.fmt import value as format_value
 from . import findings as F

@@ -10,7 +10,7 @@ from typing import Any
 
 from .._meta import SCHEMA_ID
 from ..model import summary_keys as K
-from ..metrics_text import MetricsParseError, Snapshot, parse
+from .metrics_text import MetricsParseError, Snapshot, parse
 from ..model.summary import Summary, rows_from_json
 from . import findings as F
 
