@@ -136,3 +136,67 @@ def test_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert path_to({"a": {"b"}, "b": {"c"}, "c": set()}, "a", {"c"}) == ["a", "b", "c"]
     assert path_to({"a": {"b"}, "b": set()}, "a", {"c"}) is None
+
+
+# The folders' order, bottom first (issue 39, Structure III): a module imports only from its own layer or the ones
+# below it, counting imports inside functions. Flat modules sit where their imports put them: `frames` reads the
+# model's records, `peaks` is what the roofline's XLA figures are held against, `spawn` (the parent's side of
+# following children) merges pods and is what the session calls, `cli`/`run`/`sweep` are entry points.
+LAYERS = [
+    {"_meta", "config"},
+    {"model"},
+    {"frames", "runner"},
+    {"xla", "peaks"},
+    {"analysis"},
+    {"trace"},
+    {"rules"},
+    {"backends"},
+    {"diff"},
+    {"html"},
+    {"report"},
+    {"pods"},
+    {"spawn"},
+    {"session"},
+    {"notebook"},
+    {"commands", "cli", "run", "sweep", "__main__"},
+    {""},  # the package face
+]
+MAX_FLAT = 15
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of a module's top folder (or of the flat module itself) under ptxla_perf; None: in no layer."""
+    top = module.split(".")[1] if "." in module else ""
+    return next((i for i, names in enumerate(LAYERS) if top in names), None)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    out = []
+    for m in sorted(graph):
+        for d in sorted(graph[m]):
+            lm, ld = layer_of(m), layer_of(d)
+            if lm is not None and ld is not None and ld > lm:
+                out.append(f"{m} -> {d} (layer {lm} imports layer {ld})")
+    return out
+
+
+def test_every_module_has_a_layer():
+    missing = sorted(m for m in import_graph() if layer_of(m) is None)
+    assert not missing, "modules in no folder of LAYERS (place the new folder or flat module):\n" + "\n".join(missing)
+
+
+def test_folders_keep_their_order():
+    """A lower layer never imports a higher one (model < xla < analysis < ... < session < commands)."""
+    found = upward_imports(import_graph())
+    assert not found, "imports that run up the folders' order:\n" + "\n".join(found)
+
+
+def test_top_floor_is_small():
+    flat = sorted(p.stem for p in PKG.glob("*.py"))
+    assert len(flat) <= MAX_FLAT, f"{len(flat)} modules flat in ptxla_perf/ (at most {MAX_FLAT}): {' '.join(flat)}"
+
+
+def test_order_check_can_fail():
+    assert upward_imports({"ptxla_perf.model.records": {"ptxla_perf.session"}, "ptxla_perf.session": set()}) == [
+        "ptxla_perf.model.records -> ptxla_perf.session (layer 1 imports layer 13)"]
+    assert layer_of("ptxla_perf") == len(LAYERS) - 1 and layer_of("ptxla_perf.nowhere") is None
