@@ -130,7 +130,7 @@ def test_the_registry_holds_every_scope_and_each_runs_from_it():
     assert [r.kind for r in registry.backend_rules("jax")] == ["eager_compile"]
     assert registry.backend_rules("no such backend") == ()
     # offline tools find a backend's rules without loading its framework
-    code = ("import sys; from ptxla_perf import registry; registry.backend_rules('torch_xla'); "
+    code = ("import sys; from ptxla_perf.rules import registry; registry.backend_rules('torch_xla'); "
             "registry.backend_rules('jax'); print(sorted({'torch', 'torch_xla', 'jax'} & set(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:]
