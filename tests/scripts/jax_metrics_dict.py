@@ -43,8 +43,9 @@ def main():
     history = History()
     metrics = defaultdict(list)
     # live arrays are counted at least every 64 steps however long a count takes against a step (backends/jax/
-    # memory.py), so 330 steps give memory_growth its 4 samples whatever the machine's load (160 gave 3 at times)
-    for step in range(330):
+    # memory.py), and memory_growth needs 4 rises in a row after a first sample, then a boundary to find the holder:
+    # 520 steps give 8 samples whatever the machine's load (160 gave 3 at times; 330, 5-6, missed it once at load ~5)
+    for step in range(520):
         w, loss, acc = train_step(w, x, y)
         w.block_until_ready()  # each step waits for its weights (as loops that time their steps do)
         logged = {"loss": loss, "acc": acc, **({"w": w} if WEIGHTS else {})}
