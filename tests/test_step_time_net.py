@@ -27,4 +27,9 @@ def test_recompile_every_step_statistics_exclude_compile_and_own_time(profiled):
     # the median of the net times (between the two middle ones): not of the wall times, which hold the compiles
     assert net[(len(net) - 1) // 2] - 1e-9 <= p50 <= net[len(net) // 2] + 1e-9, (p50, net)
     for s in after:  # ptxla_perf's own time is its own part, not `other` or `host`
-        assert s["time_breakdown"]["profiler"] == pytest.approx((s["own_time_us"] or 0) / 1e6, rel=0.05, abs=1e-6)
+        parts = s["time_breakdown"]
+        # where the measured parts overlap and add up to more than the step's wall time (a loaded machine: seen once
+        # on a fresh clone, 0.128 for 0.135 s), breakdown.components scales them all by one factor, the sum kept
+        scale = parts["compile"] / s["compile_time_s"]
+        assert scale <= 1 + 1e-5, (parts, s["compile_time_s"])
+        assert parts["profiler"] == pytest.approx(scale * (s["own_time_us"] or 0) / 1e6, rel=0.05, abs=1e-6)
