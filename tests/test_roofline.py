@@ -589,9 +589,14 @@ def test_mfu_of_dependent_steps_is_from_the_devices_busy_time(tmp_path):
     beside other jobs): benchmarks/roofline.py measures that, side by side with the prediction."""
     _, report = _profile_loop(tmp_path, "dependent")
     roof = report["roofline"]
-    assert roof["mfu_time_basis"] == "device" and roof["mfu"] is not None, roof
+    assert roof["mfu_time_basis"] == "device", roof
     assert roof["steps_with_device_time"] == roof["steps_with_cost"] > 0
-    assert 0 < roof["mfu"] <= 1.0, roof
+    if roof["mfu"] is None:  # the calibration just before caught a busier moment than the loop (FRESH8: a peak of
+        # 121 GFLOP/s, the loop's device time 140): a share above 1 is never given, and the report says why
+        assert roof["achieved_flops_per_s"] > roof["peak"]["flops_per_s"], roof
+        assert any("achieved FLOP/s above the peak" in n for n in roof["notes"]), roof
+    else:
+        assert 0 < roof["mfu"] <= 1.0, roof
     assert roof["predicted_compute_s"] >= roof["predicted_memory_s"], roof  # the loop's arithmetic intensity
     assert roof["verdict"] == "compute-bound", roof
 
