@@ -162,7 +162,7 @@ def test_session_folds_and_flushes_rarely_when_writing_is_slow(tmp_path):
     report = s.finish()
     assert max(held) <= 60 and s._folded is not None and s._folded.iterations > 300
     assert report["summary"]["steps"] == 400
-    assert s._flush_gap > 1e-6 and (tmp_path / "r.json").exists()
+    assert s._flush.gap > 1e-6 and (tmp_path / "r.json").exists()
 
 
 def test_outliers_do_not_widen_the_records_past_need():

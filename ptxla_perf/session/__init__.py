@@ -42,6 +42,8 @@ from ..model.training_thread import TRAINING
 from .capture_window import CaptureWindow
 from ..report.retention import Retention
 from .steps_file import StepsFile
+from . import sinks as _sinks
+from .sinks import StepSink
 from ..report.outputs import OutputConfig, ReportOutput, RunFacts, device_memory, minimal_report, report_of, sections_of
 from ..trace.ownership import publish
 from .boundary import BoundaryPath
@@ -172,8 +174,6 @@ class Session(BoundaryPath):
         self.facts = RunFacts(backend, str(run_info.get("run_id") or ""),
                               process_index() if rank is None else int(rank), "", run_info)
         self.out = OutputConfig(report_path, rank_suffix, console, summary, tensorboard_dir, steps_file)
-        self._steps_file: StepsFile | None = None  # opened at the first boundary, where the rank is known
-        self._steps_path: str | None = None
         self.retention = Retention.of(_plain(retention))  # which steps a long run's report keeps (retention.py)
         self._rows: list | None = None  # the last report's StepRows (every iteration): its scalars
         self.port = port
@@ -181,7 +181,6 @@ class Session(BoundaryPath):
         self.max_warmup = max_warmup
         self.progress_every_s = progress_every_s
         self.flush_every_s = flush_every_s
-        self._flush_gap = flush_every_s or 0.0  # boundary_path._flush: longer where a flush takes long
         self._rank_known = rank is not None  # else asked of the runtime at the first boundary
         self.handle_signals = handle_signals
         self.adapter = make_adapter(backend, _plain(attribution))
@@ -196,7 +195,6 @@ class Session(BoundaryPath):
         self._folded: Folded | None = None
         self._fold_next = 0  # boundary_path._fold: the boundaries held before the next fold is tried
         self._boundary_count = 0
-        self._compiles = 0
         self.extra: dict[str, Any] = {}
         self.extra_findings: list[Finding] = []
         self.profiler: dict[str, Any] = {"server_port": None, "address": None}
@@ -209,14 +207,11 @@ class Session(BoundaryPath):
         self._data_wait_mark = 0.0
         self.follower: spawn.Follower | None = None  # following the children the script spawns (spawn.py)
         self.plan: spawn.ChildPlan | None = None  # what a child's session takes (start)
-        self._callbacks: list[Callable[[StepRecord], None]] = []
-        self._closers: list[Callable[[], None]] = []
         self._step_info: dict[str, Any] = {}
         if self.roofline_cfg.get("model_flops_per_step"):  # --model-flops-per-step: every step's model FLOPs
             self._step_info["model_flops"] = float(self.roofline_cfg["model_flops_per_step"])
         self._stop: RunStopped | None = None
         self._old_handlers: dict[int, Any] = {}
-        self._clock = self._last_progress = self._last_flush = 0.0
         self._finished: dict[str, Any] | None = None
         self.tail: StepRecord | None = None
         self.trace: TraceSection | None = None  # a capture's analysis (ptxla_perf.trace), merged into the report
@@ -225,6 +220,10 @@ class Session(BoundaryPath):
         self.sample_hz = sample_hz  # the main thread's stack sampler (sampler.py); 0: off
         self.sampler: StackSampler | None = None
         self._data_charge = DataCharge()  # the sampled data time, given to the steps it fell in
+        self._steps_file: StepsFile | None = None
+        self._flush: _sinks.Flush | None = None
+        self.sinks: list[StepSink] = self._output_sinks()  # every output the boundaries feed (sinks.py)
+        self._added = 0  # the sinks added (add_sink): the first ones in `sinks`, before the session's own
         self._stages: list[tuple[str, Callable[[StepRecord], None]]] = []  # the boundary path (_on_boundary),
         #                                                                     set by start
         self._faults_mark = FAULTS.mark()  # our own failures from here on are this session's (faults.py)
@@ -325,9 +324,41 @@ class Session(BoundaryPath):
                                                   ("model_flops", model_flops)) if v is not None})
 
     def add_step_callback(self, fn: Callable[[StepRecord], None], close: Callable[[], None] | None = None) -> None:
-        self._callbacks.append(fn)
-        if close:
-            self._closers.append(close)
+        """`fn(record)` at every step boundary, `close()` at finish: a step sink of two functions."""
+        self.add_sink(_sinks.Callback(fn, close, self.say))
+
+    def add_sink(self, sink: StepSink) -> None:
+        """A step sink (sinks.StepSink: `name`, `on_step(record)`, `close()`): fed every boundary from now on, in
+        the order added and before the session's own outputs (steps file, progress, flush), closed at finish."""
+        self.sinks.insert(self._added, sink)
+        self._added += 1
+        if self._stages:  # started: the boundary path takes it from the next boundary
+            self._stages = self._boundary_stages()
+
+    def _output_sinks(self) -> list[StepSink]:
+        """The session's own outputs of the steps, in the order they are fed: the steps file, the progress line,
+        the periodic report flush; one that is off is not made."""
+        out: list[StepSink] = []
+        if self.out.steps_file:  # named when it opens, at the first boundary: the rank is known by then
+            self._steps_file = StepsFile(lambda: self.out.path(self.rank, self.out.steps_file))
+            out.append(self._steps_file)
+        if self.progress_every_s:
+            out.append(_sinks.Progress(self.progress_every_s, self.say))
+        if self.flush_every_s and self.report_path:
+            self._flush = _sinks.Flush(self.flush_every_s, self._write_running)
+            out.append(self._flush)
+        return out
+
+    def _write_running(self) -> None:
+        """The periodic flush's report (sinks.Flush): the steps so far, the run still `running`."""
+        self.output.write(self.report(Outcome("running", None, None)), self.rank, final=False, rows=self._rows)
+        self._rows = None
+
+    def _close_sinks(self) -> None:
+        """Every sink closed once, in order, after the adapter's last boundary: one that fails is a profiler error
+        (`finish.<name>`) and the others still close, the report still goes out."""
+        for sink in self.sinks:
+            guarded(f"finish.{sink.name}", sink.close)
 
     @contextlib.contextmanager
     def data_wait(self):
@@ -355,7 +386,7 @@ class Session(BoundaryPath):
         if self._capture is not None:
             raise SessionError("a capture window is already open for this session")
         self._capture = CaptureWindow(logdir, start_step, num_steps, self.backend, analyze)
-        self.add_step_callback(self._capture.on_step)
+        self.add_sink(_sinks.Capture(self._capture.on_step, self._end_capture))
 
     @property
     def has_capture(self) -> bool:
@@ -371,6 +402,14 @@ class Session(BoundaryPath):
         if trace is not None and self._capture.into_report:
             self.trace = trace  # the report's `trace` section (and its verdicts) come from this analysis
         return trace
+
+    def _end_capture(self) -> None:
+        """Close the capture window (idempotent): analysed into the report's `trace` section, or only recorded
+        under `profiler.captures`."""
+        if self._capture.into_report:
+            self.capture_analysis()
+        else:
+            self._capture.close_unanalysed(self.profiler.setdefault("captures", []))
 
     def on_stop(self, hook: Callable[[int], None]) -> None:
         """Tell `hook(signum)` when a stop signal arrives (spawn.py forwards it to the children)."""
@@ -391,21 +430,12 @@ class Session(BoundaryPath):
                ) -> dict[str, Any]:
         if self._finished is not None:
             return self._finished
-        for close in self._closers:
-            try:
-                close()
-            except Exception as exc:
-                self.say(f"ptxla_perf: could not close a step callback: {exc}")
-        if self._capture is not None:
-            if self._capture.into_report:
-                guarded("finish.capture", self.capture_analysis)
-            else:
-                guarded("finish.capture", self._capture.close_unanalysed, self.profiler.setdefault("captures", []))
+        if self._capture is not None:  # by hand, before the sampler and the adapter stop: as it always was
+            guarded("finish.capture", self._end_capture)
         if self.sampler is not None:
             guarded("finish.sampler", self.sampler.stop)
         self.tail = guarded("adapter.stop", self.adapter.stop)  # may still give the last boundary (JAX)
-        if self._steps_file is not None:
-            guarded("finish.steps_file", self._steps_file.close)
+        self._close_sinks()  # after that last boundary: every output has had every step
         self._release()
         end = Outcome(status, exit_code, stop_reason)
         report = guarded("report", self.report, end)
@@ -487,7 +517,8 @@ class Session(BoundaryPath):
         return report_of(analysis, self.facts, sections, end=end, adapter=self.adapter, env=env, steps=self.steps,
                          tail=self.tail, extra_findings=self.extra_findings, profiler=self.profiler,
                          extra=self.extra, trace=self.trace, faults=FAULTS.since(self._faults_mark),
-                         rows=self._rows, retention=self.retention, steps_file=self._steps_path)
+                         rows=self._rows, retention=self.retention,
+                         steps_file=self._steps_file.path if self._steps_file else None)
 
     def analysis(self, status: str | None = None, capacity: dict[str, Any] | None = None) -> Analysis:
         """The analysis of the boundaries so far (iterations, compile classes, findings): what the report says.

@@ -5,21 +5,26 @@ report's `steps[]` has it before the analysis adds its figures (steady, step_tim
 from __future__ import annotations
 
 import json
-from typing import IO
+from typing import IO, Callable
 
 from ..model.records import StepRecord
 
 
 class StepsFile:
-    """An append-only JSON-lines file, opened at the first step, flushed by the OS's buffering, closed at the end."""
+    """An append-only JSON-lines file, opened at the first step, flushed by the OS's buffering, closed at the end: a
+    step sink (sinks.py). `path_of()` names it when it opens (the rank is known by then); `path` is None until."""
 
-    def __init__(self, path: str):
-        self.path = path
+    name = "steps_file"
+
+    def __init__(self, path_of: Callable[[], str]):
+        self.path: str | None = None
         self.lines = 0
+        self._path_of = path_of
         self._f: IO[str] | None = None
 
-    def write(self, rec: StepRecord) -> None:
+    def on_step(self, rec: StepRecord) -> None:
         if self._f is None:
+            self.path = self._path_of()
             self._f = open(self.path, "w", buffering=1 << 16)
         self._f.write(json.dumps(rec.to_json(), separators=(",", ":"), default=str))
         self._f.write("\n")
