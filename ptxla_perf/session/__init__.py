@@ -6,6 +6,9 @@
 Ctrl-C / SIGTERM stop the run at the next step boundary and still write the report; a crash in the user's code
 writes it too, then the exception goes on.
 
+What the steps feed (the user's callbacks, the capture window, the steps file, the progress line, the periodic
+flush) are step sinks (sinks.py): one list, `sinks`, fed at every boundary (boundary.py) and closed in `finish`.
+
 Nothing here touches the runtime before the user's code does: the profiler server, the rank and the console
 owner are settled at the first step boundary, where the runtime is known to be up (a script that calls
 `torch_xla.launch` or `jax.distributed.initialize` must find it untouched). Children spawned by the script get
