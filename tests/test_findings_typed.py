@@ -18,7 +18,7 @@ from ptxla_perf.report import assemble as R
 from ptxla_perf.rules import ranks as rank_rules, registry
 from ptxla_perf.model import thresholds
 from ptxla_perf.rules.end import run_end
-from ptxla_perf.rules.iteration import ITERATION_RULES
+from ptxla_perf.rules.iteration import ITERATION_RULES, BoundEvidence
 from ptxla_perf.model.records import Boundary, Event, Location, StepRecord, Transfers
 
 
@@ -72,7 +72,7 @@ def test_card_says_host_bound_share_is_of_the_measured_time():
     """host_bound's `share` is a share of the step's measured time (wall less `other`); its share of the wall time
     is another number. The card said the first was "of wall time"."""
     typed = Finding("host_bound", "warning", "The host keeps the step busy.", 8,
-                    evidence={"ms_per_step": 10.0, "share": 0.8, "share_of_wall": 0.5},
+                    evidence=BoundEvidence(10.0, 20.0, 0.8, 0.5),
                     cost=Cost(ms_per_step=10.0, share_of_wall=0.5, share_of_measured=0.8)).to_json()
     old = json.loads((FIX / "v040_rank0.json").read_text())
     old_style = next(f for f in old["findings"] if f["kind"] == "host_bound")  # 0.4.0: no `cost`

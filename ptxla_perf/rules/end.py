@@ -14,7 +14,7 @@ from ..xla import oom
 from ..frames import function_at, is_user_file
 from ..model.records import Location, StepRecord
 from ..model.thresholds import value as threshold
-from ..model.finding import RUN_END, Finding, NoEvidence, Rule, run as run_rules
+from ..model.finding import RUN_END, Evidence, Finding, NoEvidence, Rule, run as run_rules
 
 ADVICE = {"memory_headroom": "Reduce the batch size or the activations (rematerialisation), or shard the state."}
 
@@ -64,7 +64,7 @@ class Oom(Rule):
 
 
 @dataclass
-class OomEvidence:
+class OomEvidence(Evidence):
     """oom's evidence: what XLA's message says (oom.OomReport, its keys at the top), the last step boundary before
     it, and what the run measured before it died (`memory`, where the report has a memory section)."""
 
@@ -127,7 +127,7 @@ class MemoryHeadroom(Rule):
 
 
 @dataclass
-class HeadroomEvidence:
+class HeadroomEvidence(Evidence):
     peak_bytes: int | None
     capacity_bytes: int
     capacity_source: str
