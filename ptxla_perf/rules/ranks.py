@@ -268,7 +268,8 @@ class RankDivergence(_CrossRank):
                                DivergenceEvidence(kind, on_ranks=on, not_on_ranks=off), f.per_step,
                                ranks=on, cost=f.cost))
         compiles = {rank_of(x): int((x.get("summary") or {}).get("compiles") or 0) for x in reports}
-        if len(set(compiles.values())) > 1 and not any(o.evidence.finding == "recompilation" for o in out):
+        diverged = {kind for (kind, _, _), hits in by_line.items() if len(hits) != len(ranks)}
+        if len(set(compiles.values())) > 1 and "recompilation" not in diverged:
             typical = median(compiles.values())
             odd = sorted(k for k, v in compiles.items() if v != typical)
             if odd and len(odd) < len(ranks):
