@@ -126,14 +126,15 @@ class Finding:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Finding":
         """A written finding (a report's, any version's) as a Finding: the load edges' one reader. A 0.4.0 one (no
-        origin, no cost) gets them as `origin_of`/`cost_of` read them; its evidence, a WrittenEvidence, writes the keys it
-        was read with."""
+        origin, no cost) gets them as `origin_of`/`cost_of` read them; its evidence, a WrittenEvidence, writes the
+        keys it was read with."""
         loc, ev = d.get("location"), d.get("evidence")
         return cls(str(d.get("kind") or ""), str(d.get("severity") or "info"), str(d.get("message") or ""),
                    int(d.get("count") or 0),
                    Location(loc.get("file"), loc.get("line"), loc.get("function")) if isinstance(loc, Mapping) and loc
                    else None,
-                   WrittenEvidence(dict(ev) if isinstance(ev, Mapping) else {}), d.get("per_step"), list(d.get("steps") or []),
+                   WrittenEvidence(dict(ev) if isinstance(ev, Mapping) else {}), d.get("per_step"),
+                   list(d.get("steps") or []),
                    origin_of(dict(d)), cost_of(dict(d)), list(d["ranks"]) if d.get("ranks") is not None else None,
                    d.get("source"))
 

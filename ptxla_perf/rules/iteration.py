@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 from . import transfer_origin
 from .evidence import (ClosureReadEvidence, HostReadEvidence, RecompileEvidence, SeenCalls, UploadEvidence,
                        WarmupEvidence)
-from ..model.finding import Cost, Evidence, Finding, Rule, run as run_rules, short_path, where  # noqa: F401 - Finding, Rule,
+from ..model.finding import Cost, Finding, Rule, run as run_rules, short_path, where  # noqa: F401 - Finding, Rule,
 #                                                                  short_path and where: the backends' rules import them here
+from ..model.finding import Evidence
 
 GENERIC_ADVICE = {
     "device_to_host_sync": "Keep values on the device and read them every N steps, or after the loop.",
