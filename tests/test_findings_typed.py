@@ -18,7 +18,7 @@ from ptxla_perf.report import assemble as R
 from ptxla_perf.rules import ranks as rank_rules, registry
 from ptxla_perf.model import thresholds
 from ptxla_perf.rules.end import run_end
-from ptxla_perf.rules.iteration import ITERATION_RULES
+from ptxla_perf.rules.iteration import ITERATION_RULES, BoundEvidence
 from ptxla_perf.model.records import Boundary, Event, Location, StepRecord, Transfers
 
 
@@ -72,7 +72,7 @@ def test_card_says_host_bound_share_is_of_the_measured_time():
     """host_bound's `share` is a share of the step's measured time (wall less `other`); its share of the wall time
     is another number. The card said the first was "of wall time"."""
     typed = Finding("host_bound", "warning", "The host keeps the step busy.", 8,
-                    evidence={"ms_per_step": 10.0, "share": 0.8, "share_of_wall": 0.5},
+                    evidence=BoundEvidence(10.0, 20.0, 0.8, 0.5),
                     cost=Cost(ms_per_step=10.0, share_of_wall=0.5, share_of_measured=0.8)).to_json()
     old = json.loads((FIX / "v040_rank0.json").read_text())
     old_style = next(f for f in old["findings"] if f["kind"] == "host_bound")  # 0.4.0: no `cost`
@@ -232,3 +232,122 @@ def test_live_findings_of_a_launch_bound_run_through_roofline_merge_and_diff():
     assert merged["summary"]["findings_by_severity"] == severity_counts(map(Finding.from_json, merged["findings"]))
     diffed = compare(from_report(ranks[0], "a"), from_report(merged, "b"))
     assert not [c for c in diffed.finding_changes if c.kind == "launch_bound"]
+
+
+# --- one shape of evidence (issue 39) ---------------------------------------------------------------------------
+def _evidence_samples() -> list:
+    """One instance of every evidence class, its optional keys set where a class writes them only when seen."""
+    from ptxla_perf.backends.jax import rules as jax_rules
+    from ptxla_perf.backends.torch_xla import rules as xla_rules
+    from ptxla_perf.model.finding import NoEvidence, WrittenEvidence
+    from ptxla_perf.model.records import SpmdEvidence
+    from ptxla_perf.pods.merge import PerRankEvidence
+    from ptxla_perf.report.outputs import FaultEvidence
+    from ptxla_perf.report.precedence import DeferredEvidence
+    from ptxla_perf.rules import end, evidence as E, iteration as It, memory
+    from ptxla_perf.trace import rules as T
+    from ptxla_perf.xla import oom
+    seen = E.SeenCalls({"loss.item": 3}, "torch", [[1]], 4, ["add"], "float32", ["numpy"])
+    loc = {"file": "/x/t.py", "line": 3, "function": "f"}
+    window = T.WindowHostEvidence(4.0, 1.0, 0.8, 5, distorted_window=3.2)
+    return [
+        NoEvidence(), WrittenEvidence({"any": [1, {"key": None}], "as": "written"}),
+        end.OomEvidence(oom.parse("RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm. Used 17.50G of "
+                                  "15.48G hbm. Exceeded hbm capacity by 2.02G."), 4, {"peak_bytes": 10}),
+        end.HeadroomEvidence(9, 10, "user", 1, 0.1, "g", [{"bytes": 8}]),
+        memory.GrowthEvidence(True, 1.0, 64, 640, 10, 5, [1, 2], [64, 128], None, "unknown", {"holder": "cache"}),
+        memory.DonationFindingEvidence("step", 64, 2, [[4, 4]], ["state"]),
+        seen, E.SeenCalls(), E.ClosureReadEvidence(seen),
+        E.HostReadEvidence(seen, "train", 5, 6, 1.5, 40, 1.0, "skip", "if x.item(): continue", True),
+        E.HostReadEvidence(E.SeenCalls(), None, 1, 6, 0.0, 0),
+        E.UploadEvidence(seen, 2, 1, {"round_trip": 8}, ["loss.item"], 8, 0.001, None),
+        E.UploadEvidence(E.SeenCalls(), 1, 0),
+        E.RecompileEvidence("site:/x/t.py:3", 0.6, 0.1, [2, 4], "train", 2, 0, None, {"input_shapes": 2},
+                            ["shape"], ["h1"], loc, loc),
+        E.RecompileEvidence("jit:f", 0.6, 0.1, [2], None, 0, 1, differences=["partial"]),
+        E.WarmupEvidence("jit:f", None, False, [None, "optimizer_state"], [], 0.3),
+        E.WarmupEvidence("site:/x/t.py:3", "constant", True, ["constant"], ["d"], 0.3, loc, loc),
+        It.NewGraphEvidence("jit:f", 0.2, "eval"), It.SyncSitesEvidence(2, [loc, loc]), It.SyncSitesEvidence(2),
+        It.FallbackOpEvidence("aten::nonzero", {"x.nonzero": 2}), It.CompileTimeEvidence(1.0, 10.0, 0.1),
+        It.InputBoundEvidence(3.0, 5.0, 0.6, "next"), It.BoundEvidence(10.0, 20.0, 0.8, 0.5, 0.3, [loc]),
+        It.LaunchEvidence(3.5, 5.0, 0.7, 0.7, 2.0, 1.0),
+        rank_rules.DivergenceEvidence("recompilation", [1], [0], {"0": 1, "1": 3}),
+        rank_rules.StragglerEvidence(1, "train", 0.01, 0.2, "data", {"0": 0.05, "1": 0.06}, 8, 7, [1], 0.01),
+        T.WindowEvidence(), T.WindowInputEvidence(0.5, 4.0, 0.1, 5), T.WindowIdleEvidence(0.3, 2.0, 5), window,
+        T.WindowCollectiveEvidence(0.4, 0.5, "xla"),
+        xla_rules.EagerOpsEvidence(10.0, 8.0, 2.0, 5.0, 0.4, 3.0, 6, [loc]),
+        xla_rules.DynamoGraphsEvidence(2, 2, 1, 1, 0.5, {"f": 2}),
+        xla_rules.DynamoRecompileEvidence("k", "f", "size", {"size": 2}, ["r"], 0.2, 3, 8, False),
+        xla_rules.DynamoBreakEvidence("a print", None),
+        xla_rules.SpmdGraphsEvidence(SpmdEvidence("g1", 4, [{"shape": [2, 2]}], 3, 2, {}, boundary=3,
+                                                  extra={"more": 1}), ["g0", "g1"]),
+        jax_rules.EagerLineEvidence("eager:/x/t.py:3", 0.1, {"add": 2}),
+        jax_rules.EagerFirstUseEvidence(0.1, [{"line": 3, "function": "f", "compiles": 2}], {"add": 2}, 1,
+                                        [{"file": "/x/t.py", "line": 3}]),
+        DeferredEvidence(window, "warning"), FaultEvidence(["rule.x"]),
+        PerRankEvidence(WrittenEvidence({"a": 1}), {"0": {"count": 1, "per_step": None, "severity": "info"}}),
+    ]
+
+
+def test_every_evidence_class_writes_reads_back_assembles_and_merges_the_same():
+    """Every finding's evidence is one of the evidence classes: written by its `to_json`, read back at the load
+    edges as a WrittenEvidence that writes the same keys in the same order, through a report and a merge of two
+    ranks unchanged (but for merge's `per_rank`). A new evidence class must be added to the samples."""
+    from ptxla_perf.model.finding import Evidence, WrittenEvidence
+    from ptxla_perf.pods import merge as M
+    from ptxla_perf.rules import evidence  # noqa: F401 - its classes are among the subclasses
+    from ptxla_perf.report import outputs, precedence  # noqa: F401
+    samples = _evidence_samples()
+
+    def below(c: type) -> set[type]:
+        return {s for sub in c.__subclasses__() for s in {sub, *below(sub)}}
+    assert {type(e) for e in samples} == below(Evidence)
+    with pytest.raises(TypeError):  # a dict becomes evidence only at a load edge
+        Finding("x", "info", "m", 1, None, {"a": 1})  # type: ignore[arg-type]
+
+    live = [Finding(f"k{i}_{type(e).__name__}", "warning", "m", 2, Location("/x/t.py", i + 1, "f"), e, 0.5, [1, 2],
+                    cost=Cost(ms_per_step=1.0)) for i, e in enumerate(samples)]
+    written = json.loads(json.dumps([f.to_json() for f in live]))
+    for f, w in zip(live, written):
+        back = Finding.from_json(w)
+        assert isinstance(back.evidence, WrittenEvidence) and back == f and back.to_json() == w
+        assert list(w["evidence"]) == list(f.evidence.to_json())  # the order too: views show keys as written
+
+    base = _build()
+    assembled = [R.assemble(backend="torch_xla", run=base["run"], env=base["environment"], steps=base["steps"],
+                            summary=base["summary"], findings=fs)["findings"]
+                 for fs in (live, [Finding.from_json(w) for w in written])]
+    assert json.dumps(assembled[0]) == json.dumps(assembled[1])
+    by_kind = {f["kind"]: f for f in assembled[0]}
+    assert [by_kind[f.kind]["evidence"] for f in live] == [w["evidence"] for w in written]
+
+    ranks = [json.loads(json.dumps(dict(_build(rank=k), findings=written)))for k in range(2)]
+    merged = {f["kind"]: f for f in M.merge(ranks, ["r0.json", "r1.json"])["findings"]}
+    for f, w in zip(live, written):
+        got = merged[f.kind]["evidence"]
+        assert list(got) == [*(k for k in w["evidence"] if k != "per_rank"), "per_rank"], f.kind
+        assert {k: v for k, v in got.items() if k != "per_rank"} == \
+            {k: v for k, v in w["evidence"].items() if k != "per_rank"}
+        assert got["per_rank"] == {str(k): {"count": 2, "per_step": 0.5, "severity": "warning"} for k in range(2)}
+
+
+def test_the_iteration_findings_evidence_writes_the_keys_their_dicts_wrote():
+    """The evidence classes that replaced dict literals (rules/evidence.py) write the keys those wrote, in their
+    order: a key seen only where it applies, a few written even when None (as the dicts did)."""
+    from ptxla_perf.rules import evidence as E
+    seen = E.SeenCalls({"loss.item": 2}, None, [[1]], 4)
+    assert list(E.HostReadEvidence(seen, "train", 5, 6, 1.5, 40, 1.0, "skip", None, True).to_json()) == [
+        "calls", "shapes", "bytes", "phase", "iterations_with_reads", "phase_iterations", "wait_ms_per_step",
+        "bytes_total", "extra_executions_per_step", "control_flow", "statement", "once_per_pass"]
+    assert E.HostReadEvidence(E.SeenCalls(), None, 1, 2, 0.0, 0).to_json() == {
+        "phase": None, "iterations_with_reads": 1, "phase_iterations": 2, "wait_ms_per_step": 0.0, "bytes_total": 0}
+    assert E.UploadEvidence(seen, 1, 0, seconds_per_iteration=0.1).to_json() == {
+        "calls": {"loss.item": 2}, "shapes": [[1]], "bytes": 4, "arrays": 1, "avoidable_calls": 0,
+        "seconds_per_iteration": 0.1, "share_of_step": None}
+    assert list(E.RecompileEvidence("k", 1.0, 0.1, [1], None, 1, 0, None, {}, []).to_json()) == [
+        "key", "compile_time_s", "share_of_wall_time", "iterations", "phase", "explained", "unexplained", "cause",
+        "causes", "differences"]
+    assert E.WarmupEvidence("k", None, False, [], [], 0.1).to_json() == {
+        "key": "k", "cause": None, "special_scalars": False, "compile_causes": [], "differences": [],
+        "compile_time_s": 0.1}
+    assert E.ClosureReadEvidence(seen).to_json() == {"closure": True, **seen.to_json()}

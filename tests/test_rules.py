@@ -164,7 +164,7 @@ def test_eager_first_use_compiles_are_info():
     assert not kinds(a, "warning")
     f = next(f for f in a.findings if f.kind == "eager_compile")
     # first run inside a training iteration: said, with what is not known (how often the line runs)
-    assert f.evidence["in_training_loop"] == [{"file": F, "line": 50}] and "not measured" in f.message
+    assert f.evidence.in_training_loop == [{"file": F, "line": 50}] and "not measured" in f.message
 
 
 # --- host reads -----------------------------------------------------------------------------------------------
@@ -188,7 +188,7 @@ def test_read_that_splits_the_eval_step_says_so():
     recs = [train_step() for _ in range(4)] + [b(40, grad=False, d2h=1, execs=2, early=1) for _ in range(4)]
     a = analyze(numbered(recs))
     f = next(f for f in a.findings if f.kind == "device_to_host_sync")
-    assert f.severity == "warning" and f.evidence["phase"] == "eval"
+    assert f.severity == "warning" and f.evidence.phase == "eval"
     assert "2 graphs instead of 1" in f.message
 
 
@@ -200,7 +200,7 @@ def test_eval_result_read_once_per_pass_is_info():
         recs += [b(40, grad=False), b(40, grad=False), b(40, grad=False, d2h=1)]
     a = analyze(numbered(recs))
     f = next(f for f in a.findings if f.kind == "device_to_host_sync")
-    assert f.severity == "info" and f.evidence["once_per_pass"] and "once per eval pass" in f.message
+    assert f.severity == "info" and f.evidence.once_per_pass and "once per eval pass" in f.message
     assert not kinds(a, "warning")
 
 
@@ -247,7 +247,7 @@ def test_eval_result_read_after_a_loader_closed_pass_is_once_per_pass(grad):
     assert [s.phase for s in a.iterations] == ["train"] + ["eval"] * 5 + (["train"] + ["eval"] * 5) * 2
     assert all(s.device_to_host.count == 0 for s in a.train)
     (f,) = [f for f in a.findings if f.kind == "device_to_host_sync"]
-    assert f.severity == "info" and f.evidence["once_per_pass"] and f.evidence["phase"] == "eval"
+    assert f.severity == "info" and f.evidence.once_per_pass and f.evidence.phase == "eval"
     assert "once per eval pass (3 passes)" in f.message, f.message
     assert not [f for f in a.findings if f.kind == "graph_break"]
 
@@ -260,7 +260,7 @@ def test_mesh_reduce_after_the_eval_loop_is_once_per_pass():
     assert not kinds(a, "warning"), a.findings
     assert all(s.device_to_host.count == 0 and len(I.launching_boundaries(s)) <= 1 for s in a.train)
     (f,) = [f for f in a.findings if f.kind == "device_to_host_sync"]
-    assert f.evidence["once_per_pass"] and "once per eval pass (3 passes)" in f.message, f.message
+    assert f.evidence.once_per_pass and "once per eval pass (3 passes)" in f.message, f.message
     assert not [f for f in a.findings if f.kind == "graph_break"]
 
 
@@ -283,7 +283,7 @@ def test_a_read_after_a_no_grad_sync_every_step_stays_trainings():
         recs += [b(19, execs=0, d2h=1), train_step(line=19), b(25, grad=False)]
     a = analyze(numbered(recs))
     (f,) = [f for f in a.findings if f.kind == "device_to_host_sync"]
-    assert f.severity == "warning" and f.evidence["phase"] == "train" and not f.evidence.get("once_per_pass")
+    assert f.severity == "warning" and f.evidence.phase == "train" and not f.evidence.once_per_pass
 
 
 def test_read_wait_cost_leaves_out_compiling_iterations():
@@ -291,7 +291,7 @@ def test_read_wait_cost_leaves_out_compiling_iterations():
     recs = [train_step(d2h=1) for _ in range(10)]
     recs[0].compiles, recs[0].device_to_host_time_s = 1, 2.0
     f = next(f for f in analyze(numbered(recs)).findings if f.kind == "device_to_host_sync")
-    assert f.evidence["wait_ms_per_step"] == 1.0
+    assert f.evidence.wait_ms_per_step == 1.0
 
 
 def test_sync_between_backward_and_optimizer_step_splits_every_step():

@@ -5,7 +5,7 @@ from ptxla_perf.model.records import StepRecord
 from ptxla_perf.trace import summarize_steps
 from ptxla_perf.trace.relate import boundary_owners, relate
 from ptxla_perf.trace.section import CollectiveShare, StepSummary, TraceSection, TraceSource
-from ptxla_perf.model.finding import Finding
+from ptxla_perf.model.finding import Finding, WrittenEvidence
 
 
 def _row(step, ms, host=0.5):
@@ -48,9 +48,9 @@ def test_trace_steps_get_the_reports_numbers_and_phases_are_kept_apart():
 
 def test_a_window_much_slower_than_the_run_says_so():
     sec = _trace([_row(0, 100.0, host=0.9), _row(1, 100.0, host=0.9)])
-    sec.findings = [Finding("host_bound", "warning", "host-bound", 2, evidence={})]
+    sec.findings = [Finding("host_bound", "warning", "host-bound", 2, evidence=WrittenEvidence({}))]  # read back
     relate(sec, _its(["train"] * 6), 2, 0.025)  # untraced steps: 25 ms
-    assert sec.session["distorted"] and sec.findings[0].evidence["distorted_window"] == 4.0
+    assert sec.session["distorted"] and sec.findings[0].evidence_json()["distorted_window"] == 4.0
     trace = sec.to_json()
     assert trace["session"]["distorted"] and trace["session"]["slowdown"] == 4.0
     assert "4.0x slower" in trace["findings"][0]["message"]

@@ -10,11 +10,11 @@ all. Modelled on torch.profiler's pattern matcher: each verdict a small class, r
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable, Mapping, Sequence
 
 from .faults import FAULTS, check
-from .records import Location, evidence_json
+from .records import Location
 
 # where a finding came from
 RUNTIME, TRACE, RANKS, RUN = "runtime", "trace", "ranks", "run"
@@ -65,9 +65,30 @@ class Cost:
         return cls(**{f.name: d[f.name] for f in fields(cls) if isinstance(d.get(f.name), (int, float))})
 
 
+class Evidence:
+    """What every finding's evidence is: a dataclass of its kind's figures, written as the report's
+    `findings[].evidence` by `to_json` (its fields, in order, unless the class says which it writes). The one shape a
+    finding carries; a written report's evidence read back is a `WrittenEvidence`."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]  # every subclass is a dataclass
+
+
 @dataclass(frozen=True)
-class NoEvidence:
+class NoEvidence(Evidence):
     """The evidence of a finding whose message says all there is (run_stopped): `{}` in the report."""
+
+
+@dataclass(frozen=True)
+class WrittenEvidence(Evidence):
+    """A written finding's evidence read back (merge, view, a trace section merged into a report): the keys as
+    that report's version wrote them, kept as they are, so a report re-assembled from its findings writes them
+    unchanged (`Finding.from_json` makes one)."""
+
+    written: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.written)
 
 
 @dataclass
@@ -77,8 +98,8 @@ class Finding:
     message: str
     count: int
     location: Location | None = None
-    evidence: Any = field(default_factory=dict)  # the kind's evidence dataclass (its JSON: `to_json` where it has
-    #                                              one, else its fields); a written report's, read back, is a dict
+    evidence: Evidence = field(default_factory=NoEvidence)  # the kind's evidence class (its JSON: `to_json`); a
+    #                                                         written report's, read back, is a WrittenEvidence
     per_step: float | None = None
     steps: list[int] = field(default_factory=list)
     origin: str = RUNTIME  # runtime | trace | ranks | run
@@ -89,11 +110,13 @@ class Finding:
     source: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.evidence, Evidence):  # one shape: a dict becomes evidence only at a load edge
+            raise TypeError(f"{self.kind}: evidence must be an Evidence, not {type(self.evidence).__name__}")
         if self.cost.per_step is None and self.per_step is not None:
             self.cost = Cost(**{**self.cost.to_json(), "per_step": self.per_step})
 
     def __eq__(self, other: object) -> bool:
-        """Field by field, the evidence as written: a finding read back from its report (its evidence a dict)
+        """Field by field, the evidence as written: a finding read back from its report (a WrittenEvidence)
         equals the live one it was written from."""
         if not isinstance(other, Finding):
             return NotImplemented
@@ -103,23 +126,20 @@ class Finding:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Finding":
         """A written finding (a report's, any version's) as a Finding: the load edges' one reader. A 0.4.0 one (no
-        origin, no cost) gets them as `origin_of`/`cost_of` read them; its evidence stays the dict it was."""
+        origin, no cost) gets them as `origin_of`/`cost_of` read them; its evidence, a WrittenEvidence, writes the
+        keys it was read with."""
         loc, ev = d.get("location"), d.get("evidence")
         return cls(str(d.get("kind") or ""), str(d.get("severity") or "info"), str(d.get("message") or ""),
                    int(d.get("count") or 0),
                    Location(loc.get("file"), loc.get("line"), loc.get("function")) if isinstance(loc, Mapping) and loc
                    else None,
-                   dict(ev) if isinstance(ev, Mapping) else {}, d.get("per_step"), list(d.get("steps") or []),
+                   WrittenEvidence(dict(ev) if isinstance(ev, Mapping) else {}), d.get("per_step"),
+                   list(d.get("steps") or []),
                    origin_of(dict(d)), cost_of(dict(d)), list(d["ranks"]) if d.get("ranks") is not None else None,
                    d.get("source"))
 
     def evidence_json(self) -> dict[str, Any]:
-        ev = self.evidence
-        if hasattr(ev, "to_json"):  # an evidence class whose keys depend on what was seen
-            return ev.to_json()
-        if is_dataclass(ev):
-            return evidence_json(ev) if hasattr(ev, "extra") else asdict(ev)
-        return dict(ev or {})
+        return self.evidence.to_json()
 
     def to_json(self) -> dict[str, Any]:
         d = {"kind": self.kind, "severity": self.severity, "message": self.message, "count": self.count,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .._meta import SCHEMA_ID
@@ -23,7 +23,7 @@ from ..report.assemble import assemble
 from ..rules.ranks import rank_of, steady_times
 from ..report.outputs import profiler_error
 from ..model import summary_keys as K
-from ..model.finding import TRACE, Finding, severity_counts, severity_rank, worst_first
+from ..model.finding import TRACE, Evidence, Finding, severity_counts, severity_rank, worst_first
 from ..model.summary import Stats, Summary
 
 _STATUS_ORDER = ["completed", "running", "stopped", "interrupted", "crashed"]
@@ -276,10 +276,23 @@ def aggregate(procs: list[dict[str, Any]], straggler: dict[str, Any] | None = No
     return out
 
 
+@dataclass
+class PerRankEvidence(Evidence):
+    """A merged finding's evidence: the first rank's evidence as it wrote it, then `per_rank` (rank -> its count,
+    per_step and severity)."""
+
+    first: Evidence
+    per_rank: dict[str, dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.first.to_json(), "per_rank": self.per_rank}
+
+
 def merge_findings(reports: list[dict[str, Any]]) -> list[Finding]:
     """One finding per (kind, line) across ranks, with the ranks it occurs on; counts summed, worst severity. The
     ranks' written findings become Findings here (the load edge: `Finding.from_json`)."""
     merged: dict[tuple, Finding] = {}
+    per_rank: dict[tuple, dict[str, Any]] = {}  # each merged finding's evidence.per_rank
     for r in reports:
         rank = rank_of(r)
         for f in map(Finding.from_json, r.get("findings", [])):
@@ -287,10 +300,11 @@ def merge_findings(reports: list[dict[str, Any]]) -> list[Finding]:
                    f.origin)
             m = merged.get(key)
             if m is None:
-                m = merged[key] = replace(f, ranks=[], evidence=dict(f.evidence_json(), per_rank={}), count=0)
+                ev = PerRankEvidence(f.evidence, per_rank.setdefault(key, {}))
+                m = merged[key] = replace(f, ranks=[], evidence=ev, count=0)
             m.ranks.append(rank)
             m.count += f.count
-            m.evidence["per_rank"][str(rank)] = {"count": f.count, "per_step": f.per_step, "severity": f.severity}
+            per_rank[key][str(rank)] = {"count": f.count, "per_step": f.per_step, "severity": f.severity}
             if severity_rank(f.severity) < severity_rank(m.severity):
                 m.severity, m.message = f.severity, f.message
     out = list(merged.values())

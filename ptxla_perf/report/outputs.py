@@ -21,7 +21,7 @@ from ..rules.iteration import Analysis, Finding, run_end
 from ..model.outcome import Outcome
 from ..model.records import StepRecord
 from ..model.summary import StepRow
-from ..model.finding import RUN, severity_counts
+from ..model.finding import RUN, Evidence, severity_counts
 from .tb_scalars import ScalarLog
 from ..trace.section import TraceSection
 
@@ -144,7 +144,7 @@ def profiler_error(faults: Sequence[Fault]) -> Finding:
 
 
 @dataclass
-class FaultEvidence:
+class FaultEvidence(Evidence):
     """profiler_error's evidence: the points where ptxla_perf's own code failed (faults.py)."""
 
     points: list[str]

@@ -5,9 +5,22 @@ runtime's is the one to believe and why (a `WARN host_bound` at 86 % of a 3x-slo
 `info host_bound` at 45 % of every step read as two verdicts)."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
-from ..model.finding import TRACE, Finding, severity_rank
+from ..model.finding import TRACE, Evidence, Finding, severity_rank
+
+
+@dataclass
+class DeferredEvidence(Evidence):
+    """A deferred window finding's evidence: the window's own, then `deferred_to: runtime` and the severity it
+    had in the window."""
+
+    window: Evidence
+    severity_in_window: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.window.to_json(), "deferred_to": "runtime", "severity_in_window": self.severity_in_window}
 
 
 def defer_distorted(findings: list[Finding], traced: list[Finding]) -> list[Finding]:
@@ -26,7 +39,7 @@ def defer_distorted(findings: list[Finding], traced: list[Finding]) -> list[Find
             continue
         outranks = severity_rank(f.severity) < severity_rank(own.severity)
         out.append(replace(f, severity="info" if outranks else f.severity,
-                           evidence=dict(ev, deferred_to="runtime", severity_in_window=f.severity),
+                           evidence=DeferredEvidence(f.evidence, f.severity),
                            message=f.message + (
                                f" Believe the runtime's `{own.kind}` finding ({own.severity}) over this one: it "
                                f"is measured on every step, this window's steps ran {ev['distorted_window']:.1f}x "

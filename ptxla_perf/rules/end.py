@@ -14,7 +14,7 @@ from ..xla import oom
 from ..frames import function_at, is_user_file
 from ..model.records import Location, StepRecord
 from ..model.thresholds import value as threshold
-from ..model.finding import RUN_END, Finding, NoEvidence, Rule, run as run_rules
+from ..model.finding import RUN_END, Evidence, Finding, NoEvidence, Rule, run as run_rules
 
 ADVICE = {"memory_headroom": "Reduce the batch size or the activations (rematerialisation), or shard the state."}
 
@@ -55,16 +55,16 @@ class Oom(Rule):
         loc = next((Location(a.source_file, a.source_line, function_at(a.source_file, a.source_line))
                     for a in r.largest if a.source_file and a.source_line and is_user_file(a.source_file)), None)
         # boundaries so far from the last one's index: a long run holds only its latest (fold.py)
+        ev = OomEvidence(r, last.index if last else None)
         f = Finding("oom", "error", oom.message(r, last.index + 1 if last else 0), 1,
-                    loc or (last.site if last else None),
-                    OomEvidence(r, last.index if last else None))
+                    loc or (last.site if last else None), ev)
         if end.memory:
-            _join(f, end.memory)
+            _join(f, ev, end.memory)
         return [f]
 
 
 @dataclass
-class OomEvidence:
+class OomEvidence(Evidence):
     """oom's evidence: what XLA's message says (oom.OomReport, its keys at the top), the last step boundary before
     it, and what the run measured before it died (`memory`, where the report has a memory section)."""
 
@@ -77,14 +77,14 @@ class OomEvidence:
                 **({} if self.memory is None else {"memory": self.memory})}
 
 
-def _join(f: Finding, sec: dict[str, Any]) -> None:
+def _join(f: Finding, ev: OomEvidence, sec: dict[str, Any]) -> None:
     """The oom finding with what the run measured before it died: the largest graph's peak and whether live device
     memory grew step over step (and what held it)."""
     live = sec.get("live") or {}
     bufs = M.top_buffers(sec)
-    f.evidence.memory = {"largest_graph": sec.get("largest_graph"), "peak_bytes": sec.get("peak_bytes"),
-                            "arrays_per_step": live.get("arrays_per_step"),
-                            "bytes_per_step": live.get("bytes_per_step"), "largest_buffers": bufs}
+    ev.memory = {"largest_graph": sec.get("largest_graph"), "peak_bytes": sec.get("peak_bytes"),
+                 "arrays_per_step": live.get("arrays_per_step"), "bytes_per_step": live.get("bytes_per_step"),
+                 "largest_buffers": bufs}
     if bufs:
         f.message += (f" The largest step graph measured before it died ({sec.get('largest_graph')}, peak "
                       f"{fmt.nbytes(sec.get('peak_bytes'))}) holds at its peak: {M.buffers_text(bufs)}.")
@@ -127,7 +127,7 @@ class MemoryHeadroom(Rule):
 
 
 @dataclass
-class HeadroomEvidence:
+class HeadroomEvidence(Evidence):
     peak_bytes: int | None
     capacity_bytes: int
     capacity_source: str

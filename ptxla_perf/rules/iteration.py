@@ -39,8 +39,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..analysis.fold import Folded
 from . import transfer_origin
+from .evidence import (ClosureReadEvidence, HostReadEvidence, RecompileEvidence, SeenCalls, UploadEvidence,
+                       WarmupEvidence)
 from ..model.finding import Cost, Finding, Rule, run as run_rules, short_path, where  # noqa: F401 - Finding, Rule,
 #                                                                  short_path and where: the backends' rules import them here
+from ..model.finding import Evidence
 
 GENERIC_ADVICE = {
     "device_to_host_sync": "Keep values on the device and read them every N steps, or after the loop.",
@@ -212,7 +215,7 @@ class NewGraph(Rule):
 
 
 @dataclass
-class NewGraphEvidence:
+class NewGraphEvidence(Evidence):
     """new_graph's evidence: the graph's key, its first compile's seconds and the phase it compiled in."""
 
     key: str
@@ -233,19 +236,17 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
     loc = changed or re_[0].location
     phase = re_[0].phase
     per = n / max(1, phase_len[phase])
-    evidence: dict[str, Any] = {
-        "key": str(re_[0].key), "compile_time_s": round(seconds, 4), "share_of_wall_time": round(seconds / wall, 4),
-        "iterations": [u.position for u in re_][:20], "phase": phase, "explained": explained,
-        "unexplained": len(re_) - explained}
+    evidence = RecompileEvidence(str(re_[0].key), round(seconds, 4), round(seconds / wall, 4),
+                                 [u.position for u in re_][:20], phase, explained, len(re_) - explained)
     if events:
         # the latest explanation is the steadiest one: the first graphs also differ by start-up work
         top = events[-1].detail.cause
-        evidence["cause"] = "special_scalar" if special else top
-        evidence["causes"] = dict(seen)
-        evidence["differences"] = [d for e in events[::-1] for d in e.detail.differences][:8]
+        evidence.cause = "special_scalar" if special else top
+        evidence.causes = dict(seen)
+        evidence.differences = [d for e in events[::-1] for d in e.detail.differences][:8]
         hashes = sorted({h for e in events for h in e.detail.graph_hashes})
         if hashes:
-            evidence["graph_hashes"] = hashes[:8]
+            evidence.graph_hashes = hashes[:8]
     recurring = hits >= threshold("recurring_min_hits")
     severity = "warning" if recurring and not special else "info"
     cost = (f"{n} compile(s) in {hits} {phase} iteration(s), {seconds:.2f} s compiling = "
@@ -253,9 +254,9 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
     if special:
         why = CAUSES["special_scalar"] + (f". {advice['special_scalars']}" if advice.get("special_scalars") else "")
     elif events:
-        why = CAUSES.get(evidence["cause"], evidence["cause"])
-        if evidence["differences"]:
-            why += f"; {evidence['differences'][0]}"
+        why = CAUSES.get(evidence.cause, evidence.cause)
+        if evidence.differences:
+            why += f"; {evidence.differences[0]}"
         if len(re_) > explained:
             why += f" (seen on {explained} of {len(re_)} recompiling iterations; the others were not captured)"
     else:
@@ -264,8 +265,8 @@ def _recompilation(re_: list[C.CompileUnit], wall: float, phase_len: Counter, ad
                "unexplained recompile; rerun with attribution 'always' to see what differs)")
         if partial:
             why = f"{partial[-1]}; rerun with attribution 'always' to capture the graphs"
-            evidence["differences"] = partial[::-1][:8]
-    graph, which = _which_lines(re_[0], changed, evidence.get("cause"), evidence)
+            evidence.differences = partial[::-1][:8]
+    graph, which = _which_lines(re_[0], changed, evidence.cause, evidence)
     lead = (f"The graph{graph} recompiled after its first compile, again and again"
             if recurring else f"The graph{graph} recompiled once after its first compile (a one-off)")
     return Finding("recompilation", severity, f"{lead}: {cost}. Why: {why}.{which}", n, loc, evidence, per,
@@ -283,17 +284,17 @@ _CHANGED_AT = {  # cause -> what the line of a compile's own evidence is
 
 
 def _which_lines(unit: C.CompileUnit, changed: Location | None, cause: str | None,
-                 evidence: dict[str, Any]) -> tuple[str, str]:
+                 evidence: RecompileEvidence | WarmupEvidence) -> tuple[str, str]:
     """Say which line is which: torch_xla's graph identity is the line whose sync cut the graph
     (`evidence.graph_cut_at`); the line the finding points at is where what changed came from
     (`evidence.changed_at`). Returns the text after "The graph" and a sentence naming the changed line."""
     cut = unit.site
     if unit.key.kind != "site" or cut is None:
         return where(changed or unit.location), ""
-    evidence["graph_cut_at"] = _loc_json(cut)
+    evidence.graph_cut_at = _loc_json(cut)
     if changed is None or (changed.file, changed.line) == (cut.file, cut.line):
         return f" cut at {short_path(cut.file)}:{cut.line} ({cut.function})", ""
-    evidence["changed_at"] = _loc_json(changed)
+    evidence.changed_at = _loc_json(changed)
     role = _CHANGED_AT.get(cause or "", "the first op that differs is built at")
     return (f" cut at {short_path(cut.file)}:{cut.line} ({cut.function})",
             f" {role[0].upper()}{role[1:]} {short_path(changed.file)}:{changed.line} ({changed.function}): the "
@@ -321,17 +322,17 @@ def _warmup_finding(first: C.CompileUnit, warm: list[C.CompileUnit]) -> Finding:
     changed = next((e.location for e in events if e.location and e.detail.special_scalars), None) if special else None
     changed = changed or next((e.location for e in events if e.location), None)
     loc = changed or first.location
-    evidence = {"key": str(first.key), "cause": (seen.most_common(1)[0][0] if seen else None),
-                "special_scalars": special, "compile_causes": [ev[-1].detail.cause if ev else None for _, ev in own],
-                "differences": [d for e in events for d in e.detail.differences][:6],
-                "compile_time_s": round(first.seconds + sum(u.seconds for u in warm), 4)}
-    graph, which = _which_lines(first, changed, "special_scalar" if special else evidence["cause"], evidence)
+    evidence = WarmupEvidence(str(first.key), seen.most_common(1)[0][0] if seen else None, special,
+                              [ev[-1].detail.cause if ev else None for _, ev in own],
+                              [d for e in events for d in e.detail.differences][:6],
+                              round(first.seconds + sum(u.seconds for u in warm), 4))
+    graph, which = _which_lines(first, changed, "special_scalar" if special else evidence.cause, evidence)
     at = f" for the graph{graph}" if graph.startswith(" cut at") else graph
     return Finding(
         "warmup_compiles", "info",
         f"{n} graphs compiled in the first {len(warm) + 1} {first.phase} iterations{at}, then no more: "
         f"{why}.{which} Expected warm-up; excluded from step time.", n, loc, evidence,
-        None, [first.iteration] + [u.iteration for u in warm], cost=Cost(compile_s=evidence["compile_time_s"]))
+        None, [first.iteration] + [u.iteration for u in warm], cost=Cost(compile_s=evidence.compile_time_s))
 
 
 def _warm_cause(e: Event) -> str:
@@ -360,19 +361,15 @@ def _indices(evs: list[tuple[int, Event]], span: Mapping[int, int]) -> list[int]
     return sorted({i for j, e in evs for i in range(j, j + span.get(id(e), 1))})
 
 
-def _merge_details(events: list[Event], span: Mapping[int, int] | None = None) -> dict[str, Any]:
-    detail: dict[str, Any] = {}
+def _merge_details(events: list[Event], span: Mapping[int, int] | None = None) -> SeenCalls:
+    """What these events saw: their calls (a folded record's counted `span` times) and the first of each detail."""
     calls: Counter = Counter()
     for e in events:
         if e.detail.call:
             calls[e.detail.call] += span.get(id(e), 1) if span else 1
-    if calls:
-        detail["calls"] = dict(calls)
-    for key in ("via", "shapes", "bytes", "ops", "dtype", "source"):
-        vals = [v for e in events if (v := getattr(e.detail, key, e.detail.extra.get(key))) is not None]
-        if vals:
-            detail[key] = vals[0]
-    return detail
+    first = {key: next((v for e in events if (v := getattr(e.detail, key, e.detail.extra.get(key))) is not None),
+                       None) for key in ("via", "shapes", "bytes", "ops", "dtype", "source")}
+    return SeenCalls(dict(calls) if calls else None, **first)
 
 
 def recurs(hits: int, phase_iterations: int) -> bool:
@@ -416,18 +413,17 @@ class DeviceToHostSync(Rule):
                 at = _indices(evs, span) if len(groups) > 1 and evs else I.indices(hit)
                 share = _weight(evs, span) / seen_total if evs else 1.0
                 n = max(_weight(evs, span), round(total * share))
-                detail = _merge_details([e for _, e in evs], span)
+                detail = HostReadEvidence(_merge_details([e for _, e in evs], span), phase, nh, ns,
+                                          round(1e3 * waited * share / ns, 3),
+                                          sum((s.device_to_host.bytes or 0) * s.repeat for s in hit))
                 per = n / ns
-                detail.update(phase=phase, iterations_with_reads=nh, phase_iterations=ns,
-                              wait_ms_per_step=round(1e3 * waited * share / ns, 3),
-                              bytes_total=sum((s.device_to_host.bytes or 0) * s.repeat for s in hit))
                 if early:
-                    detail["extra_executions_per_step"] = round(early * share / ns, 3)
-                calls = ", ".join(detail.get("calls", {})) or "a host read"
+                    detail.extra_executions_per_step = round(early * share / ns, 3)
+                calls = ", ".join(detail.seen.calls or {}) or "a host read"
                 read_advice = advice.get('device_to_host_sync', GENERIC_ADVICE['device_to_host_sync'])
                 decides = control_flow.read_use(loc.file, loc.line) if loc else None
                 if decides:  # the value decides what the host does next: the decision has to move, not the read
-                    detail.update(control_flow=decides.use, statement=decides.statement)
+                    detail.control_flow, detail.statement = decides.use, decides.statement
                     fits = advice.get(f"control_flow_{decides.use}", GENERIC_ADVICE[f"control_flow_{decides.use}"])
                     read_advice = (f"The value decides control flow on the host (`{decides.statement}`): "
                                    f"{fits[:1].lower()}{fits[1:]}")
@@ -446,7 +442,7 @@ class DeviceToHostSync(Rule):
                            f"({fmt.steps(at)}), stalling the host until the device finishes "
                            f"({cost}).{split} {read_advice}")
                 elif per_pass:
-                    detail["once_per_pass"] = True
+                    detail.once_per_pass = True
                     msg = (f"Host read{where(loc)}: {calls} once per {phase} pass ({per_pass} passes), {cost}. Reading "
                            f"a pass's result once, after its loop, is the normal pattern: not a per-step cost.{split}")
                 else:
@@ -458,8 +454,8 @@ class DeviceToHostSync(Rule):
                     msg += " (the line was not caught by an attribution step; rerun with attribution 'always')"
                 out.append(Finding("device_to_host_sync", "warning" if recurring else "info", msg, n, loc, detail,
                                    per, at,
-                                   cost=Cost(ms_per_step=detail["wait_ms_per_step"] if waited else None,
-                                             extra_graphs_per_step=detail.get("extra_executions_per_step"))))
+                                   cost=Cost(ms_per_step=detail.wait_ms_per_step if waited else None,
+                                             extra_graphs_per_step=detail.extra_executions_per_step)))
         out += _closure_reads(it, advice)
         return out
 
@@ -522,7 +518,7 @@ def _closure_reads(it: list[StepRecord], advice: Mapping[str, str]) -> list[Find
         "device_to_host_sync", "info",
         f"Values read inside step closures{where(loc)} in {len(hit)} of {I.count(it)} iterations ({n} reads): the "
         f"recommended pattern, run after the step's graph was launched. {advice.get('closure_read', '')}".strip(),
-        n, loc, {"closure": True, **_merge_details(events)}, n / max(1, I.count(it)), [s.index for s in hit])]
+        n, loc, ClosureReadEvidence(_merge_details(events)), n / max(1, I.count(it)), [s.index for s in hit])]
 
 
 # --- graph breaks ---------------------------------------------------------------------------------------------
@@ -619,7 +615,7 @@ class GraphBreak(Rule):
 
 
 @dataclass
-class SyncSitesEvidence:
+class SyncSitesEvidence(Evidence):
     """graph_break's evidence where syncs inside the step split it: how many sync sites an iteration runs, and
     the order they take turns in (`cycle`, where no optimizer step tells the iterations apart)."""
 
@@ -658,7 +654,7 @@ class OpFallback(Rule):
 
 
 @dataclass
-class FallbackOpEvidence:
+class FallbackOpEvidence(Evidence):
     """op_fallback's evidence: the op that ran on the CPU and the user's calls that ran it (call -> times seen)."""
 
     op: str
@@ -682,13 +678,14 @@ class HostToDeviceTransfer(Rule):
             avoidable = [e for _, e in evs if e.detail.avoidable]
             recurring = recurs(len({j for j, e in evs if e.detail.avoidable}), n_it)
             n = len(evs)  # calls that transferred; the arrays they moved are in the evidence
-            detail = _merge_details([e for _, e in (evs if not avoidable else [(0, e) for e in avoidable])])
-            detail["arrays"] = sum(int(e.detail.transfers) for _, e in evs)
-            detail["avoidable_calls"] = len(avoidable)
+            detail = UploadEvidence(
+                _merge_details([e for _, e in (evs if not avoidable else [(0, e) for e in avoidable])]),
+                sum(int(e.detail.transfers) for _, e in evs), len(avoidable))
             told = transfer_origin.message([e for _, e in evs], where(loc), len(steps_hit), n_it)
             if told:  # a round trip, values the loop makes on the host: said from the evidence, with the bytes
-                msg = told[0]
-                detail.update(told[1])
+                msg, avoid = told
+                detail.origins, detail.made_by, detail.bytes_per_iteration = (avoid.origins, avoid.made_by,
+                                                                              avoid.bytes_per_iteration)
             elif recurring:
                 msg = (f"Host data passed into a compiled call{where(loc)} is copied to the device implicitly in "
                        f"{len(steps_hit)} of {n_it} iterations, the same data again and again. "
@@ -704,7 +701,8 @@ class HostToDeviceTransfer(Rule):
                         f"of its {fmt.duration(step)}): an eager dispatch each, whatever their bytes"
                         + ("." if costly else f", below the {fmt.duration(threshold('eager_upload_min_s'))} and "
                            f"{fmt.pct(threshold('eager_upload_share'))} of a step that make them worth a warning."))
-                detail.update(seconds_per_iteration=round(per, 6), share_of_step=round(per / step, 4) if step else None)
+                detail.seconds_per_iteration = round(per, 6)
+                detail.share_of_step = round(per / step, 4) if step else None
                 recurring = recurring and costly
             out.append(Finding("host_to_device_transfer", "warning" if recurring else "info", msg, n, loc, detail,
                                n / max(1, n_it), steps_hit))
@@ -749,7 +747,7 @@ class CompileTime(Rule):
 
 
 @dataclass
-class CompileTimeEvidence:
+class CompileTimeEvidence(Evidence):
     """compile_time's evidence: the run's compile seconds, its wall seconds and their ratio."""
 
     compile_time_s: float
@@ -800,7 +798,7 @@ class InputBound(Rule):
 
 
 @dataclass
-class InputBoundEvidence:
+class InputBoundEvidence(Evidence):
     """input_bound's evidence. `wait_ms_per_step`, `share` and `source` are `cost` and `origin` since 0.5.0, kept one
     version for readers of older reports."""
 
@@ -829,7 +827,7 @@ def _lines_text(rows: list[dict]) -> str:
 
 
 @dataclass
-class BoundEvidence:
+class BoundEvidence(Evidence):
     """host_bound's evidence (launch_bound's below). `ms_per_step`, `share`, `share_of_wall` and `source` are `cost`
     and `origin` since 0.5.0 (`share` is cost.share_of_measured), kept one version for readers of older reports."""
 
@@ -843,7 +841,7 @@ class BoundEvidence:
 
 
 @dataclass
-class LaunchEvidence:
+class LaunchEvidence(Evidence):
     """launch_bound's evidence; the cost keys as in BoundEvidence."""
 
     ms_per_step: float

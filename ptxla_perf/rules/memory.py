@@ -12,7 +12,7 @@ from typing import Any
 from ..model import fmt
 from ..analysis import memory as M
 from ..model.thresholds import value as threshold
-from ..model.finding import Cost, Finding, Rule, where
+from ..model.finding import Cost, Evidence, Finding, Rule, where
 
 # `Context` in the annotations is rules/iteration.py's (which runs these rules): not imported, findings imports us
 
@@ -151,7 +151,7 @@ class MissingDonation(Rule):
 
 
 @dataclass
-class GrowthEvidence:
+class GrowthEvidence(Evidence):
     """memory_growth's evidence: the growth per step, what a long run would keep, the capacity it was rated against
     (the memory section's, and where it came from) and what holds the arrays (live_holders.py's keys, in the JSON
     beside these)."""
@@ -178,7 +178,7 @@ class GrowthEvidence:
 
 
 @dataclass
-class DonationFindingEvidence:
+class DonationFindingEvidence(Evidence):
     """missing_donation's evidence: the call, the bytes held twice, its arrays and their shapes, the argument."""
 
     call: str

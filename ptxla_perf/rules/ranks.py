@@ -12,7 +12,7 @@ from ..model import summary_keys as K
 from ..analysis.figures import median
 from ..model.fmt import ms
 from ..model.thresholds import value as threshold
-from ..model.finding import RANKS_SCOPE, Cost, Finding, Rule, run as run_rules
+from ..model.finding import RANKS_SCOPE, Cost, Evidence, Finding, Rule, run as run_rules
 
 _DIVERGENT_KINDS = ("device_to_host_sync", "recompilation", "graph_break", "op_fallback", "eager_compile",
                     "host_to_device_transfer")
@@ -35,7 +35,7 @@ def steady_times(report: dict[str, Any], key: str = "step") -> list[float]:
 
 
 @dataclass
-class DivergenceEvidence:
+class DivergenceEvidence(Evidence):
     """rank_divergence's evidence: the finding kind some ranks have and others not (with the ranks on each side),
     or `compiles` with each rank's compile count."""
 
@@ -65,7 +65,7 @@ class _CrossRank(Rule):
 
 
 @dataclass
-class StragglerEvidence:
+class StragglerEvidence(Evidence):
     rank: int  # the slowest of the straggling ranks
     phase: str  # step | data | host | own_work: the figure in which it is slower
     gap_s: float  # its typical figure above the other ranks' (cost.ms_per_step for step | data | host)
@@ -268,7 +268,8 @@ class RankDivergence(_CrossRank):
                                DivergenceEvidence(kind, on_ranks=on, not_on_ranks=off), f.per_step,
                                ranks=on, cost=f.cost))
         compiles = {rank_of(x): int((x.get("summary") or {}).get("compiles") or 0) for x in reports}
-        if len(set(compiles.values())) > 1 and not any(o.evidence.finding == "recompilation" for o in out):
+        diverged = {kind for (kind, _, _), hits in by_line.items() if len(hits) != len(ranks)}
+        if len(set(compiles.values())) > 1 and "recompilation" not in diverged:
             typical = median(compiles.values())
             odd = sorted(k for k, v in compiles.items() if v != typical)
             if odd and len(odd) < len(ranks):

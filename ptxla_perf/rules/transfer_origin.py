@@ -5,6 +5,7 @@ the device and sent again (a round trip), random values drawn on the host, value
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from ..model import fmt
 
@@ -23,7 +24,17 @@ def totals(events) -> tuple[Counter, list[str]]:
     return origins, made
 
 
-def message(events, at: str, hits: int, iterations: int) -> tuple[str, dict] | None:
+@dataclass
+class Avoidable:
+    """What the avoidable copies were (host_to_device_transfer's evidence adds it): bytes by origin, what made the
+    values, the bytes copied per iteration that copied."""
+
+    origins: dict[str, int]
+    made_by: list[str]
+    bytes_per_iteration: int
+
+
+def message(events, at: str, hits: int, iterations: int) -> tuple[str, Avoidable] | None:
     """The finding's text for copies most of whose bytes the loop could avoid, and evidence to add; None when the
     copies are data (or the adapter did not say)."""
     origins, made = totals(events)
@@ -48,5 +59,4 @@ def message(events, at: str, hits: int, iterations: int) -> tuple[str, dict] | N
         text = (f"Values the loop builds on the host{what} are {into}{at} in {hits} of {iterations} iterations "
                 f"({per} per iteration), not input data. Make them on the device (jnp inside the jitted function) "
                 "or once before the loop.")
-    return text, {"origins": dict(origins), "made_by": made, "bytes_per_iteration": int(sum(origins.values())
-                                                                                        / max(1, hits))}
+    return text, Avoidable(dict(origins), made, int(sum(origins.values()) / max(1, hits)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ..model.finding import WrittenEvidence
 from ..model.records import StepRecord
 from .section import TraceSection
 from . import summarize_steps
@@ -64,7 +65,7 @@ def relate(trace: TraceSection, iterations: list[StepRecord], first_boundary: in
                 f.message += (f" (the traced steps ran {ratio:.1f}x slower than the untraced steps of this run: "
                               "tracing overhead distorts this window, so read the shares with care)")
                 f.evidence = (replace(f.evidence, distorted_window=round(ratio, 2))
-                              if isinstance(f.evidence, WindowEvidence) else  # a written window's: a dict
-                              dict(f.evidence_json(), distorted_window=round(ratio, 2)))
+                              if isinstance(f.evidence, WindowEvidence) else  # a written window's, read back
+                              WrittenEvidence({**f.evidence_json(), "distorted_window": round(ratio, 2)}))
     trace.session = info
     return trace

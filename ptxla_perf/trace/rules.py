@@ -8,7 +8,7 @@ from typing import Any
 
 from ..model.thresholds import value as threshold
 from .section import CollectiveShare, Gaps, StepSummary
-from ..model.finding import TRACE_SCOPE, Cost, Finding, Rule, run as run_rules
+from ..model.finding import TRACE_SCOPE, Cost, Evidence, Finding, Rule, run as run_rules
 
 
 @dataclass
@@ -32,7 +32,7 @@ class Window:
 
 
 @dataclass
-class WindowEvidence:
+class WindowEvidence(Evidence):
     """A window finding's evidence: `source: trace` first (kept for readers of 0.4.0 reports; origin is the field
     since 0.5.0), the rule's own figures (a subclass's fields), and `distorted_window` where trace/relate.py found
     the traced steps slowed by that ratio."""

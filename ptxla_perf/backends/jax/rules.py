@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from typing import Mapping
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 from ...analysis import compiles as C
 from ...analysis import iterations as I
+from ...model.finding import Evidence
 from ...rules.iteration import Context, Finding, Rule, phase_lengths
 from ...rules.iteration import where as _at
 from ...model.thresholds import value as threshold
@@ -26,6 +28,28 @@ class EagerCompile(Rule):
 
 
 RULES = (EagerCompile(),)
+
+
+@dataclass
+class EagerLineEvidence(Evidence):
+    """eager_compile (warning): a line whose eager ops compile in most training iterations: its graph key, the
+    compile seconds, the ops compiled most."""
+
+    key: str
+    compile_time_s: float
+    ops: dict[str, int]
+
+
+@dataclass
+class EagerFirstUseEvidence(Evidence):
+    """eager_compile (info): first uses everywhere else, summed up: the compile seconds, the lines (most compiles
+    first), the ops, the iterations they came in, the lines first run inside training iterations."""
+
+    compile_time_s: float
+    lines: list[dict[str, Any]]
+    ops: dict[str, int]
+    iterations: int
+    in_training_loop: list[dict[str, Any]]
 
 
 def _eager(groups: list[list[C.CompileUnit]], phase_len: Counter, wall: float, advice: Mapping[str, str]
@@ -47,7 +71,7 @@ def _eager(groups: list[list[C.CompileUnit]], phase_len: Counter, wall: float, a
             f"Ops outside any jitted function{_at(loc)} compile in {len(hits)} training iterations ({n} compiles, "
             f"{seconds:.2f} s = {seconds / wall:.0%} of the run's wall time): new shapes reach eager ops every step. "
             f"{advice.get('eager_compile', '')}".strip(), n, loc,
-            {"key": str(us[0].key), "compile_time_s": round(seconds, 4), "ops": _ops(us)},
+            EagerLineEvidence(str(us[0].key), round(seconds, 4), _ops(us)),
             n / max(1, phase_len[I.TRAIN]), [u.iteration for u in us]))
     if first_use:
         units = [u for us in first_use for u in us]
@@ -69,9 +93,8 @@ def _eager(groups: list[list[C.CompileUnit]], phase_len: Counter, wall: float, a
                     f"{advice.get('eager_compile', ADVICE)}")
         out.append(Finding(
             "eager_compile", "info", msg, n, loc,
-            {"compile_time_s": round(seconds, 4), "lines": lines, "ops": _ops(units),
-             "iterations": len({u.iteration for u in units}),
-             "in_training_loop": [{"file": x.file, "line": x.line} for x in in_loop[:10]]},
+            EagerFirstUseEvidence(round(seconds, 4), lines, _ops(units), len({u.iteration for u in units}),
+                                  [{"file": x.file, "line": x.line} for x in in_loop[:10]]),
             None, sorted({u.iteration for u in units})))
     return out
 

@@ -20,13 +20,15 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from ...analysis import iterations as I
 from ...analysis.figures import median, step_time_s
+from ...model.finding import Evidence
 from ...rules.iteration import Context, Finding, Rule, recurs
 from ...rules.iteration import where as _at
 from ...model.fmt import ms as _ms
-from ...model.records import evidence_json
+from ...model.records import SpmdEvidence, evidence_json
 from ...model.thresholds import value as threshold
 
 EAGER_ADVICE = ("Move the tensor work into the torch_xla.compile'd step function (traced and fused with the step) "
@@ -187,7 +189,7 @@ class DynamoGraphs(Rule):
 
 
 @dataclass
-class EagerOpsEvidence:
+class EagerOpsEvidence(Evidence):
     """eager_ops' evidence: eager ops per step (and those that are not the batch's transfers), the time outside
     the compiled step against the step, the iterations hit, and the lines seen launching them."""
 
@@ -202,7 +204,7 @@ class EagerOpsEvidence:
 
 
 @dataclass
-class DynamoGraphsEvidence:
+class DynamoGraphsEvidence(Evidence):
     """dynamo_graphs' evidence: what torch.compile compiled over the run (counts, tracing seconds, by function)."""
 
     graphs: int
@@ -214,7 +216,7 @@ class DynamoGraphsEvidence:
 
 
 @dataclass
-class DynamoRecompileEvidence:
+class DynamoRecompileEvidence(Evidence):
     """dynamo_recompile's evidence: the compiled function's key and name, the guard's cause (and every cause seen,
     with dynamo's latest reasons), its tracing seconds and compiles, and dynamo's recompile limit."""
 
@@ -230,7 +232,7 @@ class DynamoRecompileEvidence:
 
 
 @dataclass
-class DynamoBreakEvidence:
+class DynamoBreakEvidence(Evidence):
     """dynamo_graph_break's evidence: dynamo's reason and the function it broke inside (`via`)."""
 
     reason: str
@@ -330,10 +332,10 @@ class Spmd(Rule):
                 if e.kind == "spmd":
                     x = evidence_json(e.detail)  # the typed fields (and any extras) as the report shows them
                     key = repr((x.get("devices"), x.get("inputs"), x.get("sharded_inputs"), x.get("collectives")))
-                    same.setdefault(key, []).append((s.index, x))
+                    same.setdefault(key, []).append((s.index, x, e.detail))
         out = []
         for group in same.values():
-            j, x = group[-1]
+            j, x, last = group[-1]
             where_ = f"sharded over {x.get('devices')} devices ({_mesh_text(x.get('meshes') or [])})"
             inputs = (f"{x.get('sharded_inputs', 0)} of its {x.get('inputs', 0)} inputs sharded, the others "
                       "replicated" if x.get("sharded_inputs") else
@@ -351,12 +353,24 @@ class Spmd(Rule):
                                                                                key=lambda kv: -kv[1]["bytes"]))
                     + (f": {share:.0%} of the bytes one device's graph accesses (the roofline's bytes)"
                        if share is not None else ""))
-            graphs = [g.get("graph") for _, g in group]
+            graphs = [g.get("graph") for _, g, _ in group]
             lead = "The step graph ran" if len(group) == 1 else f"{len(group)} step graphs ran"
             out.append(Finding(
                 "spmd", "info", f"{lead} {where_}: {inputs}; {coll}.", sum(c["count"] for c in (found or {}).values()),
-                None, dict(x, graphs=graphs), None, sorted({i for i, _ in group})))
+                None, SpmdGraphsEvidence(last, graphs), None, sorted({i for i, _, _ in group})))
         return out
+
+
+@dataclass
+class SpmdGraphsEvidence(Evidence):
+    """spmd's evidence: the last graph's SPMD evidence as the report shows it (records.SpmdEvidence: its set
+    fields and extras) and every graph that told the same story."""
+
+    graph: SpmdEvidence
+    graphs: list[str | None]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**evidence_json(self.graph), "graphs": self.graphs}
 
 
 def _mb(n: float) -> str:
