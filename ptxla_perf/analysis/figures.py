@@ -111,7 +111,7 @@ class Figures:
 
     def __post_init__(self) -> None:
         if self.its is None:
-            self.its = Iterations(self.iterations)
+            self.its = Iterations(self.iterations, lambda s: s.device_to_host.count - self.copies(s))
 
     @classmethod
     def derive(cls, iterations: list[StepRecord], train: list[StepRecord], warmup: int, recompiles: int,
@@ -140,8 +140,9 @@ class Figures:
         return self.steady_its.breakdown()
 
     def reads(self, s: StepRecord) -> int:
-        """Host reads of the user's code in one iteration: device-to-host transfers net of fallback copies."""
-        return s.device_to_host.count - self.copies(s)
+        """Host reads of the user's code in one iteration: device-to-host transfers net of fallback copies (derived
+        once, `its`)."""
+        return self.its.reads(s)
 
     # over the run
     @property

@@ -17,15 +17,18 @@ from ..model.records import StepRecord
 
 
 class Iterations:
-    """Iteration records (in full, or folded) and their figures; `of(records)` is a subset sharing the figures."""
+    """Iteration records (in full, or folded) and their figures; `of(records)` is a subset sharing the figures.
+    `reads`: how many host reads of the user's an iteration made (figures.Figures: net of CPU-fallback copies)."""
 
-    def __init__(self, records: Iterable[StepRecord], _cache: dict[int, tuple] | None = None):
+    def __init__(self, records: Iterable[StepRecord], reads: Callable[[StepRecord], int] | None = None,
+                 _cache: dict[int, tuple] | None = None):
         self.records = list(records)
+        self._reads = reads or (lambda s: s.device_to_host.count)
         self._cache: dict[int, tuple] = {} if _cache is None else _cache
 
     def of(self, records: Iterable[StepRecord]) -> "Iterations":
         """Some of these records (the steady ones, a phase's) as a value of their own, figures shared."""
-        return Iterations(records, self._cache)
+        return Iterations(records, self._reads, self._cache)
 
     def __iter__(self) -> Iterator[StepRecord]:
         return iter(self.records)
@@ -34,20 +37,28 @@ class Iterations:
         return bool(self.records)
 
     # --- one record's figures, derived once ------------------------------------------------------------------
-    def _figures(self, s: StepRecord) -> tuple:
+    def _get(self, s: StepRecord, name: str, derive: Callable[[StepRecord], Any]) -> Any:
+        """One figure of one record, derived on first read (each on its own: one that fails fails alone)."""
         got = self._cache.get(id(s))
         if got is None or got[0] is not s:
-            got = self._cache[id(s)] = (s, B.components(s), B.step_time_s(s))
-        return got
+            got = self._cache[id(s)] = (s, {})
+        figures = got[1]
+        if name not in figures:
+            figures[name] = derive(s)
+        return figures[name]
 
     def parts(self, s: StepRecord) -> dict[str, float] | None:
         """The record's breakdown (breakdown.components; a folded record's: its iterations' mean). Not to be
         changed: every reader shares it."""
-        return self._figures(s)[1]
+        return self._get(s, "parts", B.components)
 
     def step(self, s: StepRecord) -> float:
         """The record's step time (breakdown.step_time_s; a folded record's: its iterations' mean)."""
-        return self._figures(s)[2]
+        return self._get(s, "step", B.step_time_s)
+
+    def reads(self, s: StepRecord) -> int:
+        """The record's host reads (one iteration's, a folded record's each)."""
+        return self._get(s, "reads", self._reads)
 
     def figures_of(self, s: StepRecord) -> dict[str, float | None]:
         """One record's figures by name (fold.FIELDS, the breakdown's parts, its wall time and data_s)."""
