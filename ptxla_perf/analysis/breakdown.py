@@ -92,9 +92,7 @@ def waits(s: StepRecord) -> tuple[float, float]:
 
 def components(s: StepRecord) -> dict[str, float] | None:
     """The iteration's time (`paced_wall`) split into COMPONENTS (seconds; they sum to it), or None where the
-    adapter did not measure them."""
-    if s.parts is not None:  # a long run's folded record: the exact mean of its iterations' parts (fold.py)
-        return dict(s.parts)
+    adapter did not measure them. One iteration's (a folded record's parts are its iterations' mean: iterset.py)."""
     if not measured(s):
         return None
     wall = max(float(paced_wall(s)), 0.0)

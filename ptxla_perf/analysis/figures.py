@@ -3,8 +3,9 @@
 The model is XProf's signal provider: a figure is named once, derived once from the iterations, and read by name
 everywhere else. Figures produces typed values (model/summary.py): the `Summary` and a `StepRow` per iteration, which the
 rules (rules/iteration.py), `merge`, the HTML page, the TensorBoard scalars, `diff`, the roofline and the sweep table read;
-none of them recomputes a step time, a read count or a steady set of its own. Summary key names and units are
-`summary_keys.py`'s.
+none of them recomputes a step time, a read count or a steady set of its own. Each iteration's own figures (step
+time, breakdown parts, reads) are derived once in the iterations value (iterset.py), which also weighs a long run's
+folded records. Summary key names and units are `summary_keys.py`'s.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any, Callable
 
 from . import breakdown as B
 from . import iterations as I
-from .breakdown import host_time_s, step_time_s  # noqa: F401 - per-record times, read from here too
+from .breakdown import host_time_s, step_time_s  # per-record times (breakdown.py); other modules read them here
 from .iterset import Iterations
 from .stats import median, percentile, stats  # noqa: F401 - the views read the one definition from here
 from ..model import summary_keys as K
@@ -56,7 +57,8 @@ def basis_text(which: str | None, n: int) -> str:
 def series(steady: list[StepRecord], what: str) -> list[float]:
     """A per-iteration figure over the steady iterations, in order: "step" (step time), "host" (host_time_s),
     "data" (data wait). Empty when any iteration lacks it (a figure half measured compares nothing). A folded
-    record (fold.py) gives its mean: one value per record (`weighed` gives one per iteration, with weights)."""
+    record (fold.py) gives its mean: one value per record (iterset.Iterations.weighed gives one per iteration,
+    with weights)."""
     if what == "step":
         return [step_time_s(s) for s in steady]
     get = host_time_s if what == "host" else (lambda s: s.data_wait_s)

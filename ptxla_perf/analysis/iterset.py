@@ -50,7 +50,7 @@ class Iterations:
     def parts(self, s: StepRecord) -> dict[str, float] | None:
         """The record's breakdown (breakdown.components; a folded record's: its iterations' mean). Not to be
         changed: every reader shares it."""
-        return self._get(s, "parts", B.components)
+        return self._get(s, "parts", _parts)
 
     def step(self, s: StepRecord) -> float:
         """The record's step time (breakdown.step_time_s; a folded record's: its iterations' mean)."""
@@ -171,6 +171,11 @@ class Iterations:
             ranges = [s.step_range or (self.step(s), self.step(s)) for s in records]
             d.update(min=min(lo for lo, _ in ranges), max=max(hi for _, hi in ranges))
         return d
+
+
+def _parts(s: StepRecord) -> dict[str, float] | None:
+    """An iteration's breakdown; a folded record's is the exact mean of its iterations' (fold.py keeps it)."""
+    return dict(s.parts) if s.parts is not None else B.components(s)
 
 
 def _columns(s: StepRecord, names: tuple[str, ...]) -> dict[str, list]:
