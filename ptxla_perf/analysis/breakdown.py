@@ -64,6 +64,23 @@ def paced_wall(s: StepRecord) -> float:
     return max(s.wall_time_s - (s.spread_out_s or 0.0) + (s.spread_in_s or 0.0), 0.0)
 
 
+def step_time_s(s: StepRecord) -> float:
+    """An iteration's step time: its wall time net of the compile time measured in it and, on an iteration that
+    compiled or was attributed, of ptxla_perf's own time at its boundaries (the graph capture there can exceed the
+    compile it sits beside). A steady iteration's own time (tens of µs of bookkeeping) stays in: its step time is
+    its wall time, as every view plots it."""
+    own = (s.own_time_us or 0.0) / 1e6 if (s.compiles or s.attributed) else 0.0
+    return max(paced_wall(s) - s.compile_time_s - own, 0.0)
+
+
+def host_time_s(s: StepRecord) -> float | None:
+    """The part of an iteration the host kept itself busy: its wall time minus the time it waited in
+    device-to-host reads (None where the wait was not measured)."""
+    if s.device_to_host_time_s is None:
+        return None
+    return max(s.wall_time_s - s.device_to_host_time_s, 0.0)  # the host's own: a spread wait is none of it
+
+
 def waits(s: StepRecord) -> tuple[float, float]:
     """(read wait, device wait) of the iteration: its explicit waits less what was spread out of them (reads first),
     and its queue waits plus its share of spread waits in the device's."""
@@ -75,9 +92,7 @@ def waits(s: StepRecord) -> tuple[float, float]:
 
 def components(s: StepRecord) -> dict[str, float] | None:
     """The iteration's time (`paced_wall`) split into COMPONENTS (seconds; they sum to it), or None where the
-    adapter did not measure them."""
-    if s.parts is not None:  # a long run's folded record: the exact mean of its iterations' parts (fold.py)
-        return dict(s.parts)
+    adapter did not measure them. One iteration's (a folded record's parts are its iterations' mean: iterset.py)."""
     if not measured(s):
         return None
     wall = max(float(paced_wall(s)), 0.0)
@@ -102,27 +117,6 @@ def components(s: StepRecord) -> dict[str, float] | None:
 
 def rounded(parts: dict[str, float] | None) -> dict[str, float] | None:
     return {k: round(v, 7) for k, v in parts.items()} if parts is not None else None
-
-
-def steady(steps: Iterable[StepRecord]) -> dict[str, Any] | None:
-    """The mean breakdown over the steady iterations that have one: seconds per component, share of the mean
-    wall time, the largest component. None when no steady iteration was measured."""
-    rows = [(s, c) for s in steps if (c := components(s)) is not None]
-    if not rows:
-        return None
-    n = sum(s.repeat for s, _ in rows)  # a folded record (fold.py) stands for `repeat` iterations
-    wall = sum(paced_wall(s) * s.repeat for s, _ in rows) / n
-    mean = {k: sum(c[k] * s.repeat for s, c in rows) / n for k in COMPONENTS}
-    largest = max(COMPONENTS, key=lambda k: mean[k])
-    return {"steps": n, "wall_s": round(wall, 7), "components_s": {k: round(v, 7) for k, v in mean.items()},
-            "share": {k: round(v / wall, 4) if wall else 0.0 for k, v in mean.items()}, "largest": largest}
-
-
-def per_step(steps: Iterable[StepRecord], component: str) -> list[float]:
-    """One component over iterations, in order: empty when any of them lacks the breakdown (a folded record's
-    mean: one value per record; weigh by `repeat`)."""
-    values = [components(s) for s in steps]
-    return [] if any(v is None for v in values) else [v[component] for v in values]
 
 
 def label(component: str) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from . import iterations as I
 from ..config import MAX_WARMUP
 from ..model.records import Boundary, Event, Location, StepRecord
 
@@ -93,7 +94,7 @@ def units(iterations: list[StepRecord]) -> list[CompileUnit]:
     positions: Counter = Counter()
     for it in iterations:
         pos = positions[it.phase]
-        positions[it.phase] += it.repeat  # a folded record (fold.py) stands for `repeat` iterations
+        positions[it.phase] += I.weight(it)  # a folded record (fold.py) stands for `repeat` iterations
         compile_events = [e for e in it.events if e.kind == "compile"]
         covered = 0
         for e in compile_events:

@@ -3,51 +3,28 @@
 The model is XProf's signal provider: a figure is named once, derived once from the iterations, and read by name
 everywhere else. Figures produces typed values (model/summary.py): the `Summary` and a `StepRow` per iteration, which the
 rules (rules/iteration.py), `merge`, the HTML page, the TensorBoard scalars, `diff`, the roofline and the sweep table read;
-none of them recomputes a step time, a read count or a steady set of its own. Summary key names and units are
-`summary_keys.py`'s.
+none of them recomputes a step time, a read count or a steady set of its own. Each iteration's own figures (step
+time, breakdown parts, reads) are derived once in the iterations value (iterset.py), which also weighs a long run's
+folded records. Summary key names and units are `summary_keys.py`'s.
 """
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from . import breakdown as B
-from . import fold
 from . import iterations as I
+from .breakdown import host_time_s, step_time_s  # per-record times (breakdown.py); other modules read them here
+from .iterset import Iterations
+from .stats import median, percentile, stats  # noqa: F401 - the views read the one definition from here
 from ..model import summary_keys as K
 from ..model.faults import guarded
 from ..model.records import StepRecord
 from ..model.summary import StepRow, Stats, Summary, steady_of
 
 TRAIN, EVAL = "train", "eval"
-
-
-# --- statistics: one definition ----------------------------------------------------------------------------
-def percentile(sorted_values: list[float], p: float) -> float:
-    """Linear interpolation between the closest ranks (numpy's default): the one percentile of every report."""
-    v = sorted_values
-    k = (len(v) - 1) * p
-    lo, hi = int(k), min(int(k) + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
-
-
-def median(values: Iterable[float]) -> float | None:
-    v = sorted(values)
-    return percentile(v, 0.5) if v else None
-
-
-def stats(values: Iterable[float], ndigits: int | None = None) -> dict[str, float] | None:
-    """p50/p90, mean, min, max, n: the one statistics shape every section of a report uses."""
-    v = sorted(values)
-    if not v:
-        return None
-    out = {"p50": percentile(v, 0.5), "p90": percentile(v, 0.9), "mean": sum(v) / len(v), "min": v[0],
-           "max": v[-1]}
-    if ndigits is not None:
-        out = {k: round(float(x), ndigits) for k, x in out.items()}
-    return {**out, "n": len(v)}
 
 
 # --- which iterations time the loop --------------------------------------------------------------------------
@@ -77,145 +54,16 @@ def basis_text(which: str | None, n: int) -> str:
             }.get(which or STEADY, f"over {n} steady steps")
 
 
-def step_time_s(s: StepRecord) -> float:
-    """An iteration's step time: its wall time net of the compile time measured in it and, on an iteration that
-    compiled or was attributed, of ptxla_perf's own time at its boundaries (the graph capture there can exceed the
-    compile it sits beside). A steady iteration's own time (tens of µs of bookkeeping) stays in: its step time is
-    its wall time, as every view plots it."""
-    own = (s.own_time_us or 0.0) / 1e6 if (s.compiles or s.attributed) else 0.0
-    return max(B.paced_wall(s) - s.compile_time_s - own, 0.0)
-
-
-def host_time_s(s: StepRecord) -> float | None:
-    """The part of an iteration the host kept itself busy: its wall time minus the time it waited in
-    device-to-host reads (None where the wait was not measured)."""
-    if s.device_to_host_time_s is None:
-        return None
-    return max(s.wall_time_s - s.device_to_host_time_s, 0.0)  # the host's own: a spread wait is none of it
-
-
-# --- a long run's folded records (fold.py): figures per iteration, weighed --------------------------------------
-def figures_of(s: StepRecord) -> dict[str, float | None]:
-    """One iteration's figures by name (fold.FIELDS, the breakdown's parts, its wall time and data_s)."""
-    parts = B.components(s) or {}
-    return {"step": step_time_s(s), "host_time": host_time_s(s), "data_wait": s.data_wait_s, "own": s.own_time_us,
-            "wall": B.paced_wall(s), "data_s": B.data_s(s), **{c: parts.get(c) for c in B.COMPONENTS}}
-
-
-def _columns(s: StepRecord, names: tuple[str, ...]) -> dict[str, list]:
-    """A folded record's sampled figures by name (fold.column), with `wall` (its step time: folded iterations
-    compile nothing) and `data_s` (the data wait, else the sampled estimate)."""
-    cols = {n: fold.column(s, n) for n in names if n in fold.FIELDS}
-    if "wall" in names:
-        cols["wall"] = fold.column(s, "step")
-    if "data_s" in names:
-        cols["data_s"] = [v if v is not None else s.sampled_data_s for v in fold.column(s, "data_wait")]
-    return cols
-
-
-def per_iteration(records: list[StepRecord], names: tuple[str, ...]
-                  ) -> Iterable[tuple[StepRecord, float, dict[str, float | None]]]:
-    """(record, weight, figures by name) for each iteration the records stand for, the figures `names` only
-    (`figures_of`'s names): a record in full is one of weight 1; a folded record gives each sampled iteration,
-    weighing repeat / sampled (exact while it holds at most fold.SAMPLE iterations)."""
-    for s in records:
-        if s.sample is None:
-            d = figures_of(s)
-            yield s, 1.0, {n: d[n] for n in names}
-            continue
-        cols = _columns(s, names)
-        n = fold.sampled(s)
-        w = s.repeat / n
-        for i in range(n):
-            yield s, w, {name: col[i] for name, col in cols.items()}
-
-
-def weighed(records: list[StepRecord], what: str, partial: bool = False) -> list[tuple[float, float]]:
-    """(value, weight) of one figure over the iterations the records stand for (`per_iteration`). Empty when any
-    iteration lacks it (a figure half measured compares nothing), unless `partial`: then those are left out."""
-    out = []
-    for s in records:
-        if s.sample is None:
-            v, w = figures_of(s)[what], 1.0
-            values = [v]
-        else:
-            values, w = _columns(s, (what,))[what], s.repeat / fold.sampled(s)
-        for v in values:
-            if v is None:
-                if partial:
-                    continue
-                return []
-            out.append((float(v), w))
-    return out
-
-
-def hits(records: list[StepRecord], share: Callable[[dict], float | None], bound: float,
-         names: tuple[str, ...]) -> tuple[int, list[int]]:
-    """The iterations whose `share` (of their figures `names`) reaches `bound`: how many (folded records weighed)
-    and their indices (a folded record's whole range where any of its sampled iterations does)."""
-    n, marked = 0.0, {}
-    for s, w, d in per_iteration(records, names):
-        v = share(d)
-        if v is not None and v >= bound:
-            n += w
-            marked[id(s)] = s
-    return round(n), I.indices(marked.values())
-
-
-def wstats(pairs: list[tuple[float, float]]) -> dict[str, float] | None:
-    """`stats` of weighed values (`weighed`): the same figures as over the values repeated by their weights."""
-    if not pairs:
-        return None
-    if all(w == 1.0 for _, w in pairs):
-        return stats([v for v, _ in pairs])
-    pairs = sorted(pairs)
-    total = sum(w for _, w in pairs)
-    cum, acc = [], 0.0
-    for _, w in pairs:
-        acc += w
-        cum.append(acc)
-
-    def at(rank: float) -> float:
-        lo, hi = 0, len(cum) - 1
-        while lo < hi:  # the first value whose cumulative weight passes the rank
-            mid = (lo + hi) // 2
-            if cum[mid] > rank:
-                hi = mid
-            else:
-                lo = mid + 1
-        return pairs[lo][0]
-
-    def pct(p: float) -> float:
-        k = (total - 1) * p
-        lo = int(k)
-        a, b = at(lo), at(min(lo + 1, total - 1))
-        return a + (b - a) * (k - lo)
-
-    return {"p50": pct(0.5), "p90": pct(0.9), "mean": sum(v * w for v, w in pairs) / total, "min": pairs[0][0],
-            "max": pairs[-1][0], "n": round(total)}
-
-
 def series(steady: list[StepRecord], what: str) -> list[float]:
     """A per-iteration figure over the steady iterations, in order: "step" (step time), "host" (host_time_s),
     "data" (data wait). Empty when any iteration lacks it (a figure half measured compares nothing). A folded
-    record (fold.py) gives its mean: one value per record (`weighed` gives one per iteration, with weights)."""
+    record (fold.py) gives its mean: one value per record (iterset.Iterations.weighed gives one per iteration,
+    with weights)."""
     if what == "step":
         return [step_time_s(s) for s in steady]
     get = host_time_s if what == "host" else (lambda s: s.data_wait_s)
     values = [get(s) for s in steady]
     return [] if any(v is None for v in values) else [float(v) for v in values]
-
-
-def _exact(d: dict[str, float] | None, records: list[StepRecord], what: str) -> dict[str, float] | None:
-    """Statistics over folded records (fold.py) with the figures they keep exactly: the mean (from each record's
-    means) and, of the step time, the fastest and slowest step. Unchanged where nothing is folded."""
-    if d is None or all(s.sample is None for s in records):
-        return d
-    d = dict(d, mean=sum(figures_of(s)[what] * s.repeat for s in records) / I.count(records))
-    if what == "step":
-        ranges = [s.step_range or (step_time_s(s), step_time_s(s)) for s in records]
-        d.update(min=min(lo for lo, _ in ranges), max=max(hi for _, hi in ranges))
-    return d
 
 
 # --- host reads net of CPU-fallback copies -------------------------------------------------------------------
@@ -261,6 +109,11 @@ class Figures:
     recompiles_after_warmup: int
     copies: FallbackCopies = field(repr=False)
     host_to_device_bytes_total: int | None = None  # whole-run figure from the adapter (JAX), when it has one
+    its: Iterations = field(default=None, repr=False)  # the iterations as one value (iterset.py): figures once
+
+    def __post_init__(self) -> None:
+        if self.its is None:
+            self.its = Iterations(self.iterations, lambda s: s.device_to_host.count - self.copies(s))
 
     @classmethod
     def derive(cls, iterations: list[StepRecord], train: list[StepRecord], warmup: int, recompiles: int,
@@ -268,25 +121,35 @@ class Figures:
         return cls(iterations, train, warmup, steady_steps(train, warmup), recompiles, FallbackCopies(iterations),
                    host_to_device_bytes)
 
+    @cached_property
+    def train_its(self) -> Iterations:
+        return self.its.of(self.train)
+
+    @cached_property
+    def steady_its(self) -> Iterations:
+        """The steady iterations as one value: what the step-time statistics and the timing rules read."""
+        return self.its.of(self.steady)
+
     # per iteration
     def breakdown(self, s: StepRecord) -> dict[str, float] | None:
         """Where the iteration's time went (breakdown.py): components summing to its wall time; None where the
         adapter did not measure them."""
-        return guarded("figure.time_breakdown", lambda: B.rounded(B.components(s)))
+        return guarded("figure.time_breakdown", lambda: B.rounded(self.its.parts(s)))
 
     def steady_breakdown(self) -> dict[str, Any] | None:
         """The mean breakdown of the steady iterations (summary.time_breakdown): what the console line, the
         roofline verdict and the rules read."""
-        return B.steady(self.steady)
+        return self.steady_its.breakdown()
 
     def reads(self, s: StepRecord) -> int:
-        """Host reads of the user's code in one iteration: device-to-host transfers net of fallback copies."""
-        return s.device_to_host.count - self.copies(s)
+        """Host reads of the user's code in one iteration: device-to-host transfers net of fallback copies (derived
+        once, `its`)."""
+        return self.its.reads(s)
 
     # over the run
     @property
     def steps(self) -> int:
-        return I.count(self.train)
+        return self.train_its.count
 
     @property
     def evals(self) -> list[StepRecord]:
@@ -297,11 +160,11 @@ class Figures:
 
     @property
     def host_reads(self) -> int:
-        return sum(self.reads(s) * s.repeat for s in self.train)
+        return self.train_its.total(self.reads)
 
     @property
     def fallback_copies(self) -> int:
-        return sum(self.copies(s) * s.repeat for s in self.train)
+        return self.train_its.total(self.copies)
 
     @property
     def fallback_ops(self) -> dict[str, int]:
@@ -312,32 +175,32 @@ class Figures:
 
     def throughput(self) -> dict[str, float]:
         """Rates over the steady iterations' step time (net of compile, as the summary's step time)."""
-        steady = self.steady
-        t = sum(step_time_s(s) * s.repeat for s in steady)
+        steady, its = self.steady, self.steady_its
+        t = its.total(its.step)
         out: dict[str, float] = {}
         if not t:
             return out
         moved = [s.host_to_device.bytes for s in steady if s.host_to_device.bytes is not None]
         if moved and len(moved) == len(steady) and sum(moved):
             # host->device bytes per second of steady steps
-            out["mb_per_s"] = sum(s.host_to_device.bytes * s.repeat for s in steady) / t / 1e6
+            out["mb_per_s"] = its.total(lambda s: s.host_to_device.bytes) / t / 1e6
         samples = [s.samples for s in steady if s.samples]
         if samples and len(samples) == len(steady):
-            n = I.total(steady, "samples")
+            n = its.total("samples")
             out["samples_per_s"] = n / t
             out["us_per_sample"] = 1e6 * t / n
         tokens = [s.tokens for s in steady if s.tokens]
         if tokens and len(tokens) == len(steady):
-            out["tokens_per_s"] = I.total(steady, "tokens") / t
+            out["tokens_per_s"] = its.total("tokens") / t
         return out
 
     def row(self, s: StepRecord, steady: set[int] | None = None) -> StepRow:
         """The iteration as every view reads it (values.StepRow)."""
         steady = {r.index for r in self.steady} if steady is None else steady
         return StepRow(s.index, s.phase, s.index in steady, s.compiles, s.attributed, s.wall_time_s,
-                       s.compile_time_s, step_time_s(s), self.reads(s), s.device_to_host.count, host_time_s(s),
+                       s.compile_time_s, self.its.step(s), self.reads(s), s.device_to_host.count, host_time_s(s),
                        s.data_wait_s, self.breakdown(s), s.executions, s.host_to_device.count, s.live_arrays,
-                       s.live_bytes, s.repeat)
+                       s.live_bytes, I.weight(s))
 
     def rows(self) -> list[StepRow]:
         steady = {r.index for r in self.steady}
@@ -354,27 +217,27 @@ class Figures:
     @cached_property  # read by the summary and several rules; over a long run's samples it is not free
     def step_time(self) -> Stats | None:
         """The run's step time: statistics over the steady iterations, each net of its compile time."""
-        return Stats.from_json(_exact(wstats(weighed(self.steady, "step")), self.steady, "step"))
+        return Stats.from_json(self.steady_its.stats("step"))
 
     def summary(self) -> Summary:
         """The report's `summary` (findings_by_severity and the sections' figures are the assembler's)."""
-        train, its = self.train, self.iterations
-        d2h_bytes = sum((s.device_to_host.bytes or 0) * s.repeat for s in train)
+        train, its = self.train_its, self.its
+        d2h_bytes = train.total(lambda s: s.device_to_host.bytes or 0)
         h2d_bytes = self.host_to_device_bytes_total if self.steps else None
-        transfers = sum(s.device_to_host.count * s.repeat for s in train)
-        executions = I.total(train, "executions")
-        h2d = sum(s.host_to_device.count * s.repeat for s in train)
+        transfers = train.total(lambda s: s.device_to_host.count)
+        executions = train.total("executions")
+        h2d = train.total(lambda s: s.host_to_device.count)
         return Summary(
-            steps=self.steps, warmup_steps=self.warmup, steady_steps=I.count(self.steady),
+            steps=self.steps, warmup_steps=self.warmup, steady_steps=self.steady_its.count,
             eval_steps=len(self.evals),
-            boundaries=sum(max(1, len(s.boundaries)) * s.repeat for s in its),
-            wall_time_s=I.total(its, "wall_time_s"),
+            boundaries=its.total(lambda s: max(1, len(s.boundaries))),
+            wall_time_s=its.total("wall_time_s"),
             step_time_s=_figure("step_time_s", lambda: self.step_time), step_time_basis=basis(self.steady),
             eval_step_time_s=_figure("eval_step_time_s", lambda: Stats.from_json(
                 stats([s.wall_time_s for s in self.evals if not s.compiles]))),
             compiles=sum(s.compiles for s in self.iterations),
             compile_time_s=sum(s.compile_time_s for s in self.iterations),
-            cached_compiles=I.total(self.iterations, "cached_compiles"),
+            cached_compiles=its.total("cached_compiles"),
             recompiles_after_warmup=self.recompiles_after_warmup,
             distinct_graphs=len({h for s in self.iterations for h in s.graph_hashes}) or None,
             executions=executions, device_to_host=self.host_reads, device_to_host_transfers=transfers,
@@ -387,13 +250,13 @@ class Figures:
             host_to_device_bytes_per_step=self.per_step(h2d_bytes),
             fallback_ops=self.fallback_ops, throughput=_figure("throughput", self.throughput, {}),
             overhead_us_per_step=_figure("overhead_us_per_step", lambda: Stats.from_json(
-                wstats(weighed(self.steady, "own", partial=True)))),
+                self.steady_its.stats("own", partial=True))),
             host_time_s=_figure("host_time_s", lambda: self._stats("host_time")),
             data_wait_s=_figure("data_wait_s", lambda: self._stats("data_wait")),
             time_breakdown=_figure("time_breakdown", self.steady_breakdown))
 
     def _stats(self, what: str) -> Stats | None:
-        return Stats.from_json(_exact(wstats(weighed(self.steady, what)), self.steady, what))
+        return Stats.from_json(self.steady_its.stats(what))
 
 
 def _figure(name: str, derive: Callable[[], Any], default: Any = None) -> Any:

@@ -248,14 +248,27 @@ def boundary_of(b: StepRecord) -> Boundary:
                     b.device_to_host.count, b.optimizer_steps, b.backward_calls, launched(b))
 
 
+def weight(s) -> int:
+    """How many iterations one record (a StepRecord, or its StepRow) stands for: a folded one (fold.py) several."""
+    return s.repeat
+
+
 def count(its) -> int:
     """How many iterations these records stand for (a folded record stands for `repeat` of them, fold.py)."""
     return sum(s.repeat for s in its)
 
 
-def total(its, key: str) -> float:
-    """A per-iteration figure summed over the iterations these records stand for (a folded record's is a mean)."""
+def total(its, key) -> float:
+    """A per-iteration figure summed over the iterations these records stand for (a folded record's is a mean):
+    `key` a record field (None counts 0) or a function of the record."""
+    if callable(key):
+        return sum(key(s) * s.repeat for s in its)
     return sum((getattr(s, key) or 0) * s.repeat for s in its)
+
+
+def folded_count(its) -> int:
+    """How many iterations these records stand for in folded records (those of more than one)."""
+    return sum(s.repeat for s in its if s.repeat > 1)
 
 
 def indices(its) -> list[int]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from . import iterations as I
 from ..model.records import StepRecord
 
 MAX_GROUP = 1024  # steps one wait is spread over at most (a longer run of waitless steps: its latest ones)
@@ -36,7 +37,7 @@ def spread(records: Iterable[StepRecord], tail: StepRecord | None = None) -> Non
     spread over the steps since the last wait inside the loop."""
     group: list[StepRecord] = []
     for r in records:
-        if r.repeat > 1 or r.spread_in_s is not None or r.queue_wait_s is None:
+        if I.weight(r) > 1 or r.spread_in_s is not None or r.queue_wait_s is None:
             group = []  # folded or spread already (its run was settled), or no queue (a synchronous backend)
             continue
         group.append(r)

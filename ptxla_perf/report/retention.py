@@ -106,18 +106,18 @@ def buckets(rows: Sequence[Any], width: int) -> list[dict[str, Any]]:
     percentiles are over the bucket's training iterations (nearest rank; a folded row at its mean)."""
     out = []
     for chunk in _chunks(rows, width):
-        times = sorted(t for r in chunk if r.train for t in [r.step_time_s] * r.repeat)
-        parts = [(r.time_breakdown, r.repeat) for r in chunk if r.time_breakdown]
+        times = sorted(t for r in chunk if r.train for t in [r.step_time_s] * I.weight(r))
+        parts = [(r.time_breakdown, I.weight(r)) for r in chunk if r.time_breakdown]
         n_parts = sum(k for _, k in parts)
         last = chunk[-1]
         out.append({
-            "first": chunk[0].index, "last": last.index + last.repeat - 1, "count": I.count(chunk),
-            "train": len(times), "steady": sum(r.repeat for r in chunk if r.steady),
+            "first": chunk[0].index, "last": last.index + I.weight(last) - 1, "count": I.count(chunk),
+            "train": len(times), "steady": I.count(r for r in chunk if r.steady),
             "step_time_p50_s": _pct(times, 0.5), "step_time_p90_s": _pct(times, 0.9),
             "step_time_max_s": times[-1] if times else None,
-            "wall_time_s": sum(r.wall_time_s * r.repeat for r in chunk),
-            "compiles": sum(r.compiles for r in chunk), "host_reads": sum(r.host_reads * r.repeat for r in chunk),
-            "executions": sum(r.executions * r.repeat for r in chunk),
+            "wall_time_s": I.total(chunk, lambda r: r.wall_time_s),
+            "compiles": sum(r.compiles for r in chunk), "host_reads": I.total(chunk, lambda r: r.host_reads),
+            "executions": I.total(chunk, lambda r: r.executions),
             "time_breakdown_mean": ({c: sum(float(p.get(c) or 0.0) * k for p, k in parts) / n_parts
                                      for c in COMPONENTS} if parts else None),
         })
@@ -153,7 +153,7 @@ def plan(rows: Sequence[Any], named: Iterable[Sequence[int]], cfg: Retention, p5
     marks = anomalies(rows, named, cfg, p50_s)
     keep, dropped = kept_positions(len(rows), marks, cfg)
     width = cfg.bucket_width(n)
-    folded = sum(r.repeat for r in rows if r.repeat > 1)
+    folded = I.folded_count(rows)
     info = {
         "trimmed": True, "total": n, "kept": len(keep), "folded": folded, "first": cfg.first, "last": cfg.last, "around": cfg.around,
         "anomalies": len(marks) - dropped, "anomalies_dropped": dropped, "bucket_width": width,

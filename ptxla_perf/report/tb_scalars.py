@@ -13,6 +13,7 @@ import threading
 from typing import Any, Callable, Sequence
 
 from ..analysis.breakdown import COMPONENTS
+from ..analysis.iterations import weight
 from ..model.summary import StepRow
 
 PREFIX = "ptxla_perf/"
@@ -86,7 +87,7 @@ class ScalarLog:
                     writer = Writer(self.logdir)
                 for s in todo:
                     row = s if isinstance(s, StepRow) else StepRow.from_json(s)
-                    clock += row.wall_time_s * row.repeat  # the step's end as wall time: "relative" in TensorBoard is run time
+                    clock += row.wall_time_s * weight(row)  # the step's end as wall time: "relative" in TensorBoard is run time
                     for name, get in SCALARS.items():
                         v = get(row)
                         if v is not None:
@@ -114,7 +115,7 @@ def _index(s: StepRow | dict[str, Any]) -> int:
 
 
 def _repeat(s: StepRow | dict[str, Any]) -> int:
-    return s.repeat if isinstance(s, StepRow) else int(s.get("repeat") or 1)
+    return weight(s) if isinstance(s, StepRow) else int(s.get("repeat") or 1)
 
 
 def _wall(s: StepRow | dict[str, Any]) -> float:

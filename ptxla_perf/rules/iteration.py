@@ -25,7 +25,6 @@ from ..analysis import compiles as C
 from . import control_flow
 from ..config import MAX_WARMUP
 from ..analysis import iterations as I
-from ..analysis import figures as F
 from ..analysis.figures import NET_OF_COMPILE, Figures, basis, series, steady_steps
 from ..model import fmt
 from ..model.fmt import ms as _ms
@@ -155,7 +154,7 @@ def phase_lengths(its: list[StepRecord], raw: bool = False) -> Counter:
     """Iterations per phase (None counted as train unless `raw`), folded records by their weight."""
     out: Counter = Counter()
     for s in its:
-        out[s.phase if raw else (s.phase or I.TRAIN)] += s.repeat
+        out[s.phase if raw else (s.phase or I.TRAIN)] += I.weight(s)
     return out
 
 
@@ -397,11 +396,11 @@ class DeviceToHostSync(Rule):
             events = [(s.index, e) for s in steps for e in s.events
                       if e.kind == "device_to_host_sync" and not e.detail.closure]
             # a folded record stands for `repeat` iterations, each with its events (fold.py)
-            span = {id(e): s.repeat for s in steps if s.repeat > 1 for e in s.events}
+            span = {id(e): w for s in steps if (w := I.weight(s)) > 1 for e in s.events}
             nh, ns = I.count(hit), I.count(steps)
             per_pass = _once_per_pass(it, phase, hit, reads)
             recurring = recurs(nh, ns) and not per_pass
-            total = sum(reads(s) * s.repeat for s in hit)
+            total = I.total(hit, reads)
             waited = _steady_wait(hit) * nh
             early = sum(s.early_executions for s in hit)
             groups = _by_location(events) or {("?", 0): []}
@@ -415,7 +414,7 @@ class DeviceToHostSync(Rule):
                 n = max(_weight(evs, span), round(total * share))
                 detail = HostReadEvidence(_merge_details([e for _, e in evs], span), phase, nh, ns,
                                           round(1e3 * waited * share / ns, 3),
-                                          sum((s.device_to_host.bytes or 0) * s.repeat for s in hit))
+                                          I.total(hit, lambda s: s.device_to_host.bytes or 0))
                 per = n / ns
                 if early:
                     detail.extra_executions_per_step = round(early * share / ns, 3)
@@ -504,7 +503,7 @@ def _steady_wait(hit: list[StepRecord]) -> float:
     that compiled nothing (a compile step's read also
     waits for the compile and first run: that is compile time, reported apart) and ran without attribution."""
     steady = steady_steps(hit, 0)  # a read that waited for several steps' queued work: spread (pacing.py)
-    return sum(B.waits(s)[0] * s.repeat for s in steady) / I.count(steady)
+    return I.total(steady, lambda s: B.waits(s)[0]) / I.count(steady)
 
 
 def _closure_reads(it: list[StepRecord], advice: Mapping[str, str]) -> list[Finding]:
@@ -763,18 +762,18 @@ class InputBound(Rule):
     kind = "input_bound"
 
     def run(self, ctx: Context) -> list[Finding]:
-        steady = ctx.figures.steady
-        split = B.per_step(steady, "data")  # the breakdown's data part where measured (what every view shows)
+        steady, its = ctx.figures.steady, ctx.figures.steady_its
+        split = its.column("data")  # the breakdown's data part where measured (what every view shows)
         waits, times = split or [B.data_s(s) for s in steady], series(steady, "step")
         if not waits or None in waits or not sum(times):
             return []
-        n = I.count(steady)  # a folded record stands for `repeat` iterations at its means (fold.py)
-        wait, step = sum(w * s.repeat for s, w in zip(steady, waits)) / n, ctx.figures.step_time.mean
+        n = its.count
+        wait, step = its.wmean(waits), ctx.figures.step_time.mean
         share = wait / step
         bound = threshold("input_bound_share")
         key = "data" if split else "data_s"
-        n_hit, hits = F.hits(steady, lambda d: d[key] / d["step"] if d["step"] and d[key] is not None else None,
-                             bound, ("step", key))
+        n_hit, hits = its.hits(lambda d: d[key] / d["step"] if d["step"] and d[key] is not None else None,
+                               bound, ("step", key))
         if share < bound or wait < threshold("input_bound_min_s") or not recurs(n_hit, n):
             return []
         site = next((e for s in ctx.iterations for e in s.events if e.kind == "data_wait"), None)
@@ -859,10 +858,6 @@ def _part_share(d: dict, component: str) -> float | None:
     return d[component] / busy if busy and d[component] is not None else None
 
 
-def _wmean(values: list[float], weights: list[int], n: int) -> float:
-    return sum(v * w for v, w in zip(values, weights)) / n if n else 0.0
-
-
 class _Dominant(Rule):
     """A breakdown component (breakdown.py) that dominates the steady step: on average at least `share` of its
     measured time (the wall time less `other` - on a loaded host the main thread waiting for a CPU is nobody's part -
@@ -871,21 +866,20 @@ class _Dominant(Rule):
     component = ""
 
     def measure(self, ctx: Context) -> tuple[float, float, list[int], list, float] | None:
-        steady = ctx.figures.steady
-        values, others = B.per_step(steady, self.component), B.per_step(steady, "other")
-        ours = B.per_step(steady, "profiler")
+        steady, its = ctx.figures.steady, ctx.figures.steady_its
+        values, others = its.column(self.component), its.column("other")
+        ours = its.column("profiler")
         walls = [B.paced_wall(s) for s in steady]  # the time the parts sum to (pacing.py)
         if not values or not sum(walls):
             return None
         busy = [max(w - o - p, 0.0) for w, o, p in zip(walls, others, ours)]
-        weights = [s.repeat for s in steady]  # a folded record stands for `repeat` iterations at its means (fold.py)
-        n = sum(weights)
-        mean, wall = _wmean(values, weights, n), _wmean(walls, weights, n)
-        mean_busy = _wmean(busy, weights, n)
+        n = its.count
+        mean, wall = its.wmean(values), its.wmean(walls)
+        mean_busy = its.wmean(busy)
         share = mean / mean_busy if mean_busy else 0.0
         bound = threshold(f"{self.kind}_share")
         comp = self.component
-        n_hit, hits = F.hits(steady, lambda d: _part_share(d, comp), bound, ("wall", "other", "profiler", comp))
+        n_hit, hits = its.hits(lambda d: _part_share(d, comp), bound, ("wall", "other", "profiler", comp))
         if share < bound or mean < threshold(f"{self.kind}_min_s") or not recurs(n_hit, n):
             return None
         return mean, wall, (n_hit, hits), steady, share
