@@ -302,8 +302,11 @@ def test_every_evidence_class_writes_reads_back_assembles_and_merges_the_same():
     def below(c: type) -> set[type]:
         return {s for sub in c.__subclasses__() for s in {sub, *below(sub)}}
     assert {type(e) for e in samples} == below(Evidence)
-    with pytest.raises(TypeError):  # a dict becomes evidence only at a load edge
-        Finding("x", "info", "m", 1, None, {"a": 1})  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        Finding("x", "info", "m", 1, None, ["a"])  # type: ignore[arg-type]
+    # a recipe's own finding as 0.6.0 took it (a dict): kept as written, one shape from there on
+    legacy = Finding("x", "info", "m", 1, None, {"a": 1, "b": None})  # type: ignore[arg-type]
+    assert isinstance(legacy.evidence, WrittenEvidence) and legacy.evidence_json() == {"a": 1, "b": None}
 
     live = [Finding(f"k{i}_{type(e).__name__}", "warning", "m", 2, Location("/x/t.py", i + 1, "f"), e, 0.5, [1, 2],
                     cost=Cost(ms_per_step=1.0)) for i, e in enumerate(samples)]
@@ -351,3 +354,14 @@ def test_the_iteration_findings_evidence_writes_the_keys_their_dicts_wrote():
         "key": "k", "cause": None, "special_scalars": False, "compile_causes": [], "differences": [],
         "compile_time_s": 0.1}
     assert E.ClosureReadEvidence(seen).to_json() == {"closure": True, **seen.to_json()}
+
+
+def test_no_producer_builds_a_finding_from_a_dict():
+    """Dicts become evidence only at the load edges (Finding.from_json) and for a recipe's own finding: every
+    producer in the package passes an evidence class (a dict literal or dict(...) as `evidence=` fails here)."""
+    import re
+    from conftest import ROOT
+    bad = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "ptxla_perf").rglob("*.py"))
+           for n, line in enumerate(p.read_text().splitlines(), 1)
+           if re.search(r"evidence\s*=\s*(\{|dict\()", line)]
+    assert not bad, bad

@@ -110,7 +110,9 @@ class Finding:
     source: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.evidence, Evidence):  # one shape: a dict becomes evidence only at a load edge
+        if isinstance(self.evidence, Mapping):  # a recipe's own finding as 0.6.0 took it: kept as written
+            self.evidence = WrittenEvidence(dict(self.evidence))
+        elif not isinstance(self.evidence, Evidence):
             raise TypeError(f"{self.kind}: evidence must be an Evidence, not {type(self.evidence).__name__}")
         if self.cost.per_step is None and self.per_step is not None:
             self.cost = Cost(**{**self.cost.to_json(), "per_step": self.per_step})
