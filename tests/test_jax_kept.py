@@ -1,7 +1,8 @@
 """What a profiled JAX step keeps (issue 36): every object a step's record holds that Python's garbage collector
 tracks makes a long run's full collections come sooner (one full collection of a JAX process: ~0.2 s). A steady
 numpy-fed step keeps its record, its events list, its one transfer event and that event's evidence; what is equal
-to the step before (the transfer counts, the shapes, the empty lists) is shared (records.Shared)."""
+to the step before (the transfer counts, the shapes, the empty lists) is shared (records.Shared); a step on
+device-resident data keeps its record alone."""
 from __future__ import annotations
 
 import copy
@@ -14,7 +15,9 @@ import pytest
 
 from ptxla_perf.model import records as R
 
-KEPT_PER_STEP = 4  # the record, its events list, the transfer event, its evidence (14 before sharing)
+# numpy-fed: the record, its events list, the transfer event, its evidence (13 before sharing); device-fed: the
+# record alone (7 before)
+KEPT_PER_STEP = {"numpy": 4, "device": 1}
 
 
 def _reachable(rec) -> set[int]:
@@ -31,7 +34,8 @@ def _reachable(rec) -> set[int]:
     return set(seen)
 
 
-def test_a_steady_numpy_fed_step_keeps_four_tracked_objects(tmp_path):
+@pytest.mark.parametrize("fed", sorted(KEPT_PER_STEP))
+def test_a_steady_step_keeps_only_its_own_record(tmp_path, fed):
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
     import numpy as np
@@ -43,8 +47,11 @@ def test_a_steady_numpy_fed_step_keeps_four_tracked_objects(tmp_path):
         step = jax.jit(lambda w, x: (w - 1e-3 * jax.grad(lambda w: jnp.sum((x @ w) ** 2))(w)))
         w = jnp.ones((4, 2))
         rng = np.random.default_rng(0)
-        for _ in range(40):
-            w = step(w, rng.standard_normal((8, 4)).astype(np.float32))  # a fresh host batch: a transfer event
+        batches = [rng.standard_normal((8, 4)).astype(np.float32) for _ in range(40)]
+        if fed == "device":
+            batches = [jax.device_put(b) for b in batches]
+        for b in batches:
+            w = step(w, b)  # numpy-fed: a fresh host batch each step, a transfer event
         records = list(s.steps)
     finally:
         s.finish()
@@ -52,8 +59,9 @@ def test_a_steady_numpy_fed_step_keeps_four_tracked_objects(tmp_path):
     gc.collect()  # tuples of numbers are untracked by a collection: what is left is what the records keep
     steady = records[10:30]
     new = [len(_reachable(b) - _reachable(a)) for a, b in zip(steady, steady[1:])]
-    assert statistics.median(new) <= KEPT_PER_STEP, new
-    assert all(r.events and r.events[0].kind == "host_to_device_transfer" for r in steady)
+    assert statistics.median(new) <= KEPT_PER_STEP[fed], new
+    kinds = {tuple(e.kind for e in r.events) for r in steady}
+    assert kinds == ({("host_to_device_transfer",)} if fed == "numpy" else {()}), kinds
 
 
 def test_shared_list_is_a_list_that_cannot_change():

@@ -102,10 +102,11 @@ class Ledger:
         events.append(Event(kind, loc, detail))
 
     def take(self, n: int | None = None) -> list[Event]:
-        """The events so far (or the first `n`), removed; the rest stay."""
+        """The events so far (or the first `n`), removed; the rest stay. No events: the list that all records
+        without any share (records.EMPTY: a step on device-resident data keeps no list of its own)."""
         n = len(self.events) if n is None else n
         out, self.events = self.events[:n], self.events[n:]
-        return out
+        return out or EMPTY
 
     def add_cost(self, cost: Any) -> None:
         """The program a top-level call ran: its cost (hlo_cost.GraphCost), or None when unknown."""
