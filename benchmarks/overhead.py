@@ -25,7 +25,10 @@ against the plain run is at most `--target`; the last line says whether it is.
 calls missed JAX's C++ dispatch cache in each run (counted by the workload itself). Target: the small step's
 median profile/plain ratio at most `--target` (default 1.10 here).
 
-    python benchmarks/overhead.py --jax [--pairs 8] [--steps N] [--modes profile] [--base DIR]
+    python benchmarks/overhead.py --jax [--pairs 8] [--steps N] [--modes profile] [--base DIR] [--sizes small]
+
+`--sizes small` runs the small step alone (a long run of it, `--steps 5000`, is where the garbage collector's full
+collections show: every object a profiled step keeps brings the next one sooner).
 """
 from __future__ import annotations
 
@@ -84,13 +87,14 @@ def run_jax(size: str, mode: str, steps: int | None, tmp: Path, base: str | None
 
 def main_jax(args, modes: list[str]) -> None:
     target = args.target if args.target is not None else 1.10
-    ms = {(z, m): [] for z in JAX_SIZES for m in modes}
-    misses = {(z, m): [] for z in JAX_SIZES for m in modes}
+    sizes = args.sizes
+    ms = {(z, m): [] for z in sizes for m in modes}
+    misses = {(z, m): [] for z in sizes for m in modes}
     calls = {}
     with tempfile.TemporaryDirectory() as tmp:
         for pair in range(args.pairs):
             order = modes[pair % len(modes):] + modes[:pair % len(modes)]
-            for size in JAX_SIZES:
+            for size in sizes:
                 for mode in order:
                     bench = run_jax(size, mode, args.steps, Path(tmp), args.base)["bench"]
                     ms[size, mode].append(bench["ms_per_step"])
@@ -103,12 +107,15 @@ def main_jax(args, modes: list[str]) -> None:
           "workload over its steady calls, after 20 warm-up calls)")
     print(f"{'step':6s} {'mode':8s} {'ms/call':>9s} {'ratio vs plain':>15s} {'min':>7s} {'max':>7s} "
           f"{'C++ cache misses / calls':>25s}")
-    for size in JAX_SIZES:
+    for size in sizes:
         for m in modes:
             r = ratio_stats(ms[size, m], ms[size, "plain"])
             print(f"{size:6s} {m:8s} {statistics.median(ms[size, m]):9.3f} {r[0]:15.3f} {r[1]:7.3f} {r[2]:7.3f} "
                   f"{statistics.median(misses[size, m]):>17g} / {calls[size]}")
-    if "profile" in modes:
+        if "base" in modes and "profile" in modes:  # this checkout against the earlier one, pair by pair
+            r = ratio_stats(ms[size, "profile"], ms[size, "base"])
+            print(f"{size:6s} profile/base per call {r[0]:.3f} ({r[1]:.3f}-{r[2]:.3f})")
+    if "profile" in modes and "small" in sizes:
         ratio = ratio_stats(ms["small", "profile"], ms["small", "plain"])[0]
         enough = args.pairs >= 8
         print(f"\ntarget: small step profile/plain per call {ratio:.3f} {'<=' if ratio <= target else '>'} {target} "
@@ -131,7 +138,12 @@ def main() -> None:
                                    "adds the mode `base`, its profile run")
     ap.add_argument("--jax", action="store_true", help="the JAX workloads (a numpy-fed small step, a device-bound "
                                                        "step) instead of the torch_xla encoder loop")
+    ap.add_argument("--sizes", default=",".join(JAX_SIZES), help="with --jax: the steps to run, of "
+                    + ", ".join(JAX_SIZES) + " (default: both)")
     args = ap.parse_args()
+    args.sizes = [z.strip() for z in args.sizes.split(",") if z.strip()]
+    if not args.sizes or set(args.sizes) - set(JAX_SIZES):
+        ap.error(f"--sizes: pick from {', '.join(JAX_SIZES)}")
     allowed = ("profile", "always") if args.jax else MODES
     asked = [m.strip() for m in (args.modes or ("profile" if args.jax else ",".join(MODES))).split(",")
              if m.strip()]

@@ -42,6 +42,7 @@ import time
 import traceback
 from ..frames import TOOL, USER, _abs, kind_of
 from ..model.faults import FAULTS, check
+from ..model.records import EMPTY
 from ..model.training_thread import TRAINING
 
 DATA, USER_KIND, FRAMEWORK, CALL, DATA_SITE = "data", "user", "framework", "call", "data_site"
@@ -143,8 +144,8 @@ class StackSampler:
 
     def take(self) -> list[dict]:
         """The lines sampled since the previous call: the top PER_KIND of each kind, seconds each."""
-        if not self._lines:  # most boundaries: no sample since the last one
-            return []
+        if not self._lines:  # most boundaries: no sample since the last one (a list all such records share)
+            return EMPTY
         lines, self._lines = self._lines, {}
         by_kind: dict[str, list] = {}
         for (file, line, function, kind), s in lines.items():

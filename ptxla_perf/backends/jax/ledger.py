@@ -5,12 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any, NamedTuple
 
-from ...model.records import Event, Location, StepRecord, Transfers
+from ...model.records import EMPTY, Event, Location, StepRecord, Transfers
 from ...model.training_thread import TRAINING
 
 MAX_EVENTS_PER_STEP = 16
 SKIP = object()  # a timed wrapper's begin(): not ours, run the real function untimed (hooks.timed)
 _new = tuple.__new__
+_TRANSFERS: dict[tuple, Transfers] = {}  # (count, bytes) -> the Transfers every record with those figures shares
 
 
 class Counts(NamedTuple):
@@ -101,10 +102,11 @@ class Ledger:
         events.append(Event(kind, loc, detail))
 
     def take(self, n: int | None = None) -> list[Event]:
-        """The events so far (or the first `n`), removed; the rest stay."""
+        """The events so far (or the first `n`), removed; the rest stay. No events: the list that all records
+        without any share (records.EMPTY: a step on device-resident data keeps no list of its own)."""
         n = len(self.events) if n is None else n
         out, self.events = self.events[:n], self.events[n:]
-        return out
+        return out or EMPTY
 
     def add_cost(self, cost: Any) -> None:
         """The program a top-level call ran: its cost (hlo_cost.GraphCost), or None when unknown."""
@@ -117,15 +119,16 @@ class Ledger:
 
 
 def record(prev: Counts, now: Counts, events: list[Event], site: Location | None, phase: str | None) -> StepRecord:
-    """The step between two snapshots."""
+    """The step between two snapshots. What a steady step's record holds is shared with the others where equal
+    (its transfer counts, its empty lists: records.Shared): fewer objects kept per step, fewer full collections."""
     execs = now.execs - prev.execs
     rec = StepRecord(index=0, wall_time_s=max(now.t - prev.t, 0.0), site=site,
                      compiles=now.compiles - prev.compiles,
                      compile_time_s=max(now.compile_time - prev.compile_time, 0.0),
                      cached_compiles=now.cached - prev.cached, executions=execs,
-                     device_to_host=Transfers(now.d2h - prev.d2h, now.d2h_bytes - prev.d2h_bytes),
-                     host_to_device=Transfers(now.h2d - prev.h2d, now.h2d_bytes - prev.h2d_bytes),
-                     events=events, phase=phase,
+                     device_to_host=_transfers(now.d2h - prev.d2h, now.d2h_bytes - prev.d2h_bytes),
+                     host_to_device=_transfers(now.h2d - prev.h2d, now.h2d_bytes - prev.h2d_bytes),
+                     events=events, phase=phase, graph_hashes=EMPTY, boundaries=EMPTY, hot_lines=EMPTY,
                      device_to_host_time_s=max(now.d2h_time - prev.d2h_time, 0.0),
                      launch_time_s=max(now.launch - prev.launch, 0.0),
                      queue_wait_s=max(now.queue - prev.queue, 0.0),
@@ -138,3 +141,13 @@ def record(prev: Counts, now: Counts, events: list[Event], site: Location | None
         rec.flops, rec.bytes_accessed = now.flops - prev.flops, now.bytes - prev.bytes
         rec.transcendentals = now.trans - prev.trans
     return rec
+
+
+def _transfers(count: int, nbytes: int) -> Transfers:
+    """One Transfers per (count, bytes) for all records (never changed in place: fold.py changes its copies)."""
+    t = _TRANSFERS.get((count, nbytes))
+    if t is None:
+        if len(_TRANSFERS) >= 1024:  # a run whose bytes vary every step: bounded
+            _TRANSFERS.clear()
+        t = _TRANSFERS[count, nbytes] = Transfers(count, nbytes)
+    return t

@@ -118,7 +118,7 @@ class Memory:
             before, self._holders_before = self._holders_before, None
             found = find_holder(_is_array, _array_bytes, frame, before)
             if found is not None:  # rated against the memory section's capacity when the report is made
-                rec.events.append(Event("memory_growth", found[0], found[1]))
+                rec.events = [*rec.events, Event("memory_growth", found[0], found[1])]  # (maybe records.EMPTY)
             rec.attributed = True
         if nsteps < self._next_live or not self._caps.live_arrays:
             return

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import provenance
 from ...frames import TOOL, USER, classify, user_frame
-from ...model.records import Location, ReadEvidence, TransferEvidence
+from ...model.records import EMPTY, Location, ReadEvidence, TransferEvidence, shared
 from . import _private as P
 from .jitted import JitInfo
 from .ledger import SKIP, Ledger, Scope
@@ -49,6 +49,8 @@ class Transfers:
         self._from_device: dict[int, tuple] = {}  # id(NumPy array read back from the device) -> (weakref, line)
         self._origin_cache: dict[tuple, tuple] = {}  # (id(code), instruction) of a call -> (code, _site's)
         self._buffers: dict[int, tuple] = {}  # id(array) -> (weakref, step it was last copied into a call)
+        self._lists = (EMPTY, EMPTY, EMPTY)  # the last scan's evidence lists (shapes, source, made_by), shared with
+        #                                      the next equal ones: a batch per step keeps no lists of its own
 
     # --- device -> host: the timed `_value` wrapper's parts (hooks.timed) -------------------------------------
     def begin(self, arr, frame):
@@ -245,12 +247,14 @@ class Transfers:
         led.h2d_bytes += found.nbytes
         loc = user_frame(frame)[0] if led.lines else None
         shapes = sorted(found.shapes, key=math.prod, reverse=True)  # largest first (stable among equals)
+        last = self._lists
+        self._lists = lists = (shared(shapes[:6], last[0]), shared(sorted(found.kinds), last[1]),
+                               shared(found.made, last[2]))
         # typed here, not as keywords: a fresh NumPy batch makes one of these every call, and records.evidence's
         # conversion of a dict costs several times the class's own constructor
         led.event("host_to_device_transfer", loc, TransferEvidence(
-            call=fn.name, shapes=shapes[:6], bytes=found.nbytes, transfers=found.n, arrays=found.n,
-            source=sorted(found.kinds), repeated_buffers=found.repeated, origins=found.origins,
-            made_by=found.made,
+            call=fn.name, shapes=lists[0], bytes=found.nbytes, transfers=found.n, arrays=found.n,
+            source=lists[1], repeated_buffers=found.repeated, origins=found.origins, made_by=lists[2],
             # what is wasted: the same host buffer copied again within a few steps (parameters left in NumPy),
             # arrays read back from the device and sent again (a round trip), values the loop makes on the host
             # (random draws, constants, Python lists: one transfer per element), arrays resharded on every call.
