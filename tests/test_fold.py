@@ -44,7 +44,9 @@ def _rules(backend: str):
 def test_folded_run_counts_every_step(folded_run):
     backend, out, proc, rep, boundaries = folded_run
     ret = rep["run"]["step_retention"]
-    assert ret["folded"] > STEPS // 2, ret  # most steps were folded in memory
+    # many steps were folded in memory (not "most": on a loaded machine a step slower than its neighbours is an
+    # outlier kept as it is, and a JAX run under load 10 folded 387 of 800)
+    assert ret["folded"] > STEPS // 4, ret
     assert rep["summary"]["steps"] == STEPS and ret["total"] == STEPS
     assert sum(b["count"] for b in rep["step_buckets"]) == STEPS
     assert any(s.get("repeat", 1) > 1 for s in rep["steps"]) or ret["kept"] < STEPS
