@@ -38,6 +38,8 @@ def test_a_040_report_loads_into_dataframes():
     f = r.findings.set_index("kind").loc["device_to_host_sync"]
     assert f["line"] == 15 and f["file"].endswith("item_per_step.py") and f["severity"] == "warning"
     assert f["where"].endswith("item_per_step.py:15")
+    old = next(x for x in data["findings"] if x["kind"] == "device_to_host_sync")  # 0.4.0: no `cost`, its evidence
+    assert "cost" not in old and f["ms_per_step"] == old["evidence"]["wait_ms_per_step"] > 0
     assert list(r.steps.index) == [s["index"] for s in data["steps"]]
     assert list(r.steps["host_reads"]) == [s["host_reads"] for s in data["steps"]]
     assert list(r.compiles["step"]) == [s["index"] for s in data["steps"] if s["compiles"]]
@@ -389,3 +391,5 @@ def test_jax_step_jitted_before_the_block_is_seen_without_a_recompile(tmp_path):
     assert r.summary.steps >= 4 and r.summary.compiles == 0
     f = r.findings.set_index("kind").loc["device_to_host_sync"]
     assert f["file"] == str(tmp_path / "cell1.py") and f["line"] == 5
+    written = next(x for x in r.data["findings"] if x["kind"] == "device_to_host_sync")
+    assert f["ms_per_step"] == written["cost"]["ms_per_step"]  # the table's column is the finding's cost

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import summary_keys as K
+from ..model.finding import cost_of
 
 _STEP_SCALARS = ("index", "phase", "steady", "attributed", "wall_time_s", "compiles", "compile_time_s",
                  "cached_compiles", "executions", "early_executions", "host_reads", "device_to_host_time_s",
@@ -67,7 +68,7 @@ def findings(report: dict[str, Any], cells: dict[str, int] | None = None):
         rows.append({"kind": f.get("kind"), "severity": f.get("severity"), "count": f.get("count"),
                      "per_step": f.get("per_step"), "file": loc.get("file"), "line": loc.get("line"),
                      "function": loc.get("function"), "where": _where(loc), "cell": (cells or {}).get(loc.get("file")),
-                     "ms_per_step": ev.get("wait_ms_per_step", ev.get("ms_per_step")), "ranks": f.get("ranks"),
+                     "ms_per_step": cost_of(f).ms_per_step, "ranks": f.get("ranks"),
                      "message": f.get("message"), "evidence": ev})
     return _ints(pandas().DataFrame(rows, columns=["kind", "severity", "count", "per_step", "file", "line",
                                                    "function", "where", "cell", "ms_per_step", "ranks", "message",
