@@ -16,6 +16,7 @@ setup: $(STAMP)
 # constraints.txt: the exact versions measured here (Python 3.11), so `make test` runs against what was measured.
 $(STAMP): pyproject.toml setup.py requirements-mmf.txt constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 13) else "ptxla_perf needs Python 3.10-3.13 (set PYTHON=/path/to/python3.11; 3.11 is the version tested here)")'
+	@$(PYTHON) -c 'import shutil; free = shutil.disk_usage(".").free / 2**30; free < 10 and print(f"note: {free:.1f} GB free here; .venv takes ~8.5 GB (torch pulls its CUDA libraries) and test-compat ~7 GB more: pip may stop with No space left on device")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[all]"
