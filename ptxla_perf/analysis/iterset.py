@@ -124,18 +124,13 @@ class Iterations:
         """(value, weight) of one figure over the iterations (`per_iteration`). Empty when any iteration lacks it
         (a figure half measured compares nothing), unless `partial`: then those are left out."""
         out = []
-        for s in self.records:
-            if s.sample is None:
-                v, w = self.figures_of(s)[what], 1.0
-                values = [v]
-            else:
-                values, w = _columns(s, (what,))[what], I.weight(s) / fold.sampled(s)
-            for v in values:
-                if v is None:
-                    if partial:
-                        continue
-                    return []
-                out.append((float(v), w))
+        for _, w, d in self.per_iteration((what,)):
+            v = d[what]
+            if v is None:
+                if partial:
+                    continue
+                return []
+            out.append((float(v), w))
         return out
 
     def stats(self, what: str, partial: bool = False) -> dict[str, float] | None:
