@@ -72,10 +72,47 @@ def test_a_wait_after_the_loop_is_spread_over_the_steps_since_the_last_wait():
 
 
 def test_shares_follow_each_steps_program_cost():
+    """The device ran the three steps back to back, each for a time in proportion to its FLOPs."""
     recs = [_rec(0, 0.001, flops=1e9), _rec(1, 0.001, flops=3e9), _rec(2, 0.081, read=0.08, flops=4e9)]
     spread(recs)
-    assert [r.spread_in_s for r in recs] == pytest.approx([0.01, 0.03, 0.04])
+    assert [B.paced_wall(r) for r in recs] == pytest.approx([0.083 / 8, 0.083 * 3 / 8, 0.083 / 2])
+    assert sum(r.spread_in_s for r in recs) == pytest.approx(0.08)
     assert recs[2].spread_out_s == pytest.approx(0.08) and recs[0].spread_out_s == 0.0
+
+
+def _queued_loop(groups: int = 3, every: int = 40, depth: int = 16, launch: float = 0.0025,
+                 device: float = 0.011) -> list[StepRecord]:
+    """A device-bound loop as a GPU runs it: each call launches in `launch` s; the runtime keeps at most `depth`
+    executions in flight, so once the queue is full a call blocks until the oldest finishes (`queue_wait_s`); the
+    device runs each step in `device` s, in launch order; the loss is read every `every` steps."""
+    recs, done, t = [], [], 0.0
+    for i in range(groups * every):
+        start = t
+        blocked = max(done[i - depth] - t, 0.0) if i >= depth else 0.0
+        t += blocked + launch
+        done.append(max(t, done[-1] if done else 0.0) + device)
+        read = 0.0
+        if i % every == every - 1:
+            read = max(done[-1] - t, 0.0)
+            t += read
+        recs.append(_rec(i, t - start, read=read, queue=blocked))
+    return recs
+
+
+def test_a_wait_tops_up_only_the_steps_the_host_ran_ahead_of():
+    """After each read the host runs ahead until the queue is full, then every call waits for a slot: those steps
+    were already paced by the device. The read's wait belongs to the steps launched ahead, so every step comes out
+    at the device's 11 ms (a wait spread evenly over all 40 gave ~6 ms to the first and ~14.5 ms to the rest,
+    as a GPU's report said: p50 13.5 ms for a loop of 11.0 ms per step)."""
+    recs = _queued_loop()
+    total = sum(r.wall_time_s for r in recs)
+    spread(recs)
+    paced = [B.paced_wall(r) for r in recs]
+    assert sum(paced) == pytest.approx(total)
+    assert paced[1:] == pytest.approx([0.011] * (len(recs) - 1), rel=0.05)
+    paced_by_queue = [r for r in recs if r.queue_wait_s > 0 and r.wall_time_s >= 0.011 - 1e-9]
+    assert paced_by_queue and all(r.spread_in_s < 0.001 for r in paced_by_queue)  # their calls waited for it
+    assert all(max(B.components(r), key=B.components(r).get) == "device" for r in recs[1:])
 
 
 def test_the_analysis_and_the_fold_see_the_paced_steps():

@@ -4,10 +4,12 @@ Under asynchronous dispatch (JAX; any runtime with a queue of launched work) a l
 steps launches N steps in a fraction of their time and then waits, in that one read, for all the work still queued.
 Between boundaries the host's wall times say 0.9 ms, 0.9 ms, ..., 500 ms; the device paced every one of them.
 Each such wait is spread back over the steps it waited for: the steps since the previous explicit wait (a device
-runs its work in launch order, so a wait that returns leaves nothing launched before it queued), each given a share
-weighed by its program cost (FLOPs) where every one is known, else by its executions, else equally. A step's time is
-then its own host time plus its share (`breakdown.paced_wall`), and the share is its `device` part: the sum over the
-steps is unchanged, and a synchronous loop (a wait every step) is unchanged too.
+runs its work in launch order, so a wait that returns leaves nothing launched before it queued), the device ran
+their work back to back, each step for a time in proportion to its program cost (FLOPs where every one is known,
+else its executions, else equally), so the wait tops each step's host time up to that common pace (water-filling): a
+step the host already took longer over (it compiled; a full queue of in-flight work throttled its call) gets no
+share. A step's time is then its own host time plus its share (`breakdown.paced_wall`), and the share is its
+`device` part: the sum over the steps is unchanged, and a synchronous loop (a wait every step) is unchanged too.
 
 Only records whose adapter dispatches into a queue it measures (`queue_wait_s`: JAX) are spread: torch_xla's sync
 waits for the graph before it at every boundary, and a read there forces the step's own graph to run (its own time).
@@ -53,12 +55,30 @@ def spread(records: Iterable[StepRecord], tail: StepRecord | None = None) -> Non
 
 
 def _share(group: list[StepRecord], wait: float, drain: StepRecord) -> None:
+    """Water-filling: the device ran the group's work back to back, each step for a time in proportion to its cost,
+    while the host launched it. A step whose host time already exceeds that pace (it compiled, or a full queue
+    throttled its call) was paced by the host and gets no share; the wait tops the others up to the device's
+    common pace `level * weight`. A loop whose host ran ahead for every step gets the proportional split; one whose
+    queue filled half way does not have the wait piled onto its already device-paced steps."""
     weights = _weights(group)
-    total = sum(weights)
-    for r, w in zip(group, weights):
-        r.spread_in_s = wait * w / total
+    own = [r.wall_time_s for r in group]
+    own[-1] = max(own[-1] - wait, 0.0) if group[-1] is drain else own[-1]
+    for r, share in zip(group, _fill(own, weights, wait)):
+        r.spread_in_s = share
         r.spread_out_s = 0.0
     drain.spread_out_s = wait
+
+
+def _fill(own: list[float], weights: list[float], wait: float) -> list[float]:
+    """Shares s_i >= 0 summing to `wait` with own_i + s_i = max(own_i, level * w_i) (one level for all)."""
+    order = sorted(range(len(own)), key=lambda i: own[i] / weights[i])
+    level, base, mass = 0.0, 0.0, 0.0
+    for k, i in enumerate(order):
+        base, mass = base + own[i], mass + weights[i]
+        level = (wait + base) / mass
+        if k + 1 == len(order) or level <= own[order[k + 1]] / weights[order[k + 1]]:
+            break
+    return [max(level * w - o, 0.0) for o, w in zip(own, weights)]
 
 
 def _weights(group: list[StepRecord]) -> list[float]:
