@@ -112,8 +112,13 @@ class Ledger:
     def take(self, n: int | None = None) -> list[Event]:
         """The events so far (or the first `n`), removed; the rest stay. No events: the list that all records
         without any share (records.EMPTY: a step on device-resident data keeps no list of its own)."""
-        n = len(self.events) if n is None else n
-        out, self.events = self.events[:n], self.events[n:]
+        events = self.events
+        if not events:
+            return EMPTY  # (the ledger keeps its empty list)
+        if n is None or n >= len(events):  # all of them (every step): the list itself, a new one for the next
+            self.events = []
+            return events
+        out, self.events = events[:n], events[n:]
         return out or EMPTY
 
     def add_cost(self, cost: Any) -> None:
