@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
@@ -329,11 +330,11 @@ class StepRecord:
     index_list: list | None = None  # a variant's iterations (the first fold.INDICES of them), not a range
 
     def copy(self, **changes: Any) -> "StepRecord":
-        """A shallow copy with `changes` (dataclasses.replace re-runs __init__ with every field: ~5x slower, and
-        iterations.group copies every boundary of a long run's latest part at each fold)."""
-        new = object.__new__(StepRecord)
-        for name in _SLOTS:
-            setattr(new, name, getattr(self, name))
+        """A shallow copy with `changes`. iterations.group copies every boundary of a long run's latest part at
+        each fold (a per-step cost of long runs), so: every field read by one C call and passed positionally to
+        the generated __init__, whose assignments are bytecode (dataclasses.replace walks the fields and passes
+        keywords: ~5x slower; a getattr/setattr loop: ~2x)."""
+        new = StepRecord(*_VALUES(self))
         for name, value in changes.items():
             setattr(new, name, value)
         return new
@@ -390,5 +391,6 @@ class StepRecord:
         return d
 
 
-_SLOTS = tuple(f.name for f in fields(StepRecord))
+_SLOTS = tuple(f.name for f in fields(StepRecord))  # (the __init__'s parameters, in order: every field is one)
+_VALUES = operator.attrgetter(*_SLOTS)
 _FOLDED = ("parts", "sample", "step_range", "variants", "index_list")  # fold.py's, not the report's

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from threading import get_ident
 
 from .compiles import Compiles
 from .cost import Costs
@@ -20,7 +21,7 @@ from .steps import Steps
 from .transfers import Transfers, array_leaves
 from ...model import faults
 from ...model.faults import FAULTS, check
-from ...model.training_thread import switches
+from ...model.training_thread import TRAINING, switches
 
 
 QUEUE_MIN_S = 20e-6  # a call's wall time beyond its CPU time below this is not asked about (no syscall)
@@ -72,7 +73,8 @@ class Calls:
             # blocked in it, the rest of its wall time waited for the device (a full queue of in-flight
             # executions, a synchronous copy); where it never blocked, the rest waited for a CPU (a loaded host:
             # the breakdown's `other`)
-            t1, cpu = time.perf_counter(), time.thread_time() - c0
+            t1, c1 = time.perf_counter(), time.thread_time()
+            cpu = c1 - c0
             compiled = led.compile_time - compile_time
             launch = max(cpu - compiled, 0.0)
             led.launch += launch
@@ -83,14 +85,16 @@ class Calls:
         try:  # faults.guarded, inlined (every call)
             if faults._INJECT:
                 check("jax.call_end")
-            self._after(fn, args, kwargs, frame, out, t0, compiles, compile_time)
+            # the call's end, as the step's end where this thread trains (its own clock: TRAINING.cpu's reading)
+            self._after(fn, args, kwargs, frame, out, t0, compiles, compile_time,
+                        (t1, c1) if get_ident() == TRAINING.ident else None)
         except Exception as exc:
             FAULTS.record("jax.call_end", exc)
         led.own += time.perf_counter() - t1
         return out
 
     def _after(self, fn: JitInfo, args: tuple, kwargs: dict, frame, out, t0: float, compiles: int,
-               compile_time: float) -> None:
+               compile_time: float, end: tuple | None) -> None:
         """After the user's call returned: its device time, its compile's explanation and cost, the step."""
         led = self._ledger
         if self._ready.calls is not None and not self._steps.in_other:
@@ -100,4 +104,4 @@ class Calls:
             self._costs.cost_compiled(fn, args, kwargs)
             self._memory.watch_outputs(fn, out)
         led.add_cost(fn.cost if len(fn.costs) < 2 else self._costs.call_cost(fn, args, kwargs))
-        self._steps.after_call(fn, out)
+        self._steps.after_call(fn, out, end)

@@ -86,6 +86,14 @@ class Ledger:
                              self.trans, self.uncosted, self.launch, self.queue, self.own, self.cpu(),
                              self.call_cpu, self.blocked, TRAINING.ident))
 
+    def snapshot_at(self, t: float, cpu: float) -> Counts:
+        """The counters now, with clocks the caller just read on the training thread (a jitted call's end: no
+        second reading of each)."""
+        return _new(Counts, (self.compiles, self.compile_time, self.cached, self.execs, self.d2h, self.d2h_bytes,
+                             self.h2d, self.h2d_bytes, t, self.d2h_time, self.flops, self.bytes,
+                             self.trans, self.uncosted, self.launch, self.queue, self.own, cpu,
+                             self.call_cpu, self.blocked, TRAINING.ident))
+
     def event(self, kind: str, loc: Location | None, detail: Any) -> None:
         """One event per line and kind per step (repeats add up in its `transfers`), at most 16 a step. `detail`:
         the kind's typed evidence (records.EVIDENCE)."""
@@ -104,8 +112,13 @@ class Ledger:
     def take(self, n: int | None = None) -> list[Event]:
         """The events so far (or the first `n`), removed; the rest stay. No events: the list that all records
         without any share (records.EMPTY: a step on device-resident data keeps no list of its own)."""
-        n = len(self.events) if n is None else n
-        out, self.events = self.events[:n], self.events[n:]
+        events = self.events
+        if not events:
+            return EMPTY  # (the ledger keeps its empty list)
+        if n is None or n >= len(events):  # all of them (every step): the list itself, a new one for the next
+            self.events = []
+            return events
+        out, self.events = events[:n], events[n:]
         return out or EMPTY
 
     def add_cost(self, cost: Any) -> None:

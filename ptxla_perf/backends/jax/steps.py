@@ -187,15 +187,19 @@ class Steps:
         elif not self._ann_depth and not self.in_other and self._mark is not None:
             self.in_other = True  # a jitted call between annotated steps: evaluation until the next step
 
-    def after_call(self, fn: JitInfo, out: Any = None) -> None:
-        """It returned: where the step (or the candidate's segment) would end if no further call came."""
+    def after_call(self, fn: JitInfo, out: Any = None, end: tuple | None = None) -> None:
+        """It returned: where the step (or the candidate's segment) would end if no further call came. `end`: the
+        call's end as the caller read it on the training thread (perf_counter, thread_time), else read here."""
         cand, self._calling = self._cand, None
         if self._run is not None and len(self._run[1]) < _MAX_FED:
             self._run[1].extend(_refs(out))
         if (fn is self._step_fn or fn.same_function(self._step_fn)) and not self.in_other:
-            self._last_call_end = (self._ledger.snapshot(), len(self._ledger.events))
+            led = self._ledger
+            self._last_call_end = (led.snapshot() if end is None else led.snapshot_at(*end), len(led.events))
         elif self._step_fn is None and cand.current is not None and cand.pre:
-            cand.end[cand.current] = (len(cand.pre) - 1, self._ledger.snapshot(), len(self._ledger.events))
+            led = self._ledger
+            cand.end[cand.current] = (len(cand.pre) - 1, led.snapshot() if end is None else led.snapshot_at(*end),
+                                      len(led.events))
             cand.outs[len(cand.pre) - 1] = _refs(out)
 
     # --- inferred steps ---------------------------------------------------------------------------------------

@@ -178,9 +178,38 @@ class Transfers:
         from_device = self._from_device
         site = None
         deep = set() if full else fn.deep
+        buffers, now, plain = self._buffers, self.steps, False
         for pos, a in fn.dynamic(args, kwargs):
             t = type(a)
-            if (t is list or t is tuple) and a and all(isinstance(v, SCALARS) for v in a):
+            if t is np.ndarray:  # a NumPy array passed as it is (a batch): the per-array steps below, inlined
+                b, plain = a.nbytes, True
+                shapes.append(list(a.shape))
+                found.nbytes += b
+                found.n += 1
+                i = id(a)  # _seen_buffer, inlined
+                seen = buffers.get(i)
+                buffers[i] = (weakref.ref(a), now)
+                if seen is not None and seen[0]() is a and now - seen[1] <= _REPEAT_WINDOW:
+                    found.repeated += 1
+                back = from_device.get(i)
+                if back is not None and back[0]() is a:  # read back from the device: a round trip
+                    origins["round_trip"] = origins.get("round_trip", 0) + b
+                    if back[1] is not None:
+                        found.made_by(f"read back from the device at {back[1].short()}")
+                    continue
+                if site is None:
+                    site = self._site(frame)
+                got = site[1].get((pos, len(args)))
+                if got is None:
+                    got = self._origin_words(site, pos, len(args))
+                if got[0] is None:
+                    origins["data"] = origins.get("data", 0) + b
+                else:
+                    origins[got[0].kind] = origins.get(got[0].kind, 0) + b
+                    found.made_by(got[1])
+                continue
+            if (t is list or t is tuple) and a and isinstance(a[0], SCALARS) \
+                    and all(isinstance(v, SCALARS) for v in a):
                 found.add("python list", [len(a)], 4 * len(a), len(a))  # a Python list of numbers: one per element
                 origins[provenance.HOST_MADE] = origins.get(provenance.HOST_MADE, 0) + 4 * len(a)
                 continue
@@ -224,10 +253,8 @@ class Transfers:
                     if site is None:
                         site = self._site(frame)
                     got = site[1].get((pos, len(args)))
-                    if got is None:  # this argument's origin and its words, once per call instruction
-                        o = _arg_origin(site[0] or ((), {}), pos, len(args))
-                        got = (o, None if o is None else f"{o.text} (line {o.line})")
-                        site[1][(pos, len(args))] = got
+                    if got is None:
+                        got = self._origin_words(site, pos, len(args))
                     arg_origin, made = got
                 if arg_origin is None:
                     origins["data"] = origins.get("data", 0) + b
@@ -238,6 +265,10 @@ class Transfers:
             fn.deep = deep
         if not found.n:
             return False
+        if plain:
+            found.kinds.add("numpy")
+        if len(buffers) > 4096:
+            self._prune_buffers()
         self._record_scan(fn, found, frame)
         return True
 
@@ -291,21 +322,29 @@ class Transfers:
             self._origin_cache[key] = (code, site)
         return site
 
+    def _origin_words(self, site: tuple, pos, nargs: int) -> tuple:
+        """An argument's origin and its made_by words, found once per call instruction (kept in `site`)."""
+        o = _arg_origin(site[0] or ((), {}), pos, nargs)
+        got = site[1][(pos, nargs)] = (o, None if o is None else f"{o.text} (line {o.line})")
+        return got
+
     def _seen_buffer(self, x: np.ndarray) -> bool:
         """True when this very array object (alive since) was copied into a call within the last few steps. Held
         by weak reference: a fresh batch often lands at the address of the one just freed, so an address alone
-        would call every new batch 'the same data'."""
+        would call every new batch 'the same data'. (scan inlines it for a NumPy array passed as it is.)"""
         try:
             ref = weakref.ref(x)
         except TypeError:
             return False
         now = self.steps
         seen = self._buffers.get(id(x))
-        self._buffers[id(x)] = (ref, now)
-        if len(self._buffers) > 4096:
-            self._buffers = {k: v for k, v in self._buffers.items()
-                             if v[0]() is not None and now - v[1] <= _REPEAT_WINDOW}
+        self._buffers[id(x)] = (ref, now)  # (kept bounded at the end of scan, its one caller)
         return seen is not None and seen[0]() is x and now - seen[1] <= _REPEAT_WINDOW
+
+    def _prune_buffers(self) -> None:
+        now = self.steps
+        self._buffers = {k: v for k, v in self._buffers.items()
+                         if v[0]() is not None and now - v[1] <= _REPEAT_WINDOW}
 
 
 def _host_first(a: Any) -> bool:
