@@ -649,3 +649,19 @@ def test_transformer_n_leaves_out_the_embedding_tables():
     assert roofline.non_embedding_params(model) == body
     assert sum(p.numel() for p in model.parameters()) > 30 * body
     assert roofline.transformer_flops(roofline.non_embedding_params(model), 1000) == 6.0 * body * 1000
+
+
+def test_a_folded_record_weighs_as_the_iterations_it_stands_for():
+    """A long run folds its steady steps (fold.py): one record of `repeat` iterations carries their mean figures.
+    FLOPs per step, the costed step time, the rates and the step counts weigh it by `repeat`, as the summary does:
+    the same section as over the iterations one by one."""
+    small, big = _steps(1e9, 1e7, 1.2e-3, n=1)[0], _steps(4e9, 4e7, 4.8e-3, n=1)[0]
+    one_by_one = [small.copy() for _ in range(9)] + [big]
+    folded = small.copy()
+    folded.repeat = 9
+    a = _section(one_by_one, {"source": "xla_cost_analysis"}, PEAK)
+    b = _section([folded, big], {"source": "xla_cost_analysis"}, PEAK)
+    assert a["flops_per_step"] == pytest.approx(1.3e9) and a["steps_with_cost"] == 10
+    for k in ("flops_per_step", "bytes_per_step", "costed_step_time_s", "mfu", "steps_with_cost",
+              "achieved_flops_per_s", "observed_step_time_s"):
+        assert b[k] == pytest.approx(a[k]), k

@@ -24,7 +24,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, NamedTuple
 
 from ..model import summary_keys as K
-from .figures import median, step_time_s
+from . import iterations as I
+from .figures import step_time_s
+from .stats import wstats
 from ..model.fmt import duration as _ms
 from ..model.fmt import ratio as fmt_ratio
 from ..peaks import Peak
@@ -184,14 +186,14 @@ def _model_mfu(out: RooflineSection, steady: list, peak: Peak) -> None:
     measured over; not given where HFU is not (the time does not cover the work, no peak)."""
     costed = [s for s in steady if s.flops is not None and s.flops >= 0]
     rated = ([s for s in costed if s.device_time_s is not None] if out.mfu_time_basis == "device" else costed)
-    model = [getattr(s, "model_flops", None) for s in rated]
-    if not rated or any(m is None for m in model):
+    if not rated or any(getattr(s, "model_flops", None) is None for s in rated):
         return
-    out.model_flops_per_step = sum(model) / len(model)
-    time_s = sum(s.device_time_s if out.mfu_time_basis == "device" else step_time_s(s) for s in rated)
+    model = I.total(rated, "model_flops")
+    out.model_flops_per_step = model / I.count(rated)
+    time_s = _time(rated, out.mfu_time_basis)
     if out.hfu is None or not peak.flops_per_s or time_s <= 0:
         return
-    mfu = sum(model) / time_s / peak.flops_per_s
+    mfu = model / time_s / peak.flops_per_s
     if mfu > 1.0:
         out.notes.append("model-FLOPs MFU not given: the model FLOPs given per step run faster than the peak (check "
                          "--model-flops-per-step / set_step_info(model_flops=...))")
@@ -232,31 +234,32 @@ def _section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: flo
     _graph_sources(out)
     costed = [s for s in steady if s.flops is not None and s.flops >= 0]
     if len(costed) < sum(1 for s in steady if s.flops is not None):
-        out.notes.append(f"{sum(1 for s in steady if (s.flops or 0) < 0)} steady steps had a negative FLOP count "
+        out.notes.append(f"{I.count(s for s in steady if (s.flops or 0) < 0)} steady steps had a negative FLOP count "
                          "(a cost analysis that gave -1): left out, their cost unknown")
     if any(s.bytes_accessed is None or s.bytes_accessed < 0 for s in costed):
         out.bytes_lower_bound = True
-    out.steps_with_cost = len(costed)
+    out.steps_with_cost = I.count(costed)
     if not costed:
         out.explanation = ("no steady step has a known cost" if steady else "no steady steps to measure") + \
             (f" ({out.notes[0]})" if out.notes else "")
         return out
-    n = len(costed)
-    flops = sum(s.flops for s in costed)
-    nbytes = sum(_bytes(s) for s in costed)
+    # weighed by the iterations each record stands for (a folded record's figures are its iterations' mean)
+    n = I.count(costed)
+    flops = I.total(costed, "flops")
+    nbytes = I.total(costed, _bytes)
     out.flops_per_step = flops / n
     out.bytes_per_step = nbytes / n
-    out.transcendentals_per_step = sum(s.transcendentals or 0.0 for s in costed) / n
+    out.transcendentals_per_step = I.total(costed, "transcendentals") / n
     out.arithmetic_intensity = flops / nbytes if nbytes else None
-    out.costed_step_time_s = median(step_time_s(s) for s in costed)  # the subset the FLOPs figures cover
+    out.costed_step_time_s = wstats([(step_time_s(s), I.weight(s)) for s in costed])["p50"]  # the FLOPs' subset
     observed = step_time_p50 if step_time_p50 is not None else out.costed_step_time_s
     out.observed_step_time_s = observed
     basis, rated = _time_basis(costed, out)
-    time_s = sum(s.device_time_s if basis == "device" else step_time_s(s) for s in rated)
+    time_s = _time(rated, basis)
     out.mfu_time_basis = basis
     if time_s > 0:
-        out.achieved_flops_per_s = sum(s.flops for s in rated) / time_s
-        out.achieved_bytes_per_s = sum(_bytes(s) for s in rated) / time_s
+        out.achieved_flops_per_s = I.total(rated, "flops") / time_s
+        out.achieved_bytes_per_s = I.total(rated, _bytes) / time_s
     if peak.flops_per_s and out.achieved_flops_per_s is not None:
         out.mfu = out.achieved_flops_per_s / peak.flops_per_s
     if out.mfu is not None and 1.0 < out.mfu <= CALIBRATED_SLACK and peak.name.startswith("cpu"):
@@ -339,11 +342,16 @@ def _time_basis(costed: list, out: RooflineSection) -> tuple[str, list]:
     """The time HFU is measured over: the device's busy time where the adapter measured it for at least half the
     costed steps (over those steps: a report flushed mid-run lacks the latest), else the steps' wall time."""
     timed = [s for s in costed if s.device_time_s is not None]
-    out.steps_with_device_time = len(timed)
-    if not timed or 2 * len(timed) < len(costed):
+    out.steps_with_device_time = I.count(timed)
+    if not timed or 2 * out.steps_with_device_time < I.count(costed):
         return "wall", costed
-    out.device_step_time_s = sum(s.device_time_s for s in timed) / len(timed)
+    out.device_step_time_s = I.total(timed, "device_time_s") / I.count(timed)
     return "device", timed
+
+
+def _time(rated: list, basis: str) -> float:
+    """The time the rated steps' work took: the device's busy time or their step times, over their iterations."""
+    return I.total(rated, "device_time_s" if basis == "device" else step_time_s)
 
 
 def _from_device(out: RooflineSection, observed: float, device: float, predicted: float, bound: str,

@@ -8,7 +8,8 @@ from typing import Any, Callable
 
 from ..trace.capture import StepWindowCapture
 from ..model import fmt
-from ..analysis.figures import median, step_time_s
+from ..analysis.figures import step_time_s
+from ..analysis.stats import wstats
 from ..trace.section import TraceSection
 
 
@@ -72,7 +73,8 @@ class CaptureWindow:
         first = self.window.first_step
         owners = boundary_owners(a.iterations)
         traced = set(owners[first:first + len(trace.steps)])
-        untraced = median(step_time_s(s) for s in a.steady if s.index not in traced)  # the summary's step time
+        rest = wstats([(step_time_s(s), s.repeat) for s in a.steady if s.index not in traced])
+        untraced = rest["p50"] if rest else None  # the summary's step time (weighed: folded records stand for many)
         try:
             relate(trace, a.iterations, first, untraced)
         except Exception as exc:  # a diagnostic of a diagnostic: never lose the report for it
