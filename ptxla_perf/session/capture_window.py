@@ -9,6 +9,7 @@ from typing import Any, Callable
 from ..trace.capture import StepWindowCapture
 from ..model import fmt
 from ..analysis.figures import step_time_s
+from ..analysis import iterations as I
 from ..analysis.stats import wstats
 from ..trace.section import TraceSection
 
@@ -73,7 +74,7 @@ class CaptureWindow:
         first = self.window.first_step
         owners = boundary_owners(a.iterations)
         traced = set(owners[first:first + len(trace.steps)])
-        rest = wstats([(step_time_s(s), s.repeat) for s in a.steady if s.index not in traced])
+        rest = wstats([(step_time_s(s), I.weight(s)) for s in a.steady if s.index not in traced])
         untraced = rest["p50"] if rest else None  # the summary's step time (weighed: folded records stand for many)
         try:
             relate(trace, a.iterations, first, untraced)
