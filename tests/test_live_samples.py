@@ -4,7 +4,23 @@ session ended (after the loop's function had returned and dropped its arrays), w
 ended a series rising by 2 a step, and the run had no memory_growth finding."""
 from __future__ import annotations
 
+import json
+
 import pytest
+
+from conftest import ROOT
+
+from ptxla_perf.analysis import memory
+from ptxla_perf.model.records import StepRecord
+
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def _steps(points):
+    """StepRecords with live samples at (index, arrays) (4 bytes an array), the iterations between unsampled."""
+    at = dict(points)
+    return [StepRecord(index=i, wall_time_s=0.01, live=(at[i], 4 * at[i]) if i in at else None)
+            for i in range(max(at) + 1)]
 
 
 def test_jax_last_step_cut_at_the_sessions_end_is_not_sampled(tmp_path, monkeypatch):
@@ -37,3 +53,44 @@ def test_jax_last_step_cut_at_the_sessions_end_is_not_sampled(tmp_path, monkeypa
     assert counts == sorted(counts) and counts[-1] > counts[0], sampled
     assert [f for f in report["findings"] if f["kind"] == "memory_growth"], report["findings"]
 
+
+def _recorded(name):
+    data = json.loads((FIXTURES / name).read_text())
+    return _steps([(i, n) for i, n, _ in data["samples"]]), data["warmup"]
+
+
+def test_recorded_series_with_a_stray_last_sample_still_grows():
+    """The failing run's own samples (tests/fixtures/live_samples_last_at_exit.json): 2 arrays a step, then 0 at
+    the sample taken after the program's loop. The trend is the loop's 2 a step, and it grows."""
+    steps, warmup = _recorded("live_samples_last_at_exit.json")
+    g = memory.growth(steps, warmup)
+    assert g["samples"] == 48 and g["live_arrays"] == 0
+    assert g["arrays_per_step"] == pytest.approx(2.0, abs=0.05) and g["bytes_per_step"] == pytest.approx(8.0, abs=0.2)
+    assert memory.grows(g)
+
+
+@pytest.mark.parametrize("stray", [0, 10_000])
+def test_one_stray_sample_at_either_end_does_not_decide_the_growth(stray):
+    rising = [(i, 100 + 2 * i) for i in range(0, 200, 8)]
+    for points in ([*rising[:-1], (rising[-1][0], stray)], [(rising[0][0], stray), *rising[1:]]):
+        g = memory.growth(_steps(points), 0)
+        assert g["arrays_per_step"] == pytest.approx(2.0) and memory.grows(g), (points, g)
+
+
+@pytest.mark.parametrize("counts", [
+    [50] * 30,  # flat: a model that keeps what it has
+    [50, 80] * 15,  # allocates 30 arrays in a step and frees them in the next, sampled at both
+    [50 + i % 8 for i in range(64)],  # a list of every step's loss cleared every 8 steps, sampled every step
+    [50 + i % 8 for i in range(64)][:-1] + [2000],  # ...and one stray sample at its end
+])
+def test_flat_or_sawtooth_counts_do_not_grow(counts):
+    g = memory.growth(_steps(list(enumerate(counts))), 1)
+    assert not memory.grows(g), g
+    assert abs(g["arrays_per_step"]) < 0.5 or g["rising_share"] < 0.75, g
+
+
+def test_a_steady_rise_reads_as_before():
+    """On a steady rise the trend is the rise from the first to the last sample, as it was."""
+    g = memory.growth(_steps([(i, 10 + 3 * i) for i in range(0, 40, 4)]), 1)
+    assert g["arrays_per_step"] == 3 and g["bytes_per_step"] == 12 and memory.grows(g)
+    assert memory.growth(_steps([(0, 10), (5, 20)]), 0)["arrays_per_step"] == 2  # two samples: their slope
