@@ -35,6 +35,7 @@ from ..xla.hlo_cost import analysis_options, compile_for_analysis, cpu_client
 from ..peaks import memory_from_table
 from ..xla.buffer_assignment import describe
 from ..model.records import evidence_json
+from .stats import median
 
 XLA, UNAVAILABLE = "xla_memory_analysis", "unavailable"
 DISABLE_ENV = "PTXLA_PERF_NO_XLA_MEMORY"  # tests: behave as if jaxlib's entry points were missing
@@ -203,24 +204,37 @@ def capacity_words(cap: dict[str, Any], num=None) -> str:
 # --- live memory, step over step ---------------------------------------------------------------------------------
 def growth(train: list, warmup: int) -> dict[str, Any] | None:
     """Live device values per step over the training iterations after warm-up: `arrays_per_step` (and
-    `bytes_per_step` where the adapter measured bytes) from the first to the last sample, `rising_share` of the
+    `bytes_per_step` where the adapter measured bytes) as the trend of the samples (`trend`: one stray sample, a
+    step output in flight or a count taken at the wrong moment, does not decide it), `rising_share` of the
     intervals between samples in which the count went up. None without enough samples."""
     samples = [(s.index + getattr(s, "repeat", 1) - 1, s.live_arrays, s.live_bytes)  # a folded record's: its last
                for s in train[warmup:] if s.live_arrays is not None]
     if len(samples) < 2:
         return None
-    (i0, a0, b0), (i1, a1, b1) = samples[0], samples[-1]
-    span = max(i1 - i0, 1)
+    (i0, _, _), (i1, a1, b1) = samples[0], samples[-1]
     rises = sum(1 for (_, a, _), (_, b, _) in zip(samples, samples[1:]) if b > a)
+    measured = all(b is not None for _, _, b in samples)
     out = {"samples": len(samples), "first_step": i0, "last_step": i1,
-           "arrays_per_step": (a1 - a0) / span, "rising_share": rises / (len(samples) - 1),
-           "bytes_per_step": (b1 - b0) / span if b0 is not None and b1 is not None else None,
+           "arrays_per_step": trend([(i, a) for i, a, _ in samples]), "rising_share": rises / (len(samples) - 1),
+           "bytes_per_step": trend([(i, b) for i, _, b in samples]) if measured else None,
            "live_arrays": a1, "live_bytes": b1}
     return out
 
 
+def trend(points: list[tuple[int, float]], most: int = 100) -> float:
+    """The rise per step of (step, value) samples, resistant to stray ones (the Theil-Sen slope: the median of the
+    slopes between every two samples, over at most `most` samples evenly spread): on a steady rise it is the rise
+    from the first to the last sample, whatever a few samples say (up to ~29 % of them); a flat or sawtooth count
+    gives ~0."""
+    if len(points) > most:
+        points = [points[round(j * (len(points) - 1) / (most - 1))] for j in range(most)]
+    slopes = [(v1 - v0) / (i1 - i0) for n, (i0, v0) in enumerate(points) for i1, v1 in points[n + 1:] if i1 > i0]
+    return median(slopes) or 0.0
+
+
 def grows(g: dict[str, Any] | None) -> bool:
-    """Steady growth: enough samples, going up in most intervals, by at least a value every few steps."""
+    """Steady growth: enough samples, going up in most intervals, with a trend of at least a value every few
+    steps."""
     return bool(g) and g["samples"] >= threshold("memory_growth_min_samples") \
         and g["rising_share"] >= threshold("memory_growth_share") \
         and g["arrays_per_step"] >= threshold("memory_growth_min_per_step")

@@ -116,18 +116,20 @@ class JaxAdapter:
         self._ready.stop()
         return self._steps.tail()
 
-    def _on_record(self, rec: StepRecord, n: int, frame) -> None:
-        """Boundary `n`'s record (steps.py): live arrays sampled, device time, then the session."""
+    def _on_record(self, rec: StepRecord, n: int, frame, current: bool = True) -> None:
+        """Boundary `n`'s record (steps.py): live arrays sampled (`current`: where its boundary is now), device
+        time, then the session."""
         try:  # faults.guarded, inlined (every step)
             if faults._INJECT:
                 check("jax.boundary")
-            self._measure(rec, n, frame)
+            self._measure(rec, n, frame, current)
         except Exception as exc:
             FAULTS.record("jax.boundary", exc)
         self._on_boundary(rec)
 
-    def _measure(self, rec: StepRecord, n: int, frame) -> None:
-        self._memory.sample_live(rec, n, frame)
+    def _measure(self, rec: StepRecord, n: int, frame, current: bool) -> None:
+        if current:
+            self._memory.sample_live(rec, n, frame)
         self._transfers.steps = n + 1
         self._ready.step_end(rec, ok=rec.phase == "train" and not rec.compiles)
         if self.caps.device_wait:

@@ -113,7 +113,9 @@ class Memory:
     def sample_live(self, rec: StepRecord, nsteps: int, frame) -> None:
         """Every few boundaries: live arrays and bytes on the record. When they have risen sample after sample,
         look for what holds them (live_holders.py): the containers of arrays now, and at the next boundary the one
-        that grew (both boundaries marked attributed). `frame`: where the boundary was seen."""
+        that grew (both boundaries marked attributed). `frame`: where the boundary was seen. Called only where
+        the record's boundary is now (adapter.py): a record cut later (the last step, at the session's end, after
+        the program's loop dropped what it held) would get a count that is not its step's."""
         if self._holders_before is not None:
             before, self._holders_before = self._holders_before, None
             found = find_holder(_is_array, _array_bytes, frame, before)

@@ -89,11 +89,12 @@ class Steps:
     between steps. `emit` hands each record to the session."""
 
     def __init__(self, ledger: Ledger, scope: Scope, notes: list[str],
-                 on_record: Callable[[StepRecord, int, Any], None]):
+                 on_record: Callable[[StepRecord, int, Any, bool], None]):
         self._ledger = ledger
         self._scope = scope
         self._notes = notes
-        self._on_record = on_record  # (record, its boundary's number, the frame that saw it): adapter.py
+        self._on_record = on_record  # (record, its boundary's number, the frame that saw it, whether its boundary
+        #                              is now): adapter.py
         self.detection = "no step found yet"
         self.count = 0  # boundaries so far
         self._annotated = False
@@ -117,7 +118,11 @@ class Steps:
         self._last_reads: list = []  # the lines that read to the host in the last emitted step
 
     # --- records ------------------------------------------------------------------------------------------
-    def emit(self, site: Location | None, phase: str | None = "train", now: Counts | None = None) -> None:
+    def emit(self, site: Location | None, phase: str | None = "train", now: Counts | None = None,
+             current: bool = True) -> None:
+        """The record of the step that ended at `now` (default: this moment). `current`: its boundary is this
+        moment, so what the program holds now is what it held there (the live-array sample); False for a record
+        cut later (a backlog cut once the step function is known, the last step ended at the session's end)."""
         led = self._ledger
         prev, now = self._mark, now or led.snapshot()
         self._mark = now
@@ -125,7 +130,7 @@ class Steps:
         self._last_reads = [e.location for e in rec.events if e.kind == "device_to_host_sync"]
         self._mark_site = site
         n, self.count = self.count, self.count + 1
-        self._on_record(rec, n, sys._getframe(1))
+        self._on_record(rec, n, sys._getframe(1), current)
 
     def _open_other(self) -> None:
         """Another jitted function ran at top level between steps (evaluation, metrics): the training step ends
@@ -227,10 +232,11 @@ class Steps:
             if len(calls) >= _UNFED or cand.fed(key, args, kwargs):  # else maybe an evaluation loop (one
                 # that computes gradients too) over fixed parameters before the training loop's second call
                 self._decide(key, "called again from one line and computes gradients (a backward pass is traced "
-                                  "in it)", fn)
+                                  "in it)", fn, at_call=True)
         elif len(calls) >= _READER_FALLBACK:
-            self._decide(cand.fallback(), f"called {len(calls)} times from one line and no jitted function "
-                                          "computes gradients")
+            best = cand.fallback()
+            self._decide(best, f"called {len(calls)} times from one line and no jitted function computes gradients",
+                         at_call=best == key)
 
     def _known_step(self, fn: JitInfo, frame, args: tuple, kwargs: dict) -> None:
         """The step function is known: its call from its line starts a step; when it trains in a loop on another
@@ -310,12 +316,13 @@ class Steps:
                           "again and computes gradients (after a loop of one that computes none); each call "
                           "starts a step")
 
-    def _decide(self, key: tuple, why: str, fn: JitInfo | None = None, end: tuple | None = None) -> None:
+    def _decide(self, key: tuple, why: str, fn: JitInfo | None = None, end: tuple | None = None,
+                at_call: bool = False) -> None:
         """`key`'s function is the step function: each of its calls from its line so far starts a step; the
         records of those steps are cut from the segments kept since the session started. Other functions called
         once or twice between its last two calls are phases of the iteration (a second jitted call per step),
         not evaluation. `end`: (call index, Counts, events) where its last call returned (at the end of the
-        run: the last step ends there)."""
+        run: the last step ends there). `at_call`: its last call is the one being made (its step ends now)."""
         cand, led = self._cand, self._ledger
         calls, pre, current = cand.calls[key], cand.pre, led.take()
         site = pre[calls[-1]][3]
@@ -330,12 +337,13 @@ class Steps:
         self._mark, self._mark_site = pre[calls[0]][0], site
         for a, b in zip(calls, calls[1:]):
             led.events = [e for p in pre[a + 1:b + 1] for e in p[1]]
-            self.emit(site, now=pre[b][0])
+            # only the step that ends at the call being made now ends now (the steps before it ended earlier)
+            self.emit(site, now=pre[b][0], current=at_call and b == calls[-1])
         if end is not None:
             last, snap, n_events = end
             rest = [p[1] for p in pre[last + 1:]] + [current]
             led.events = rest[0][:n_events]
-            self.emit(site, now=snap)
+            self.emit(site, now=snap, current=False)
             led.events = rest[0][n_events:] + [e for evs in rest[1:] for e in evs]
             self._step_open = False
         else:
@@ -365,10 +373,12 @@ class Steps:
             end, n_events = self._loop_read_after(end, n_events, later)
             later = self._ledger.events[n_events:]
             self._ledger.events = self._ledger.events[:n_events]
-            self.emit(None, phase="train", now=end)
+            # the session ends after the program's loop (often after its function returned and dropped what it
+            # held): a live count now is not this step's
+            self.emit(None, phase="train", now=end, current=False)
             self._ledger.events = later
         elif self._step_fn is not None and self._step_open and self.in_other:
-            self.emit(None, phase="eval")
+            self.emit(None, phase="eval", current=False)
 
     def _loop_read_after(self, end: Counts, n_events: int, later: list) -> tuple:
         """The loop's own read after the last call (the same line read in the step before, nothing run since)
