@@ -9,12 +9,11 @@ run_lm_finetuning.py, ported to XLA as its run_glue.py --tpu path does (tests/sc
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from conftest import SCRIPTS, cli_env, load_report, run_cli
+from plain_runs import run_plain
 
 pytestmark = pytest.mark.slow  # real torch_xla runs
 
@@ -29,8 +28,8 @@ def _compiles(tmp_path, *options: str) -> tuple[list[int], dict]:
     `profile`; and the report."""
     out = tmp_path / f"compiles{'_'.join(options) or '_plain'}.txt"
     if options == ("plain",):
-        proc = subprocess.run([sys.executable, str(SCRIPT), UPDATES, BLOCK], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=400, env=cli_env(PTXLA_TEST_COMPILES=str(out)))
+        proc = run_plain(SCRIPT, UPDATES, BLOCK, cwd=tmp_path, timeout=400,
+                         env=cli_env(PTXLA_TEST_COMPILES=str(out)))
         report = {}
     else:
         path = tmp_path / f"r{'_'.join(options)}.json"

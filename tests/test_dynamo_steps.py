@@ -2,12 +2,13 @@
 in the style of torch_xla's dynamo guide, never calls torch_xla.sync(); each batch is a step all the same."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from conftest import SCRIPTS, cli_env
+from plain_runs import run_plain
+
+# the `profiled` runs are read by several tests each: one xdist worker, so that each is made once
+pytestmark = pytest.mark.xdist_group("dynamo_steps")
 
 SCRIPT = SCRIPTS / "dynamo_loop_no_sync.py"
 
@@ -15,7 +16,7 @@ SCRIPT = SCRIPTS / "dynamo_loop_no_sync.py"
 @pytest.mark.slow
 def test_a_compiled_step_without_a_sync_reports_each_batch_as_a_step(profiled):
     run = profiled(SCRIPT)
-    plain = subprocess.run([sys.executable, str(SCRIPT)], env=cli_env(), capture_output=True, text=True, timeout=600)
+    plain = run_plain(SCRIPT, env=cli_env(), timeout=600)
     assert run.proc.returncode == plain.returncode == 0, run.proc.stderr[-3000:]
     assert run.proc.stdout == plain.stdout  # the same losses: the loop boundary syncs nothing
     rep = run.report
@@ -37,8 +38,7 @@ def test_a_compiled_step_over_a_list_of_batches_reports_each_batch_as_a_step(pro
     gradient accumulation the compiled micro-step's graph runs twice per batch: a boundary only after the optimizer
     step, so a step is still a batch."""
     run = profiled(LIST_SCRIPT, args=args)
-    plain = subprocess.run([sys.executable, str(LIST_SCRIPT), *args], env=cli_env(), capture_output=True, text=True,
-                           timeout=600)
+    plain = run_plain(LIST_SCRIPT, *args, env=cli_env(), timeout=600)
     assert run.proc.returncode == plain.returncode == 0, run.proc.stderr[-3000:]
     assert run.proc.stdout == plain.stdout  # the same losses: the boundary syncs nothing
     assert "batches 12" in plain.stdout

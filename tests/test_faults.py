@@ -9,7 +9,11 @@ import sys
 import pytest
 
 from conftest import SCRIPTS, cli_env, load_report, run_cli
+from plain_runs import run_plain
 from ptxla_perf.model import faults
+
+# the plain runs are compared by every case: one xdist worker, so that each is made once
+pytestmark = pytest.mark.xdist_group("faults")
 
 TORCH = SCRIPTS / "faults_torch.py"
 JAX = SCRIPTS / "faults_jax.py"
@@ -65,6 +69,8 @@ def test_a_stop_is_not_swallowed():
 
 # --- real runs -------------------------------------------------------------------------------------------
 def _plain(script):
+    if script == TORCH:
+        return run_plain(script, env=cli_env(), timeout=300)
     return subprocess.run([sys.executable, str(script)], env=cli_env(), capture_output=True, text=True,
                           timeout=300)
 

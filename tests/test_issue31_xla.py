@@ -3,14 +3,13 @@ device's when the device was busy through it (item 9), and loading in a loader's
 Real torch_xla on the CPU, each on a script written for it."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from conftest import SCRIPTS, cli_env, run_cli, sampled_lines, warnings_of
+from plain_runs import run_plain
 
-pytestmark = pytest.mark.slow  # real training runs (several compiles each)
+# the `profiled` runs are read by several tests each: one xdist worker, so that each is made once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("issue31_xla")]  # real training runs (several compiles each)
 
 
 def _compiles_per_update(tmp_path, *profile_options: str) -> list[int]:
@@ -18,8 +17,7 @@ def _compiles_per_update(tmp_path, *profile_options: str) -> list[int]:
     out = tmp_path / f"compiles{'_'.join(profile_options) or '_plain'}.txt"
     script = str(SCRIPTS / "hf_lm_finetune.py")
     if profile_options == ("plain",):
-        proc = subprocess.run([sys.executable, script], cwd=tmp_path, capture_output=True, text=True, timeout=400,
-                              env=cli_env(PTXLA_TEST_COMPILES=str(out)))
+        proc = run_plain(script, cwd=tmp_path, timeout=400, env=cli_env(PTXLA_TEST_COMPILES=str(out)))
     else:
         proc = run_cli("profile", "--port", "none", "--report", str(tmp_path / "r.json"), *profile_options, script,
                        cwd=tmp_path, timeout=400, PTXLA_TEST_COMPILES=str(out))

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SCRIPTS, cli_env, load_report, warnings_of
+from plain_runs import start_plain
 
 pytestmark = pytest.mark.xdist_group("modes")  # each mode's pair of runs is shared by the tests below
 
@@ -69,10 +70,10 @@ def mode_run(request, tmp_path_factory) -> ModeRun:
     script = SCRIPTS / f"mode_{request.param}.py"
     tmp = tmp_path_factory.mktemp(request.param)
     report = tmp / "report.json"
-    plain = _start([sys.executable, str(script)], tmp)
+    plain = start_plain(script, cwd=tmp, env=cli_env())
     profiled = _start([sys.executable, "-m", "ptxla_perf", "profile", "--attribution", ATTRIBUTION.get(request.param,
                        "always"), "--port", "none", "--report", str(report), str(script)], tmp)
-    return ModeRun(request.param, script, _finish(plain), _finish(profiled), report)
+    return ModeRun(request.param, script, plain.communicate(timeout=300), _finish(profiled), report)
 
 
 def test_the_script_runs_as_it_runs_alone(mode_run):

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from conftest import SCRIPTS, cli_env, default_sigint, load_report, planted_line, run_cli, warnings_of
+from plain_runs import run_plain
 
 
 def _plain(script: Path, *args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(script), *args], cwd=cwd, env=cli_env(), capture_output=True,
-                          text=True, timeout=120)
+    return run_plain(script, *args, cwd=cwd, env=cli_env(), timeout=120)
 
 
 @pytest.mark.parametrize("script", ["mp_launch_item.py", "mp_spawn_item.py"])
@@ -68,6 +68,7 @@ def clean_twins(tmp_path_factory):
     return get
 
 
+@pytest.mark.xdist_group("mp_clean_twins")  # clean_twins' runs are shared with the test below: one xdist worker
 @pytest.mark.parametrize("script", ["mp_launch_clean.py", "mp_spawn_clean.py"])
 def test_spawned_clean_twin_has_no_warnings(clean_twins, script):
     proc, out, _ = clean_twins(script)
@@ -78,6 +79,7 @@ def test_spawned_clean_twin_has_no_warnings(clean_twins, script):
     assert merged["processes"][0]["device_to_host_per_step"] == 0
 
 
+@pytest.mark.xdist_group("mp_clean_twins")
 def test_child_profiler_server_on_port_plus_local_rank(clean_twins):
     proc, out, port = clean_twins("mp_launch_clean.py")
     assert proc.returncode == 0, proc.stderr[:4000] + "\n...\n" + proc.stderr[-2000:]  # a child's error starts it

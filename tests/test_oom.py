@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SCRIPTS, cli_env
+from plain_runs import run_plain
 from ptxla_perf.xla import oom
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "oom"
@@ -45,8 +46,7 @@ def test_other_errors_are_not_oom():
 @pytest.mark.parametrize("fmt", ["tpu", "gpu"])
 def test_a_run_that_dies_of_oom_keeps_its_report(tmp_path, fmt):
     script, text = SCRIPTS / "oom_crash.py", str(FIXTURES / f"{fmt}.txt")
-    plain = subprocess.run([sys.executable, str(script), text], cwd=tmp_path, env=cli_env(), capture_output=True,
-                           text=True, timeout=300)
+    plain = run_plain(script, text, cwd=tmp_path, env=cli_env(), timeout=300)
     report = tmp_path / "report.json"
     prof = subprocess.run([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report", str(report),
                            str(script), text], cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
