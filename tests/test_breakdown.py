@@ -16,6 +16,9 @@ import pytest
 
 from conftest import SCRIPTS, cli_env, planted_line, sampled_lines, warnings_of
 
+# the `profiled` runs are read by several tests each: one xdist worker, so that each is made once
+pytestmark = pytest.mark.xdist_group("breakdown")
+
 PARTS = ("data", "host", "launch", "compile", "read_wait", "device", "profiler", "other")
 
 

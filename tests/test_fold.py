@@ -16,6 +16,9 @@ from ptxla_perf.rules.memory import RULES as MEMORY_RULES
 from ptxla_perf.model.records import Event, Location, StepRecord, Transfers
 from ptxla_perf.rules.registry import backend_rules
 
+# folded_run (both backends) is read by two tests: one xdist worker, so that each is made once
+pytestmark = pytest.mark.xdist_group("fold")
+
 STEPS = 800
 KNOBS = "fold_after=300,fold_window=100,trim_above=100,first=20,last=20"
 SCRIPT = {"jax": "jax_long_run.py", "torch_xla": "xla_long_loop.py"}

@@ -11,6 +11,9 @@ import pytest
 
 from conftest import SCRIPTS, cli_env, load_report, planted_line
 
+# the `profiled` runs are read by several tests each: one xdist worker, so that each is made once
+pytestmark = pytest.mark.xdist_group("issue31_jax")
+
 pytest.importorskip("jax")
 
 METRICS = SCRIPTS / "jax_metrics_dict.py"

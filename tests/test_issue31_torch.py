@@ -11,6 +11,9 @@ import pytest
 
 from conftest import SCRIPTS, planted_line
 
+# the `profiled` run of torch_labels.py is read by three tests: one xdist worker, so that each is made once
+pytestmark = pytest.mark.xdist_group("issue31_torch")
+
 SCRIPT = SCRIPTS / "torch_labels.py"
 
 

@@ -17,7 +17,8 @@ from conftest import SCRIPTS, load_report, planted_line, run_cli, sampled_lines
 
 SCRIPT = SCRIPTS / "mp_launch_host_heavy.py"
 JAX_SCRIPT = SCRIPTS / "jax_thread_host_heavy.py"
-pytestmark = pytest.mark.slow
+# the module's runs are read by several tests each: one xdist worker, so that each is made once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("launch_thread")]
 
 
 @pytest.fixture(scope="module")

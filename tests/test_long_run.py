@@ -12,6 +12,9 @@ from conftest import SCRIPTS, load_report, run_cli
 from ptxla_perf.report import retention
 from ptxla_perf.model.summary import StepRow
 
+# long_run is read by every test: one xdist worker, so that each is made once
+pytestmark = pytest.mark.xdist_group("long_run")
+
 STEPS = 300
 KNOBS = "trim_above=100,first=20,last=20,around=2,bucket_min=50"
 

@@ -17,6 +17,9 @@ from ptxla_perf.xla import buffer_assignment
 from ptxla_perf.diff import from_report
 from ptxla_perf.model.records import StepRecord
 
+# the `profiled` runs are read by several tests each: one xdist worker, so that each is made once
+pytestmark = pytest.mark.xdist_group("memory")
+
 JAX_SCRIPT = SCRIPTS / "memory_jax.py"
 TORCH_SCRIPT = SCRIPTS / "memory_torch.py"
 PARAM_BYTES = 4 * (64 * 128 + 128 * 8)  # memory_jax.py's w1 and w2, float32

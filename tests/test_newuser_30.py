@@ -12,6 +12,9 @@ from conftest import SCRIPTS, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).parent / "fixtures" / "metrics" / "report_fixed.json"
+# the module's runs (reports, mlp_capture, jax_report) are shared by several tests each: one xdist worker, so that
+# each is made once (on two workers both made their own)
+pytestmark = pytest.mark.xdist_group("newuser_30")
 
 
 def _readme_gate() -> list[str]:

@@ -22,7 +22,8 @@ import pytest
 from conftest import ROOT, SCRIPTS, cli_env, load_report, run_cli
 from trace_helpers import free_port
 
-pytestmark = pytest.mark.slow  # real two-process jobs (a few seconds each)
+# the `profiled` runs are read by several tests each: one xdist worker, so that each is made once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pods")]  # real two-process jobs (a few seconds each)
 
 
 def _bench():

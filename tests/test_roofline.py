@@ -19,6 +19,9 @@ from ptxla_perf.analysis import roofline
 from ptxla_perf.model.records import StepRecord
 from ptxla_perf.model.finding import Finding
 
+# the `profiled` runs are read by several tests each: one xdist worker, so that each is made once
+pytestmark = pytest.mark.xdist_group("roofline")
+
 PROGRAMS = str(SCRIPTS / "roofline_programs.py")
 JAX_ENV = {"JAX_PLATFORMS": "cpu"}
 

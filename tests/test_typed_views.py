@@ -18,6 +18,9 @@ from ptxla_perf.model import fmt
 from ptxla_perf.analysis.figures import median
 from ptxla_perf.model.summary import StepRow, Summary, rows_from_json
 
+# the module's run is read by several tests: one xdist worker, so that each is made once
+pytestmark = pytest.mark.xdist_group("typed_views")
+
 SCRIPT = SCRIPTS / "item_per_step.py"  # a .item() every step: one host read per step; warm-up steps compile
 
 
