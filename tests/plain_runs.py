@@ -30,8 +30,11 @@ _PER_RUN_ENV = {"PYTEST_CURRENT_TEST", "MASTER_PORT", "MASTER_ADDR", "PTXLA_TEST
 
 def _child(req: dict) -> None:
     """In the forked child: become `python SCRIPT ARGS` in req's cwd and environment, then exit as it would."""
-    import runpy
+    import builtins
+    import importlib.machinery
+    import io
     import traceback
+    import types
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     for fd, path in ((1, req["stdout"]), (2, req["stderr"])):
@@ -45,11 +48,18 @@ def _child(req: dict) -> None:
     os.environ.clear()
     os.environ.update(req["env"])
     script = os.path.abspath(req["argv"][0])
-    sys.argv = [script, *req["argv"][1:]]
+    sys.argv = list(req["argv"])  # argv[0] as given (relative stays relative); __file__ absolute, as Python's
     sys.path[0] = os.path.dirname(script)
+    # __main__ as `python SCRIPT` makes it (runpy.run_path would set sys.argv[0] to the absolute path)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=script, __cached__=None, __spec__=None, __builtins__=builtins,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", script))
+    sys.modules["__main__"] = main
     code = 0
     try:
-        runpy.run_path(script, run_name="__main__")
+        with io.open_code(script) as f:
+            source = f.read()
+        exec(compile(source, script, "exec"), main.__dict__)
     except SystemExit as e:
         if e.code is None:
             code = 0

@@ -73,10 +73,10 @@ def test_a_jax_program_that_imports_torch_xla_after_its_jitted_calls_stays_jax(t
     assert data["backend"] == "jax" and data["summary"]["steps"] == 5
 
 
-def test_torch_xla_script_is_found_from_its_import(tmp_path):
-    proc, report = profile(tmp_path, SCRIPTS / "clean_loop.py")
+@pytest.mark.xdist_group("txla_scripts")  # clean_loop.py's run is test_profile_findings.py's
+def test_torch_xla_script_is_found_from_its_import(profiled):
+    proc, data, _ = profiled(SCRIPTS / "clean_loop.py")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    data = load_report(report)
     assert data["backend"] == "torch_xla" and data["summary"]["steps"] == 10
     assert data["run"]["backend_detection"] == f"torch_xla imported at {SCRIPTS / 'clean_loop.py'}:3"
 

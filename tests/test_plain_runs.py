@@ -12,7 +12,7 @@ from conftest import cli_env
 from plain_runs import run_plain, start_plain
 
 SCRIPT = '''import os, sys, warnings
-print("argv", sys.argv[1:], "cwd", os.getcwd(), "name", __name__, "file", __file__, "env", os.environ.get("X_RUN"))
+print("argv", sys.argv, "cwd", os.getcwd(), "name", __name__, "file", __file__, "env", os.environ.get("X_RUN"))
 print("path0", sys.path[0])
 warnings.warn("once")
 print("to stderr", file=sys.stderr)
@@ -33,9 +33,9 @@ def test_forked_run_is_the_fresh_interpreters_run(tmp_path, args):
     script = tmp_path / "s.py"
     script.write_text(SCRIPT)
     env = cli_env(X_RUN="yes")
-    fresh = subprocess.run([sys.executable, str(script), *args], cwd=tmp_path, env=env, capture_output=True,
+    fresh = subprocess.run([sys.executable, script.name, *args], cwd=tmp_path, env=env, capture_output=True,
                            text=True, timeout=60)
-    forked = run_plain(script, *args, cwd=tmp_path, env=env, timeout=60, modules=())
+    forked = run_plain(script.name, *args, cwd=tmp_path, env=env, timeout=60, modules=())
     assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
     assert fresh.returncode == {"ok": 0, "exit": 3, "raise": 1, "text": 1}[args[0]]
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from conftest import SCRIPTS, cli_env, run_cli
+from plain_runs import run_plain
 from ptxla_perf import sweep
 from ptxla_perf.trace import rules as trace_rules
 
@@ -137,8 +138,7 @@ def test_the_scripts_own_warnings_and_file_are_as_without_the_tool(tmp_path):
     """Attribution steps must not reset Python's once-per-line warning registry (the user's warning printed again
     after each of them), and `__file__` is absolute as under `python script.py`."""
     script = SCRIPTS / "warns_each_step.py"
-    plain = subprocess.run([sys.executable, script.name], cwd=script.parent, env=cli_env(),
-                           capture_output=True, text=True, timeout=300)
+    plain = run_plain(script.name, cwd=script.parent, env=cli_env(), timeout=300)
     assert plain.returncode == 0, plain.stderr[-2000:]
     proc = run_cli("profile", "--port", "none", "--attribution", "always", "--report", str(tmp_path / "r.json"),
                    script.name, cwd=script.parent)
