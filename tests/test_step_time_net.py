@@ -9,6 +9,7 @@ import pytest
 from conftest import SCRIPTS
 
 
+@pytest.mark.xdist_group("txla_scripts")  # changing_batch.py's run is test_profile_findings.py's
 def test_recompile_every_step_statistics_exclude_compile_and_own_time(profiled):
     run = profiled(SCRIPTS / "changing_batch.py")
     assert run.proc.returncode == 0, run.proc.stderr[-2000:]
