@@ -216,7 +216,7 @@ def test_live_findings_of_a_launch_bound_run_through_roofline_merge_and_diff():
     assert isinstance(launch.evidence, LaunchEvidence) and launch.severity == "warning" and launch.cost.ms_per_step
     for s in analysis.steady:  # a tiny cost: the step is far above its prediction, bound by its largest part
         s.flops, s.bytes_accessed = 1e3, 1e3
-    sec = roofline.section(analysis.steady, {"source": "xla_cost_analysis"}, peaks.Peak(1e12, 1e11, "f32", "t", "t"),
+    sec = roofline.section(analysis.figures.steady_its, {"source": "xla_cost_analysis"}, peaks.Peak(1e12, 1e11, "f32", "t", "t"),
                            None, roofline.sinks(analysis.findings), analysis.figures.steady_breakdown()).to_json()
     assert sec["verdict"] == "launch-bound" and sec["bound_by"]["finding"] == "launch_bound", sec
     ranks = []

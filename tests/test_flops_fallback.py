@@ -15,6 +15,7 @@ import pytest
 
 from conftest import SCRIPTS, load_report, run_cli
 
+from ptxla_perf.analysis.iterset import Iterations
 from ptxla_perf.xla import hlo_cost, hlo_flops
 from ptxla_perf import peaks
 from ptxla_perf.analysis import roofline
@@ -215,11 +216,11 @@ def test_the_roofline_carries_no_negative_figure():
     FLOPs are unknown, negative bytes count as none (a lower bound), a graph's -1 is null."""
     graphs = [{"id": "step", "flops": -1.0, "bytes_accessed": -1.0, "transcendentals": 0.0,
                "source": "xla_cost_analysis"}]
-    sec = roofline.section(_steps(-1.0, -1.0), {"source": "xla_cost_analysis", "graphs": graphs}, PEAK).to_json()
+    sec = roofline.section(Iterations(_steps(-1.0, -1.0)), {"source": "xla_cost_analysis", "graphs": graphs}, PEAK).to_json()
     assert not [(k, v) for k, v in _numbers(sec) if v < 0], sec
     assert sec["flops_per_step"] is None and sec["achieved_flops_per_s"] is None and sec["hfu"] is None
     assert sec["graphs"][0]["flops"] is None and any("negative FLOP count" in n for n in sec["notes"])
-    sec = roofline.section(_steps(1e9, -1.0), {"source": "xla_cost_analysis", "graphs": graphs}, PEAK).to_json()
+    sec = roofline.section(Iterations(_steps(1e9, -1.0)), {"source": "xla_cost_analysis", "graphs": graphs}, PEAK).to_json()
     assert sec["bytes_per_step"] == 0 and sec["bytes_lower_bound"] and sec["achieved_bytes_per_s"] == 0
     assert any(n.startswith("bytes per step are a lower bound") for n in sec["notes"])
 
@@ -227,7 +228,7 @@ def test_the_roofline_carries_no_negative_figure():
 def test_partial_flops_print_as_a_lower_bound():
     graphs = [{"id": "step", "flops": 1e9, "source": "xla_cost_analysis", "flops_source": "hlo_text",
                "flops_lower_bound": True}]
-    sec = roofline.section(_steps(1e9, 1e7), {"source": "xla_cost_analysis", "graphs": graphs}, PEAK).to_json()
+    sec = roofline.section(Iterations(_steps(1e9, 1e7)), {"source": "xla_cost_analysis", "graphs": graphs}, PEAK).to_json()
     assert sec["flops_source"] == "hlo_text" and sec["flops_lower_bound"]
     line = roofline.summary_lines(sec)[0]
     assert "≥ 1 GFLOP/step (hlo_text)" in line and "HFU ≥ " in line and "TFLOP/s achieved" in line

@@ -13,6 +13,8 @@ import pytest
 
 from conftest import SCRIPTS, load_report, run_cli
 
+from ptxla_perf.analysis.fold import Folded
+from ptxla_perf.analysis.iterset import Iterations
 from ptxla_perf.xla import hlo_cost
 from ptxla_perf import peaks
 from ptxla_perf.analysis import roofline
@@ -216,7 +218,7 @@ PEAK = peaks.Peak(1e12, 1e11, "bf16", "test chip", "test")  # ridge: 10 FLOP/B
 def _section(steps, costs, peak, findings=None, p50=None):
     """The section as the report writes it; `findings` as a report's JSON, read back as Findings for its sinks."""
     found = roofline.sinks([Finding.from_json(f) for f in findings or []])
-    return roofline.section(steps, costs, peak, p50, found).to_json()
+    return roofline.section(Iterations(steps), costs, peak, p50, found).to_json()
 
 
 def _steps(flops, nbytes, seconds, n=4):
@@ -332,12 +334,12 @@ def test_live_typed_findings_name_their_bound_and_keep_their_cost():
                    cost=Cost(ms_per_step=3.0))
     assert roofline.sinks([launch, wait]) == [roofline.Sink("launch_bound", 3.5), roofline.Sink("input_bound", 3.0)]
     split = {"largest": "launch", "components_s": {"launch": 3.5e-3}, "share": {"launch": 0.7}}
-    sec = roofline.section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK, None,
+    sec = roofline.section(Iterations(_steps(1e9, 1e7, 5e-3)), {"source": "xla_cost_analysis"}, PEAK, None,
                            roofline.sinks([launch, wait]), split).to_json()
     assert sec["verdict"] == "launch-bound" and sec["bound_by"]["finding"] == "launch_bound"
     assert sec["related_findings"] == ["launch_bound"] and "(launch_bound)" in sec["explanation"]
     small = Finding("device_to_host_sync", "warning", "reads", 4, cost=Cost(ms_per_step=0.2))
-    sec = roofline.section(_steps(1e9, 1e7, 5e-3), {"source": "xla_cost_analysis"}, PEAK, None,
+    sec = roofline.section(Iterations(_steps(1e9, 1e7, 5e-3)), {"source": "xla_cost_analysis"}, PEAK, None,
                            roofline.sinks([small])).to_json()
     assert sec["verdict"] == "overhead-bound" and sec["related_findings"] == []
 
@@ -655,16 +657,17 @@ def test_transformer_n_leaves_out_the_embedding_tables():
 
 
 def test_a_folded_record_weighs_as_the_iterations_it_stands_for():
-    """A long run folds its steady steps (fold.py): one record of `repeat` iterations carries their mean figures.
-    FLOPs per step, the costed step time, the rates and the step counts weigh it by `repeat`, as the summary does:
-    the same section as over the iterations one by one."""
+    """A long run folds its steady steps (fold.py): one record of `repeat` iterations carries their mean figures
+    and a sample of each one's. FLOPs per step, the costed step time, the rates and the step counts weigh it as
+    the summary does: the same section as over the iterations one by one."""
     small, big = _steps(1e9, 1e7, 1.2e-3, n=1)[0], _steps(4e9, 4e7, 4.8e-3, n=1)[0]
-    one_by_one = [small.copy() for _ in range(9)] + [big]
-    folded = small.copy()
-    folded.repeat = 9
+    one_by_one = [small.copy(index=i) for i in range(9)] + [big.copy(index=9)]
+    folded = Folded()
+    folded.add([s.copy() for s in one_by_one[:9]])
+    assert len(folded.records) == 1 and folded.records[0].repeat == 9
     a = _section(one_by_one, {"source": "xla_cost_analysis"}, PEAK)
-    b = _section([folded, big], {"source": "xla_cost_analysis"}, PEAK)
-    assert a["flops_per_step"] == pytest.approx(1.3e9) and a["steps_with_cost"] == 10
-    for k in ("flops_per_step", "bytes_per_step", "costed_step_time_s", "mfu", "steps_with_cost",
+    b = _section([folded.records[0], one_by_one[9]], {"source": "xla_cost_analysis"}, PEAK)
+    assert a["flops_per_step"] == pytest.approx(1.3e9) and a["steps_with_cost"] == a["steady_steps"] == 10
+    for k in ("flops_per_step", "bytes_per_step", "costed_step_time_s", "mfu", "steps_with_cost", "steady_steps",
               "achieved_flops_per_s", "observed_step_time_s"):
         assert b[k] == pytest.approx(a[k]), k

@@ -26,7 +26,7 @@ from typing import Any, Iterable, NamedTuple
 from ..model import summary_keys as K
 from . import iterations as I
 from .figures import step_time_s
-from .stats import wstats
+from .iterset import Iterations
 from ..model.fmt import duration as _ms
 from ..model.fmt import ratio as fmt_ratio
 from ..peaks import Peak
@@ -125,9 +125,9 @@ class RooflineSection:
                 K.FLOPS_PER_STEP: self.flops_per_step, K.ROOFLINE_VERDICT: self.verdict}
 
 
-def section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: float | None = None,
+def section(steady: Iterations, costs: dict[str, Any], peak: Peak, step_time_p50: float | None = None,
             found: list[Sink] | None = None, breakdown: dict[str, Any] | None = None) -> RooflineSection:
-    """`steady`: the steady training iterations (StepRecords); `costs`: the adapter's `graph_costs()`;
+    """`steady`: the steady training iterations (figures.Figures.steady_its); `costs`: the adapter's `graph_costs()`;
     `step_time_p50`: the summary's step time p50 (figures.Figures.step_time); `found`: the warnings that may say
     where time goes (sinks()); `breakdown`: the steady breakdown (figures.steady_breakdown), which names an
     overhead-bound step's bound."""
@@ -181,7 +181,7 @@ def _no_negative(out: RooflineSection) -> None:
                          "prediction are lower bounds too")
 
 
-def _model_mfu(out: RooflineSection, steady: list, peak: Peak) -> None:
+def _model_mfu(out: RooflineSection, steady: Iterations, peak: Peak) -> None:
     """Model-FLOPs MFU where every rated step has model FLOPs (StepRecord.model_flops), over the time HFU was
     measured over; not given where HFU is not (the time does not cover the work, no peak)."""
     costed = [s for s in steady if s.flops is not None and s.flops >= 0]
@@ -226,10 +226,10 @@ def non_embedding_params(model: Any) -> int:
     return sum(p.numel() for p in model.parameters() if id(p) not in tables)
 
 
-def _section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: float | None,
+def _section(steady: Iterations, costs: dict[str, Any], peak: Peak, step_time_p50: float | None,
              found: list[Sink] | None, breakdown: dict[str, Any] | None) -> RooflineSection:
     out = RooflineSection(costs.get("source", "unavailable"), costs.get("scope"), costs.get("method"),
-                          peak.to_json(), costs.get("graphs", []), list(costs.get("notes", [])), len(steady),
+                          peak.to_json(), costs.get("graphs", []), list(costs.get("notes", [])), steady.count,
                           ridge_flops_per_byte=peak.ridge, boundaries=costs.get("boundaries") or None)
     _graph_sources(out)
     costed = [s for s in steady if s.flops is not None and s.flops >= 0]
@@ -251,7 +251,7 @@ def _section(steady: list, costs: dict[str, Any], peak: Peak, step_time_p50: flo
     out.bytes_per_step = nbytes / n
     out.transcendentals_per_step = I.total(costed, "transcendentals") / n
     out.arithmetic_intensity = flops / nbytes if nbytes else None
-    out.costed_step_time_s = wstats([(step_time_s(s), I.weight(s)) for s in costed])["p50"]  # the FLOPs' subset
+    out.costed_step_time_s = steady.of(costed).stats("step")["p50"]  # the subset the FLOPs figures cover
     observed = step_time_p50 if step_time_p50 is not None else out.costed_step_time_s
     out.observed_step_time_s = observed
     basis, rated = _time_basis(costed, out)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from ..analysis import memory, roofline
+from ..analysis.iterset import Iterations
 from .. import peaks
 from . import render, assemble as report_mod, retention
 from ..backends.base import Adapter, Capabilities
@@ -267,7 +268,7 @@ def _roofline(analysis: Analysis, adapter: Adapter, env: Mapping[str, Any], trac
         peak = peaks.select([env.get("device_model"), env.get("device_kind")], dict(roofline_cfg),
                             calibrate_cpu=measure_cpu, cpu_devices=int(env.get("local_devices") or 1))
         p50 = analysis.figures.step_time
-        sec = roofline.section(analysis.steady, adapter.graph_costs(), peak, p50.p50 if p50 else None, sinks,
+        sec = roofline.section(analysis.figures.steady_its, adapter.graph_costs(), peak, p50.p50 if p50 else None, sinks,
                                breakdown=analysis.figures.steady_breakdown())
         ops = trace.top_ops if trace is not None else None
         if ops and sec.source != "unavailable":  # a capture's top ops, with their instructions' costs
@@ -277,7 +278,7 @@ def _roofline(analysis: Analysis, adapter: Adapter, env: Mapping[str, Any], trac
                                     "HLO is known (torch_xla gives only the HLO it builds, before fusion)")
     except Exception as exc:  # a diagnostic of the diagnostics: said, never fatal
         FAULTS.record("section.roofline", exc)
-        sec = roofline.section([], {"source": "unavailable", "notes": [f"roofline failed: {exc}"]},
+        sec = roofline.section(Iterations([]), {"source": "unavailable", "notes": [f"roofline failed: {exc}"]},
                                peaks.Peak(None, None, "unknown", "unknown", "roofline failed"))
     return sec
 

@@ -8,9 +8,6 @@ from typing import Any, Callable
 
 from ..trace.capture import StepWindowCapture
 from ..model import fmt
-from ..analysis.figures import step_time_s
-from ..analysis import iterations as I
-from ..analysis.stats import wstats
 from ..trace.section import TraceSection
 
 
@@ -74,8 +71,8 @@ class CaptureWindow:
         first = self.window.first_step
         owners = boundary_owners(a.iterations)
         traced = set(owners[first:first + len(trace.steps)])
-        rest = wstats([(step_time_s(s), I.weight(s)) for s in a.steady if s.index not in traced])
-        untraced = rest["p50"] if rest else None  # the summary's step time (weighed: folded records stand for many)
+        rest = a.figures.steady_its.of(s for s in a.steady if s.index not in traced).stats("step")
+        untraced = rest["p50"] if rest else None  # as the summary's step time is taken
         try:
             relate(trace, a.iterations, first, untraced)
         except Exception as exc:  # a diagnostic of a diagnostic: never lose the report for it
