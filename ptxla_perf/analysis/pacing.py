@@ -61,8 +61,9 @@ def _share(group: list[StepRecord], wait: float, drain: StepRecord) -> None:
     common pace `level * weight`. A loop whose host ran ahead for every step gets the proportional split; one whose
     queue filled half way does not have the wait piled onto its already device-paced steps."""
     weights = _weights(group)
-    own = [r.wall_time_s for r in group]
-    own[-1] = max(own[-1] - wait, 0.0) if group[-1] is drain else own[-1]
+    own = [r.wall_time_s for r in group]  # each step's host time; the drain's without the wait it spreads
+    if group[-1] is drain:
+        own[-1] = max(own[-1] - wait, 0.0)
     for r, share in zip(group, _fill(own, weights, wait)):
         r.spread_in_s = share
         r.spread_out_s = 0.0

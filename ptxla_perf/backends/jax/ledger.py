@@ -80,15 +80,12 @@ class Ledger:
         self.events: list[Event] = []
 
     def snapshot(self) -> Counts:
-        """The counters now (twice per step: tuple.__new__ skips the named tuple's Python-level __new__)."""
-        return _new(Counts, (self.compiles, self.compile_time, self.cached, self.execs, self.d2h, self.d2h_bytes,
-                             self.h2d, self.h2d_bytes, time.perf_counter(), self.d2h_time, self.flops, self.bytes,
-                             self.trans, self.uncosted, self.launch, self.queue, self.own, self.cpu(),
-                             self.call_cpu, self.blocked, TRAINING.ident))
+        """The counters now (twice per step)."""
+        return self.snapshot_at(time.perf_counter(), self.cpu())
 
     def snapshot_at(self, t: float, cpu: float) -> Counts:
         """The counters now, with clocks the caller just read on the training thread (a jitted call's end: no
-        second reading of each)."""
+        second reading of each). tuple.__new__ skips the named tuple's Python-level __new__."""
         return _new(Counts, (self.compiles, self.compile_time, self.cached, self.execs, self.d2h, self.d2h_bytes,
                              self.h2d, self.h2d_bytes, t, self.d2h_time, self.flops, self.bytes,
                              self.trans, self.uncosted, self.launch, self.queue, self.own, cpu,
