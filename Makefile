@@ -76,7 +76,7 @@ COMPAT_XLA   ?= .venv-compat-xla28
 COMPAT_XLA310 ?= .venv-compat-xla29-py310
 COMPAT_JAX_TESTS ?= tests/test_jax_adapter.py tests/test_without_torch.py tests/test_doctor.py
 COMPAT_JAX_NEW_TESTS ?= tests/test_jax_adapter.py tests/test_jax_compat.py tests/test_without_torch.py \
-	tests/test_doctor.py
+	tests/test_doctor.py tests/test_frame_lines.py
 COMPAT_XLA_TESTS ?= tests/test_profile_findings.py tests/test_oom.py tests/test_doctor.py
 # (test_oom's memory join needs jaxlib, which [torch_xla] does not install: the 2.8 leg runs it over the main venv)
 COMPAT_XLA310_TESTS ?= tests/test_profile_findings.py::test_planted_problem_found_at_its_line \

@@ -77,6 +77,22 @@ def classify(filename: str) -> int:
     return kind
 
 
+def line_of(frame: FrameType) -> int:
+    """The frame's line. `f_lineno` is None while the frame runs an instruction the compiler gave no line (the
+    cleanup after `except ... as e:`, Python 3.11+): then the line of the last instruction before it that has one,
+    else the function's first line. A report's line is always a number."""
+    line = frame.f_lineno
+    if line is not None:
+        return line
+    line, at = frame.f_code.co_firstlineno, frame.f_lasti
+    for start, _, n in frame.f_code.co_lines():
+        if start > at:
+            break
+        if n is not None:
+            line = n
+    return line
+
+
 _abs_paths: dict[str, str] = {}
 
 
@@ -98,15 +114,18 @@ def user_frame(frame: FrameType | None) -> tuple[Location | None, Location | Non
         code = frame.f_code
         kind = kind_of(code)
         if kind == USER:
-            key = (id(code), frame.f_lineno)  # (the code is alive: kind_of keeps it)
+            line = frame.f_lineno
+            if line is None:
+                line = line_of(frame)
+            key = (id(code), line)  # (the code is alive: kind_of keeps it)
             loc = _locations.get(key)
             if loc is None:
                 if len(_locations) > 4096:
                     _locations.clear()
-                loc = _locations[key] = Location(_abs(code.co_filename), frame.f_lineno, code.co_name)
+                loc = _locations[key] = Location(_abs(code.co_filename), line, code.co_name)
             return loc, library
         if kind == LIBRARY and library is None:
-            library = Location(_abs(code.co_filename), frame.f_lineno, code.co_name)
+            library = Location(_abs(code.co_filename), line_of(frame), code.co_name)
         frame = frame.f_back
     return library, None
 

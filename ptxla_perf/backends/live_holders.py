@@ -21,7 +21,7 @@ import sys
 import types
 from typing import Any, Callable
 
-from ..frames import USER, classify, function_at
+from ..frames import USER, classify, function_at, line_of
 from ..model.records import Location
 
 _MIN_RISES = 4  # samples in a row with a higher live count before one scan
@@ -131,7 +131,7 @@ def _find(is_device, nbytes, frame, min_items, before):
         detail["holder"] = name
         loc = _adding_line(name, code_frame, is_global, is_device)
     if loc is None and code_frame is not None:
-        loc = Location(os.path.abspath(code_frame.f_code.co_filename), code_frame.f_lineno, code_frame.f_code.co_name)
+        loc = Location(os.path.abspath(code_frame.f_code.co_filename), line_of(code_frame), code_frame.f_code.co_name)
     return loc, detail
 
 
@@ -233,7 +233,7 @@ def _adding_line(name: str, f, is_global: bool, is_device=None) -> Location | No
                           if _adds_device(lines[i - 1].split("#", 1)[0].rstrip(), prefix, f, is_device)]
                 hits = device or hits
             if hits:
-                above = [i for i in hits if i <= f.f_lineno]
+                above = [i for i in hits if i <= line_of(f)]
                 line = above[-1] if above else hits[0]
                 return Location(os.path.abspath(path), line, function_at(path, line))
     return None

@@ -40,7 +40,7 @@ import sys
 import threading
 import time
 import traceback
-from ..frames import TOOL, USER, _abs, kind_of
+from ..frames import TOOL, USER, _abs, kind_of, line_of
 from ..model.faults import FAULTS, check
 from ..model.records import EMPTY
 from ..model.training_thread import TRAINING
@@ -182,10 +182,8 @@ class StackSampler:
         frame = stacks.pop(TRAINING.ident, None)  # looked up each time: the first step boundary may settle it
         if frame is None:
             return None
-        chain = []  # the training thread's codes and lines, taken at once: none of its frames is held while we
-        while frame is not None:  # work out the sample
-            chain.append((frame.f_code, frame.f_lineno))
-            frame = frame.f_back
+        chain = _chain(frame)  # the training thread's codes and lines, taken at once: none of its frames is held
+        frame = None  # while we work out the sample
         try:
             check("sampler")
             self._sample(chain, dt, stacks)
@@ -262,7 +260,7 @@ class StackSampler:
                 kind = kind_of(code)
                 if kind == USER:
                     if user is None:
-                        user = (code.co_filename, f.f_lineno, code.co_name)
+                        user = (code.co_filename, line_of(f), code.co_name)
                     if code.co_name in _DATA_NAMES or code.co_flags & _CO_GENERATOR:
                         feeding = True
                 if not feeding:
@@ -276,3 +274,12 @@ class StackSampler:
                 out.append(user)
         return out
 
+
+def _chain(frame) -> list[tuple]:
+    """(code, line) of `frame` and every frame outside it, innermost first."""
+    chain = []
+    while frame is not None:
+        line = frame.f_lineno
+        chain.append((frame.f_code, line if line is not None else line_of(frame)))
+        frame = frame.f_back
+    return chain

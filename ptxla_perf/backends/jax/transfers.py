@@ -13,7 +13,7 @@ import jax
 import numpy as np
 
 from .. import provenance
-from ...frames import TOOL, USER, classify, user_frame
+from ...frames import TOOL, USER, classify, line_of, user_frame
 from ...model.records import EMPTY, Location, ReadEvidence, TransferEvidence, shared
 from . import _private as P
 from .jitted import JitInfo
@@ -155,7 +155,7 @@ class Transfers:
             o = found.positional[0] if found and found.positional else None
             if o is None and found is None and kind == "python list" and all(isinstance(v, SCALARS) for v in leaves):
                 # numbers the loop puts in a list (a schedule, hyperparameters): made on the host each time
-                o = provenance.Origin(provenance.HOST_MADE, "a Python list of numbers", frame.f_lineno)
+                o = provenance.Origin(provenance.HOST_MADE, "a Python list of numbers", line_of(frame))
             where = o.kind if o is not None else "data"
             if o is not None:
                 made.append(f"{o.text} (line {o.line})")
