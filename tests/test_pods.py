@@ -33,15 +33,16 @@ def _bench():
     return mod
 
 
-def _jax_job(out, slow_rank: int):
-    """Both ranks of jax_dp_two_process.py, each under `profile`; the directory with report.json (rank 0) and
-    report.rank1.json."""
+def _jax_job(out, slow_rank: int, script: str = "jax_dp_two_process.py"):
+    """Both ranks of a two-process script (jax_dp_two_process.py: `slow_rank` slowed 30 ms a step), each under
+    `profile`; the directory with report.json (rank 0) and report.rank1.json."""
     port = str(free_port())
     out.mkdir(parents=True, exist_ok=True)
+    args = (str(slow_rank), "30") if script == "jax_dp_two_process.py" else ()
     procs = [subprocess.Popen([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report",
-                               str(out / "report.json"), str(SCRIPTS / "jax_dp_two_process.py"), port, str(r),
-                               str(slow_rank), "30"], cwd=out, env=cli_env(JAX_PLATFORMS="cpu"),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+                               str(out / "report.json"), str(SCRIPTS / script), port, str(r), *args], cwd=out,
+                              env=cli_env(JAX_PLATFORMS="cpu"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for r in (0, 1)]
     for p in procs:
         _, err = p.communicate(timeout=240)
         assert p.returncode == 0, err[-3000:]
@@ -52,7 +53,8 @@ def _jax_job(out, slow_rank: int):
 def jobs(tmp_path_factory):
     pytest.importorskip("jax")
     base = tmp_path_factory.mktemp("pods")
-    return {"slow": _jax_job(base / "slow", 1), "equal": _jax_job(base / "equal", -1)}
+    return {"slow": _jax_job(base / "slow", 1), "equal": _jax_job(base / "equal", -1),
+            "late": _jax_job(base / "late", 1, "jax_dp_late_rank.py")}
 
 
 def _merge(*args, cwd):
@@ -90,6 +92,21 @@ def test_straggler_behind_the_collective_is_named_with_its_part_and_cost(jobs, t
     hm = merged["aggregate"]["heatmap"]
     assert hm["ranks"] == [1, 0] and hm["part"] == s["evidence"]["component"]
     assert len(hm["step_ms"][0]) == hm["columns"] > 0
+
+
+def test_a_rank_that_ran_ahead_and_waited_for_a_late_peer_is_not_the_straggler(jobs, tmp_path):
+    """Rank 0 never waits in its loop: its final read waits for everything its device did - the all-reduce's wait
+    for rank 1 at every step and, once, for rank 1's late start - spread back over its steps (pacing.py), so its
+    steps come out longer than rank 1's. It waits for rank 1, whose own host work is the cause."""
+    out = tmp_path / "merged.json"
+    _merge(str(jobs["late"]), "--report", str(out), cwd=tmp_path)
+    merged = load_report(out)
+    p50 = {p["rank"]: p["step_time_s"]["p50"] for p in merged["processes"]}
+    assert p50[0] > 1.25 * p50[1], p50  # the case: the waiting rank's steps are the longer ones
+    found = _stragglers(merged)
+    assert len(found) == 1 and found[0]["ranks"] == [1], [(f["kind"], f["message"]) for f in merged["findings"]]
+    assert found[0]["evidence"]["phase"] in ("host", "own_work"), found[0]["message"]
+    assert merged["aggregate"]["slowest_rank"] == 1
 
 
 def test_no_rank_slowed_no_straggler(jobs, tmp_path):

@@ -123,7 +123,8 @@ def _kept(typical: dict[int, float], slow: list[int]) -> dict[str, float]:
 
 class Straggler(_CrossRank):
     """Ranks consistently slower than the others. Phase "step": their iterations take longer (the others do not
-    wait for them, e.g. no collective in the step). When a collective makes every rank's iteration as long, the
+    wait for them, e.g. no collective in the step; a rank whose longer steps are waits for another rank's own work
+    is not one: `_waits_for_another`). When a collective makes every rank's iteration as long, the
     rank the others wait for shows in what it does instead of waiting: phase "data", it waits longer for its
     input (session.data_wait()); phase "host", it keeps the host busy while the others wait in device reads;
     phase "own_work", its own part of the time breakdown (data, host, launch, other) is longer while the others
@@ -149,6 +150,10 @@ class Straggler(_CrossRank):
                                                                threshold("straggler_min_s")))
         if not slow_ranks:
             return None
+        if phase == "step":
+            slow_ranks = [k for k in slow_ranks if not _waits_for_another(reports, k, typical[k] - ref)]
+            if not slow_ranks:
+                return None
         slow_ranks, n, above = _consistent(times, slow_ranks)
         if not slow_ranks:
             return None
@@ -222,6 +227,24 @@ class Straggler(_CrossRank):
                        ranks=sorted(slow_ranks),
                        cost=Cost(ms_per_step=round(cost_s * 1e3, 3), share_of_wall=round(cost_s / step, 4)
                                  if step else None))
+
+
+def _waits_for_another(reports: list[dict[str, Any]], rank: int, gap: float) -> bool:
+    """Whether a rank's longer steps are waits for another rank's own work: at least straggler_wait_match of its
+    excess is in its waits (device, read_wait) while another rank's own work (data, host, launch, other) is longer
+    than its own by at least straggler_part_share of the step and straggler_min_s. Under asynchronous dispatch a
+    rank that runs ahead waits at its next read for everything its device did since - the all-reduce's wait for
+    the slow rank, and once its peers' start-up (their compiles) - spread back over its steps (analysis/pacing.py):
+    its step is the slow rank's, plus that one-off, and the slow rank is the one found in a later phase."""
+    splits = {rank_of(r): rank_wait.split_of(r, rank_of(r)) for r in reports}
+    me = splits.get(rank)
+    if me is None or any(s is None for s in splits.values()):
+        return False
+    others = [s for k, s in splits.items() if k != rank]
+    if me.wait - median([s.wait for s in others]) < threshold("straggler_wait_match") * gap:
+        return False
+    least = max(threshold("straggler_min_s"), threshold("straggler_part_share") * median(me.step_s))
+    return max(s.own for s in others) - me.own >= least
 
 
 def _slowest_component(reports: list[dict[str, Any]], slow: int) -> tuple[str, float] | None:
