@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -135,9 +136,27 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def run_cli(*args: str, cwd: str | Path | None = None, timeout: float = 300, **env: str):
+def run_cli(*args: str, cwd: str | Path | None = None, timeout: float = 300, fork: bool = True, **env: str):
+    """`python -m ptxla_perf ARGS`. `profile` of a torch_xla script (one that imports torch_xla itself and no JAX)
+    is forked from a process that imported torch's part of `import torch_xla` (plain_runs.run_module: ~5 s of
+    CPU less a run); `fork=False`, or any other command, a fresh interpreter."""
+    if fork and args and args[0] == "profile" and _torch_xla_script(args):
+        from plain_runs import run_module
+        return run_module("ptxla_perf", *args, cwd=cwd, env=cli_env(**env), timeout=timeout)
     return subprocess.run([sys.executable, "-m", "ptxla_perf", *args], cwd=cwd, env=cli_env(**env),
                           capture_output=True, text=True, timeout=timeout)
+
+
+_IMPORTS_TORCH_XLA = re.compile(r"^\s*(import|from)\s+torch_xla\b", re.M)
+
+
+def _torch_xla_script(args) -> bool:
+    script = next((Path(a) for a in args[1:] if str(a).endswith(".py")), None)
+    try:
+        text = script.read_text() if script is not None else ""
+    except OSError:
+        return False
+    return bool(_IMPORTS_TORCH_XLA.search(text)) and "jax" not in text
 
 
 def load_report(path: str | Path) -> dict:
@@ -204,9 +223,22 @@ def jax_window_capture(tmp_path_factory) -> Path:
 
 
 def run_app(*args: str, cwd: str | Path, timeout: float = 400, **env: str) -> subprocess.CompletedProcess:
-    """The Hydra runner: `python -m ptxla_perf.run ARGS` in cwd."""
+    """The Hydra runner: `python -m ptxla_perf.run ARGS` in cwd; a torch_xla recipe in the suite's environment is
+    forked as run_cli's `profile` of a torch_xla script is."""
+    if not env and torch_xla_recipe(args):
+        from plain_runs import run_module
+        return run_module("ptxla_perf.run", *args, cwd=cwd, env=cli_env(), timeout=timeout)
     return subprocess.run([sys.executable, "-m", "ptxla_perf.run", *args], cwd=cwd, env=cli_env(**env),
                           capture_output=True, text=True, timeout=timeout)
+
+
+_TORCH_XLA_RECIPES = {"+recipe=mlp", "+recipe=mmf", "+recipe=matmul"}
+
+
+def torch_xla_recipe(args) -> bool:
+    """Whether Hydra overrides `args` run one of the torch_xla recipes (matmul: unless its backend is JAX's)."""
+    return bool(_TORCH_XLA_RECIPES & set(args)) and not any(a.startswith("recipe.backend=") and a != "recipe.backend="
+                                                            "torch_xla" for a in args)
 
 
 @pytest.fixture(scope="session")

@@ -23,7 +23,8 @@ def plain(script, *args, cwd, **env) -> subprocess.CompletedProcess:
 
 def profile(tmp_path, script, *options, **env):
     report = tmp_path / "r.json"
-    proc = run_cli("profile", "--port", "none", "--report", str(report), *options, str(script), cwd=tmp_path, **env)
+    proc = run_cli("profile", "--port", "none", "--report", str(report), *options, str(script), cwd=tmp_path,
+                   fork=False, **env)  # a fresh interpreter: nothing imported before the program
     return proc, report
 
 
@@ -116,7 +117,7 @@ def test_a_missing_framework_is_one_line_and_the_programs_own_error(tmp_path):
 def test_a_program_that_imports_neither_runs_as_it_would(tmp_path):
     script = tmp_path / "neither.py"
     script.write_text("import sys\nprint('hello', sys.argv[1:])\nsys.exit(3)\n")
-    proc = run_cli("profile", "--port", "none", str(script), "a", cwd=tmp_path)
+    proc = run_cli("profile", "--port", "none", str(script), "a", cwd=tmp_path, fork=False)
     assert proc.returncode == 3 and proc.stdout == "hello ['a']\n"
     assert proc.stderr.strip().splitlines() == [
         "ptxla_perf: nothing profiled: the program imported neither torch_xla nor jax; no report written"]

@@ -2,12 +2,9 @@
 torch_xla runs of tiny scripts (tests/scripts/), each asserting what failed before the fix."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from conftest import SCRIPTS, cli_env, planted_line
+from conftest import SCRIPTS, planted_line, run_cli
 
 pytestmark = pytest.mark.xdist_group("issue21_findings")  # the runs below are shared between tests
 
@@ -57,9 +54,8 @@ def test_multi_scale_resize_recompile_is_placed_at_the_resize_with_its_cause(pro
 def _warmup_run(tmp_path, *args: str, options: tuple[str, ...] = ()) -> dict:
     import json
     out = tmp_path / f"r{'_'.join(args + options).replace('-', '')}.json"
-    proc = subprocess.run([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report", str(out),
-                           *options, str(SCRIPTS / "warmup_lr.py"), *args], cwd=tmp_path, env=cli_env(),
-                          capture_output=True, text=True, timeout=400)
+    proc = run_cli("profile", "--port", "none", "--report", str(out), *options, str(SCRIPTS / "warmup_lr.py"), *args,
+                   cwd=tmp_path, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(out.read_text())
 
@@ -144,8 +140,7 @@ def test_a_read_every_step_says_so_with_its_steps_as_ranges(tmp_path):
                       "    loss = model(torch.randn(4, 16).to(dev)).pow(2).mean()\n"
                       "    loss.backward()\n    opt.step()\n    opt.zero_grad()\n    if step != 5:\n"
                       "        total += loss.item()\n    torch_xla.sync()\nprint('done', total > -1)\n")
-    proc = subprocess.run([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report", "r.json",
-                           str(script)], cwd=tmp_path, env=cli_env(), capture_output=True, text=True, timeout=300)
+    proc = run_cli("profile", "--port", "none", "--report", "r.json", str(script), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads((tmp_path / "r.json").read_text())
     (f,) = [f for f in report["findings"] if f["kind"] == "device_to_host_sync"]

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from conftest import SCRIPTS, cli_env, load_report, warnings_of
-from plain_runs import start_plain
+from plain_runs import start_module, start_plain
 
 pytestmark = pytest.mark.xdist_group("modes")  # each mode's pair of runs is shared by the tests below
 
@@ -50,19 +49,6 @@ class ModeRun:
     report: Path
 
 
-def _start(args: list[str], cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen(args, cwd=cwd, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _finish(proc: subprocess.Popen) -> subprocess.CompletedProcess:
-    try:
-        out, err = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
 @pytest.fixture(scope="module", params=MODES)
 def mode_run(request, tmp_path_factory) -> ModeRun:
     """The mode's script run plain and under `profile`, side by side (two processes at once: the pair takes the
@@ -71,9 +57,9 @@ def mode_run(request, tmp_path_factory) -> ModeRun:
     tmp = tmp_path_factory.mktemp(request.param)
     report = tmp / "report.json"
     plain = start_plain(script, cwd=tmp, env=cli_env())
-    profiled = _start([sys.executable, "-m", "ptxla_perf", "profile", "--attribution", ATTRIBUTION.get(request.param,
-                       "always"), "--port", "none", "--report", str(report), str(script)], tmp)
-    return ModeRun(request.param, script, plain.communicate(timeout=300), _finish(profiled), report)
+    profiled = start_module("ptxla_perf", "profile", "--attribution", ATTRIBUTION.get(request.param, "always"),
+                            "--port", "none", "--report", str(report), str(script), cwd=tmp, env=cli_env())
+    return ModeRun(request.param, script, plain.communicate(timeout=300), profiled.communicate(timeout=300), report)
 
 
 def test_the_script_runs_as_it_runs_alone(mode_run):

@@ -143,13 +143,10 @@ def test_hydra_error_keeps_its_hint_and_the_choices(tmp_path, override, kept):
 @pytest.fixture(scope="module")
 def mlp_capture(tmp_path_factory):
     """The mlp recipe with a step-window capture of steps 5-7: (its folder, the run's stderr)."""
-    import subprocess
-    import sys
-    from conftest import cli_env
+    from conftest import run_app
     out = tmp_path_factory.mktemp("capture")
-    proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", "+recipe=mlp", "recipe.steps=10",
-                           "profiler.capture.start_step=5", "profiler.port=null", "profiler.scalars=false",
-                           "hydra.run.dir=run"], cwd=out, env=cli_env(), capture_output=True, text=True, timeout=600)
+    proc = run_app("+recipe=mlp", "recipe.steps=10", "profiler.capture.start_step=5", "profiler.port=null",
+                   "profiler.scalars=false", "hydra.run.dir=run", cwd=out, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, proc.stderr
 

@@ -3,13 +3,11 @@
 exit code."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import SCRIPTS, cli_env
+from conftest import SCRIPTS, cli_env, run_cli
 from plain_runs import run_plain
 from ptxla_perf.xla import oom
 
@@ -48,9 +46,7 @@ def test_a_run_that_dies_of_oom_keeps_its_report(tmp_path, fmt):
     script, text = SCRIPTS / "oom_crash.py", str(FIXTURES / f"{fmt}.txt")
     plain = run_plain(script, text, cwd=tmp_path, env=cli_env(), timeout=300)
     report = tmp_path / "report.json"
-    prof = subprocess.run([sys.executable, "-m", "ptxla_perf", "profile", "--port", "none", "--report", str(report),
-                           str(script), text], cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
-                          timeout=300)
+    prof = run_cli("profile", "--port", "none", "--report", str(report), str(script), text, cwd=tmp_path)
     assert plain.returncode == prof.returncode == 1 and plain.stdout == prof.stdout
     assert "RuntimeError: RESOURCE_EXHAUSTED" in prof.stderr  # the user's own exception, as Python shows it
     from conftest import load_report

@@ -1,15 +1,17 @@
 """tests/plain_runs.py: a plain run forked from the server is the script's run as `python SCRIPT ARGS` gives it (the
-suite compares profiled runs with these). Checked on a script that imports nothing heavy (a server with no module
-imported), beside a fresh interpreter."""
+suite compares profiled runs with these), and a module run forked from it is `python -m MODULE ARGS` (profiled
+torch_xla runs come from there: conftest.run_cli). Checked on a script that imports nothing heavy (a server with no
+module imported), beside a fresh interpreter, and on a profiled torch_xla run beside a fresh one."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 
-from conftest import cli_env
-from plain_runs import run_plain, start_plain
+from conftest import SCRIPTS, cli_env, load_report, run_cli
+from plain_runs import run_module, run_plain, start_plain
 
 SCRIPT = '''import os, sys, warnings
 print("argv", sys.argv, "cwd", os.getcwd(), "name", __name__, "file", __file__, "env", os.environ.get("X_RUN"))
@@ -50,3 +52,47 @@ def test_a_run_past_its_timeout_is_killed(tmp_path):
     ok = tmp_path / "ok.py"
     ok.write_text("print('next')\n")
     assert run_plain(ok, cwd=tmp_path, env=cli_env(), timeout=60, modules=()).stdout == "next\n"
+
+
+MAIN = '''import os, sys, atexit
+print("argv", sys.argv, "cwd", os.getcwd(), "name", __name__, "file", __file__, "path0", sys.path[0])
+print("env", os.environ.get("X_RUN"), "to stderr", file=sys.stderr)
+atexit.register(lambda: print("atexit ran"))
+sys.exit(int(sys.argv[1]))
+'''
+
+
+@pytest.mark.parametrize("code", ["0", "4"])
+def test_forked_module_run_is_python_dash_m(tmp_path, code):
+    """`python -m PKG ARGS` forked (run_module: how conftest.run_cli runs `profile` of a torch_xla script)."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "__main__.py").write_text(MAIN)
+    env = cli_env(X_RUN="yes")
+    fresh = subprocess.run([sys.executable, "-m", "pkg", code], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=60)
+    forked = run_module("pkg", code, cwd=tmp_path, env=env, timeout=60, modules=())
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert fresh.returncode == int(code) and "atexit ran" in fresh.stdout
+
+
+@pytest.mark.slow  # two real torch_xla runs
+def test_profile_forked_from_torch_is_profile_in_a_fresh_interpreter(tmp_path):
+    """A profiled torch_xla script forked from the server that imported torch's part of torch_xla: the program's
+    output, exit code and what the report found are a fresh interpreter's. The session still opens at the script's
+    own `import torch_xla` (run.backend_detection names its line)."""
+    runs = {}
+    for how in ("fresh", "forked"):
+        (tmp_path / how).mkdir()
+        proc = run_cli("profile", "--port", "none", "--report", "r.json", str(SCRIPTS / "item_per_step.py"),
+                       cwd=tmp_path / how, fork=how == "forked")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[how] = proc, load_report(tmp_path / how / "r.json")
+    (fresh, a), (forked, b) = runs["fresh"], runs["forked"]
+    assert forked.stdout == fresh.stdout
+    assert a["run"]["backend_detection"] == b["run"]["backend_detection"]
+    assert "item_per_step.py:3" in json.dumps(b["run"]["backend_detection"])
+    for key in ("steps", "compiles", "executions"):
+        assert a["summary"].get(key) == b["summary"].get(key), key
+    kinds = [sorted((f["kind"], f["severity"]) for f in r["findings"]) for r in (a, b)]
+    assert kinds[0] == kinds[1]

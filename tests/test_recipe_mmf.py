@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, cli_env, load_report, warnings_of
+from plain_runs import run_module
 
 pytestmark = [
     pytest.mark.slow,
@@ -36,11 +37,8 @@ def bert_cache(tmp_path_factory):
 
 
 def run_mmf(tmp_path, bert_cache, *overrides, timeout=600):
-    proc = subprocess.run(
-        [sys.executable, "-m", "ptxla_perf.run", "+recipe=mmf", *TINY, *overrides, "profiler.port=null",
-         "hydra.run.dir=out"],
-        cwd=tmp_path, env=cli_env(PTXLA_PERF_CACHE_DIR=str(bert_cache)), capture_output=True, text=True,
-        timeout=timeout)
+    proc = run_module("ptxla_perf.run", "+recipe=mmf", *TINY, *overrides, "profiler.port=null", "hydra.run.dir=out",
+                      cwd=tmp_path, env=cli_env(PTXLA_PERF_CACHE_DIR=str(bert_cache)), timeout=timeout)
     path = tmp_path / "out" / "report.json"
     return proc, (load_report(path) if path.exists() else None)
 

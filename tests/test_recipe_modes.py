@@ -1,14 +1,12 @@
 """The mlp recipe in each execution mode torch_xla teaches beside the lazy loop (`recipe.mode`, docs/modes.md): each
 runs under the runner at a tiny size and leaves a report that names its mode and says what that mode's rules
-found, with no warning (the lazy mode is the other mlp tests' default). The three runs go at once."""
+found, with no warning (the lazy mode is the other mlp tests' default). The three runs go one after the other,
+each forked as conftest.run_app does."""
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 
-from conftest import cli_env, load_report, warnings_of
+from conftest import load_report, run_app, warnings_of
 
 MODES = {"dynamo": "dynamo_graphs", "eager": "eager_ops", "spmd": "spmd"}
 
@@ -16,20 +14,13 @@ MODES = {"dynamo": "dynamo_graphs", "eager": "eager_ops", "spmd": "spmd"}
 @pytest.fixture(scope="module")
 def recipe_runs(tmp_path_factory) -> dict:
     cwd = tmp_path_factory.mktemp("recipe_modes")
-    procs = {m: subprocess.Popen(
-        # recipe.entry: the worktree's recipe module, as `ptxla_perf.recipes.mlp` is in an installed package
-        [sys.executable, "-m", "ptxla_perf.run", "+recipe=mlp", "recipe.entry=recipes.mlp:run", f"recipe.mode={m}",
-         "recipe.steps=4", "recipe.batch_size=8", "profiler.port=null", "profiler.scalars=false",
-         f"hydra.run.dir=out_{m}"], cwd=cwd, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for m in MODES}
     out = {}
-    for m, p in procs.items():
-        try:
-            stdout, stderr = p.communicate(timeout=400)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            stdout, stderr = p.communicate()
-        out[m] = (p.returncode, stderr, cwd / f"out_{m}" / "report.json")
+    for m in MODES:
+        # recipe.entry: the worktree's recipe module, as `ptxla_perf.recipes.mlp` is in an installed package
+        proc = run_app("+recipe=mlp", "recipe.entry=recipes.mlp:run", f"recipe.mode={m}", "recipe.steps=4",
+                       "recipe.batch_size=8", "profiler.port=null", "profiler.scalars=false", f"hydra.run.dir=out_{m}",
+                       cwd=cwd)
+        out[m] = (proc.returncode, proc.stderr, cwd / f"out_{m}" / "report.json")
     return out
 
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import SCRIPTS, load_report, run_cli
+from conftest import SCRIPTS, load_report, run_app, run_cli
 
 from ptxla_perf.analysis.fold import Folded
 from ptxla_perf.analysis.iterset import Iterations
@@ -141,9 +141,8 @@ def test_bad_peak_is_a_one_line_error(tmp_path):
 
 
 def test_matmul_recipe_prints_the_roofline(tmp_path):
-    proc = run_cli_module("ptxla_perf.run", "+recipe=matmul", "recipe.steps=5", "recipe.batch=2",
-                          "recipe.seq=32", "recipe.d_model=64", "recipe.d_ff=128", "profiler.port=null",
-                          f"hydra.run.dir={tmp_path}", cwd=tmp_path)
+    proc = run_app("+recipe=matmul", "recipe.steps=5", "recipe.batch=2", "recipe.seq=32", "recipe.d_model=64",
+                   "recipe.d_ff=128", "profiler.port=null", f"hydra.run.dir={tmp_path}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = load_report(tmp_path / "report.json")
     analytic = 2 * 2 * 32 * 64 * 128
@@ -154,13 +153,6 @@ def test_matmul_recipe_prints_the_roofline(tmp_path):
     text = "\n".join(lines[i:i + 2])
     for part in ("FLOP/step", "TFLOP/s achieved", "HFU", "predicted", "observed"):
         assert part in text, text
-
-
-def run_cli_module(module: str, *args: str, cwd=None, **env: str):
-    import subprocess
-    from conftest import cli_env
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=cli_env(**env),
-                          capture_output=True, text=True, timeout=300)
 
 
 # --- in-process: the cost module's fallback chain ------------------------------------------------------------
@@ -514,10 +506,10 @@ def test_top_ops_join_time_with_cost():
 
 def test_capture_gives_per_op_costs(tmp_path):
     pytest.importorskip("jax")
-    proc = run_cli_module("ptxla_perf.run", "+recipe=matmul", "recipe.backend=jax", "recipe.mode=ffw",
-                          "recipe.steps=6", "recipe.batch=2", "recipe.seq=32", "recipe.d_model=64",
-                          "recipe.d_ff=128", "profiler.port=null", "profiler.capture.start_step=2",
-                          "profiler.capture.num_steps=2", f"hydra.run.dir={tmp_path}", cwd=tmp_path, **JAX_ENV)
+    proc = run_app("+recipe=matmul", "recipe.backend=jax", "recipe.mode=ffw", "recipe.steps=6", "recipe.batch=2",
+                   "recipe.seq=32", "recipe.d_model=64", "recipe.d_ff=128", "profiler.port=null",
+                   "profiler.capture.start_step=2", "profiler.capture.num_steps=2", f"hydra.run.dir={tmp_path}",
+                   cwd=tmp_path, **JAX_ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = load_report(tmp_path / "report.json")
     ops = report["roofline"].get("top_ops")

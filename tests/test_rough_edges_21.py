@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import SCRIPTS, cli_env
+from conftest import SCRIPTS, cli_env, run_app
 
 
 def _with_step_times(tmp_path, name: str, p50: float, p90: float) -> str:
@@ -58,10 +58,8 @@ def test_sweep_labels_jobs_by_what_differs_in_job_order_without_empty_columns(tm
     """The sweep table showed `+recipe=mlp recipe.batch_size=16 +2` for both values of log_every, listed job 1
     before job 0 and kept columns that are "-" for every job; sweep.html cut its labels to 24 characters."""
     import re
-    proc = subprocess.run([sys.executable, "-m", "ptxla_perf.run", "-m", "+recipe=mlp", "recipe.batch_size=16",
-                           "recipe.steps=3", "profiler.port=null", "profiler.scalars=false", "recipe.log_every=10,1",
-                           "hydra.sweep.dir=sweep"], cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
-                          timeout=600)
+    proc = run_app("-m", "+recipe=mlp", "recipe.batch_size=16", "recipe.steps=3", "profiler.port=null",
+                   "profiler.scalars=false", "recipe.log_every=10,1", "hydra.sweep.dir=sweep", cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     table = proc.stderr[proc.stderr.index("ptxla_perf sweep: 2 run(s)"):].splitlines()[1:5]
     head, rule, *rows = table
