@@ -237,8 +237,8 @@ _TORCH_XLA_RECIPES = {"+recipe=mlp", "+recipe=mmf", "+recipe=matmul"}
 
 def torch_xla_recipe(args) -> bool:
     """Whether Hydra overrides `args` run one of the torch_xla recipes (matmul: unless its backend is JAX's)."""
-    return bool(_TORCH_XLA_RECIPES & set(args)) and not any(a.startswith("recipe.backend=") and a != "recipe.backend="
-                                                            "torch_xla" for a in args)
+    other_backend = any(a.startswith("recipe.backend=") and a != "recipe.backend=torch_xla" for a in args)
+    return bool(_TORCH_XLA_RECIPES & set(args)) and not other_backend
 
 
 @pytest.fixture(scope="session")
