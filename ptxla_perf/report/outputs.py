@@ -268,8 +268,8 @@ def _roofline(analysis: Analysis, adapter: Adapter, env: Mapping[str, Any], trac
         peak = peaks.select([env.get("device_model"), env.get("device_kind")], dict(roofline_cfg),
                             calibrate_cpu=measure_cpu, cpu_devices=int(env.get("local_devices") or 1))
         p50 = analysis.figures.step_time
-        sec = roofline.section(analysis.figures.steady_its, adapter.graph_costs(), peak, p50.p50 if p50 else None, sinks,
-                               breakdown=analysis.figures.steady_breakdown())
+        sec = roofline.section(analysis.figures.steady_its, adapter.graph_costs(), peak, p50.p50 if p50 else None,
+                               sinks, breakdown=analysis.figures.steady_breakdown())
         ops = trace.top_ops if trace is not None else None
         if ops and sec.source != "unavailable":  # a capture's top ops, with their instructions' costs
             sec.top_ops = roofline.top_ops(ops, adapter.hlo_modules(), peak)

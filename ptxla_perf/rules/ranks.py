@@ -151,7 +151,8 @@ class Straggler(_CrossRank):
         if not slow_ranks:
             return None
         if phase == "step":
-            slow_ranks = [k for k in slow_ranks if not _waits_for_another(reports, k, typical[k] - ref)]
+            splits = _splits(reports)
+            slow_ranks = [k for k in slow_ranks if not _waits_for_another(splits, k, typical[k] - ref)]
             if not slow_ranks:
                 return None
         slow_ranks, n, above = _consistent(times, slow_ranks)
@@ -182,8 +183,7 @@ class Straggler(_CrossRank):
     def _own_work(self, reports: list[dict[str, Any]]) -> Finding | None:
         """Equal step times (a synchronous job): the rank whose own work is longer while the others wait on the
         device for about that long."""
-        splits = {rank_of(r): rank_wait.split_of(r, rank_of(r)) for r in reports}
-        splits = {k: s for k, s in splits.items() if s and len(s.own_s) >= threshold("straggler_min_steps")}
+        splits = {k: s for k, s in _splits(reports).items() if s and len(s.own_s) >= threshold("straggler_min_steps")}
         if len(splits) < 2:
             return None
         step_ref = median(s_.wait + s_.own for s_ in splits.values())
@@ -229,14 +229,18 @@ class Straggler(_CrossRank):
                                  if step else None))
 
 
-def _waits_for_another(reports: list[dict[str, Any]], rank: int, gap: float) -> bool:
+def _splits(reports: list[dict[str, Any]]) -> dict[int, rank_wait.RankSplit | None]:
+    """Each rank's steady steps split into own work and waits (rank_wait.split_of), by rank."""
+    return {rank_of(r): rank_wait.split_of(r, rank_of(r)) for r in reports}
+
+
+def _waits_for_another(splits: dict[int, rank_wait.RankSplit | None], rank: int, gap: float) -> bool:
     """Whether a rank's longer steps are waits for another rank's own work: at least straggler_wait_match of its
     excess is in its waits (device, read_wait) while another rank's own work (data, host, launch, other) is longer
     than its own by at least straggler_part_share of the step and straggler_min_s. Under asynchronous dispatch a
     rank that runs ahead waits at its next read for everything its device did since - the all-reduce's wait for
     the slow rank, and once its peers' start-up (their compiles) - spread back over its steps (analysis/pacing.py):
     its step is the slow rank's, plus that one-off, and the slow rank is the one found in a later phase."""
-    splits = {rank_of(r): rank_wait.split_of(r, rank_of(r)) for r in reports}
     me = splits.get(rank)
     if me is None or any(s is None for s in splits.values()):
         return False
