@@ -75,10 +75,14 @@ def test_many_tiny_steps_split_launch_device_and_host(profiled):
     assert_parts_sum_to_wall_time(rep)
     steady = [s for s in rep["steps"] if s["steady"]]
     assert all(s["device_time_s"] is not None and s["device_time_s"] > 0 for s in steady)  # one graph each
-    by_index = {s["index"]: s for s in rep["steps"]}
-    for s in steady:  # the sync waited for the graph the step before launched (on the CPU often its own too): at
-        before = by_index[s["index"] - 1]["device_time_s"]  # most the device's busy time on them
-        assert s["launch_time_s"] > 0 and (before is None or s["device_wait_s"] <= before + s["device_time_s"] + 1e-9)
+    assert all(s["launch_time_s"] > 0 for s in steady)
+    # a sync waits for the graphs still running when it began (the step before's, on the CPU often its own too, and
+    # under load earlier ones still queued): its wait is at most the device's busy time on them inside its span.
+    # Syncs run one after another, so their waits never count one graph's busy time twice: summed over the steps,
+    # the waits are at most the device times (the first steady step's sync may wait for a warm-up graph's)
+    waits = sum(s["device_wait_s"] for s in steady[1:])
+    busy = sum(s["device_time_s"] or 0.0 for s in rep["steps"] if s["index"] <= steady[-1]["index"])
+    assert waits <= busy + 1e-9 * len(steady), (waits, busy)
     split = rep["summary"]["time_breakdown"]
     assert rep["roofline"]["bound_by"]["component"] == split["largest"]
     assert "launch_bound" in rep["rules"]["judged"]

@@ -13,26 +13,28 @@ from conftest import SCRIPTS, load_report, run_cli
 from ptxla_perf.analysis import fold as FO
 from ptxla_perf.rules.iteration import analyze
 from ptxla_perf.rules.memory import RULES as MEMORY_RULES
-from ptxla_perf.model.records import Event, Location, StepRecord, Transfers
+from ptxla_perf.model.records import Event, Location, StepRecord, TransferEvidence, Transfers
 from ptxla_perf.rules.registry import backend_rules
 
-# folded_run (both backends) is read by two tests: one xdist worker, so that each is made once
+# folded_run (each loop) is read by two tests: one xdist worker, so that each is made once
 pytestmark = pytest.mark.xdist_group("fold")
 
 STEPS = 800
 KNOBS = "fold_after=300,fold_window=100,trim_above=100,first=20,last=20"
-SCRIPT = {"jax": "jax_long_run.py", "torch_xla": "xla_long_loop.py"}
+# the JAX loop fed on the device, and fed a fresh NumPy batch every step (a transfer event in every iteration)
+SCRIPT = {"jax": ["jax_long_run.py"], "jax_numpy": ["jax_long_run.py", "numpy"], "torch_xla": ["xla_long_loop.py"]}
 COUNTS = ("steps", "steady_steps", "eval_steps", "boundaries", "compiles", "cached_compiles",
           "recompiles_after_warmup", "executions", "device_to_host", "device_to_host_transfers", "host_to_device",
           "device_to_host_transfer_bytes")
 
 
-@pytest.fixture(scope="module", params=["jax", "torch_xla"])
+@pytest.fixture(scope="module", params=sorted(SCRIPT))
 def folded_run(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(f"fold_{request.param}")
     report, steps_file, tb = out / "report.json", out / "steps.jsonl", out / "tb"
+    script, *args = SCRIPT[request.param]
     proc = run_cli("profile", "--port", "none", "--report", str(report), "--steps-file", str(steps_file),
-                   "--tensorboard", str(tb), str(SCRIPTS / SCRIPT[request.param]), str(STEPS),
+                   "--tensorboard", str(tb), str(SCRIPTS / script), str(STEPS), *args,
                    PTXLA_PERF_STEP_RETENTION=KNOBS)
     assert proc.returncode == 0, proc.stderr[-3000:]
     boundaries = [StepRecord.from_json(json.loads(line)) for line in steps_file.read_text().splitlines()]
@@ -40,7 +42,7 @@ def folded_run(request, tmp_path_factory):
 
 
 def _rules(backend: str):
-    return (*backend_rules(backend), *MEMORY_RULES)
+    return (*backend_rules(backend.split("_numpy")[0]), *MEMORY_RULES)
 
 
 @pytest.mark.slow
@@ -61,7 +63,8 @@ def test_folded_run_counts_every_step(folded_run):
     told = {(f["kind"], f["severity"], f["count"]) for f in rep["findings"]}
     whole = analyze(boundaries, rules=_rules(backend)).findings
     for f in whole:
-        if f.kind in ("device_to_host_sync", "recompilation", "compile_time", "missing_donation"):
+        if f.kind in ("device_to_host_sync", "recompilation", "compile_time", "missing_donation",
+                      "host_to_device_transfer"):
             assert (f.kind, f.severity, f.count) in told, (f.kind, f.severity, f.count, told)
     # one TensorBoard point per record: the steps in order, from the first to the last
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -129,6 +132,42 @@ def test_folded_records_stay_bounded():
               for f in a.findings if f.kind == "device_to_host_sync"] for a in (whole, part)]
     assert reads[0] == reads[1] and reads[0][0][2] == len([i for i in range(n) if i % 37 == 5])
     assert part.figures.summary().device_to_host == whole.figures.summary().device_to_host
+
+
+def test_folded_transfers_say_what_every_iteration_says():
+    """A fresh NumPy batch copied into every step (one evidence that the steady records share, as the JAX adapter
+    makes it) folds; every 37th step also passes an array read back from the device (a round trip: avoidable, a
+    variant of its record), and an eager upload's own time varies from step to step: the folded analysis says
+    of the transfers what the unfolded one says - severity, count, text and evidence (arrays, avoidable calls,
+    bytes by origin, the upload's time per iteration)."""
+    random.seed(2)
+    site, line, up = (Location("/u/train.py", k, "<module>") for k in (30, 31, 29))
+    folded, n = FO.Folded(max_records=40), 6000
+    batch = Event("host_to_device_transfer", line, TransferEvidence(
+        call="step", shapes=[[8, 4]], bytes=128, transfers=1, arrays=1, source=["numpy"], origins={"data": 128},
+        avoidable=False))
+
+    def it(i: int) -> StepRecord:
+        wall = 0.01 * (1 + random.random())
+        sent = batch if i % 37 != 5 else Event("host_to_device_transfer", line, TransferEvidence(
+            call="step", shapes=[[8, 4], [4, 4]], bytes=192, transfers=2, arrays=2, source=["numpy"],
+            origins={"data": 128, "round_trip": 64}, avoidable=True, made_by=["read back at /u/train.py:33"]))
+        eager = Event("host_to_device_transfer", up, TransferEvidence(
+            call="jnp.asarray", shapes=[[4]], bytes=16, transfers=1, arrays=1, source=["numpy"], eager=True,
+            origins={"host_made": 16}, seconds=2e-4 * (1 + random.random())))
+        return StepRecord(i, wall, site, executions=1, host_to_device=Transfers(sent.detail.transfers + 1, 0),
+                          optimizer_steps=1, backward_calls=1, phase="train", launch_time_s=wall / 2,
+                          host_cpu_s=wall / 4, events=[eager, sent])
+
+    its = [it(i) for i in range(n)]
+    for lo in range(0, n, 1000):
+        folded.add(its[lo:lo + 1000])
+    assert len(folded.records) <= 40 and folded.iterations == n
+    told = [[(f.kind, f.severity, f.count, f.location, f.message, f.evidence_json()) for f in a.findings
+             if f.kind == "host_to_device_transfer"]
+            for a in (analyze(its, expect_steps=False), analyze([], expect_steps=False, folded=folded))]
+    assert len(told[0]) == 2 and told[0] == told[1], told
+    assert any("round trip" in t[4] for t in told[0]) and any("These uploads take" in t[4] for t in told[0])
 
 
 def test_a_step_unlike_its_neighbours_is_not_folded():

@@ -92,27 +92,27 @@ def waits(s: StepRecord) -> tuple[float, float]:
 
 def components(s: StepRecord) -> dict[str, float] | None:
     """The iteration's time (`paced_wall`) split into COMPONENTS (seconds; they sum to it), or None where the
-    adapter did not measure them. One iteration's (a folded record's parts are its iterations' mean: iterset.py)."""
-    if not measured(s):
+    adapter did not measure them. One iteration's (a folded record's parts are its iterations' mean: iterset.py).
+    Written out part by part: a long run's folding takes every iteration's (fold.py)."""
+    if s.launch_time_s is None and s.host_cpu_s is None:  # not measured()
         return None
     wall = max(float(paced_wall(s)), 0.0)
     read, dev = waits(s)
-    parts = {"data": data_s(s) or 0.0, "compile": s.compile_time_s or 0.0,
-             "read_wait": read, "launch": s.launch_time_s or 0.0,
-             "device": dev, "profiler": (s.own_time_us or 0.0) / 1e6}
-    parts = {k: max(float(v), 0.0) for k, v in parts.items()}
-    total = sum(parts.values())
+    own = (s.own_time_us or 0.0) / 1e6
+    data = s.data_wait_s if s.data_wait_s is not None else s.sampled_data_s  # data_s()
+    data, comp, read = max(float(data or 0.0), 0.0), max(float(s.compile_time_s or 0.0), 0.0), max(float(read), 0.0)
+    launch, dev, prof = max(float(s.launch_time_s or 0.0), 0.0), max(float(dev), 0.0), max(float(own), 0.0)
+    total = data + comp + read + launch + dev + prof
     if total > wall:  # overlapping measurements: scaled to the wall time, the sum holds
         scale = wall / total if total else 0.0
-        parts = {k: v * scale for k, v in parts.items()}
+        data, comp, read, launch, dev, prof = (data * scale, comp * scale, read * scale, launch * scale,
+                                               dev * scale, prof * scale)
         total = wall
     rest = max(wall - total, 0.0)
-    own = (s.own_time_us or 0.0) / 1e6  # ptxla_perf's own CPU time at the boundary is in host_cpu_s: not the user's
+    # ptxla_perf's own CPU time at the boundary is in host_cpu_s: not the user's
     host = rest if s.host_cpu_s is None else min(max(float(s.host_cpu_s) - own, 0.0), rest)
-    out = {k: 0.0 for k in COMPONENTS}
-    out.update(parts)
-    out["host"], out["other"] = host, rest - host
-    return out
+    return {"data": data, "host": host, "launch": launch, "compile": comp, "read_wait": read, "device": dev,
+            "profiler": prof, "other": rest - host}
 
 
 def rounded(parts: dict[str, float] | None) -> dict[str, float] | None:

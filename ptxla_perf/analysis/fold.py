@@ -22,22 +22,28 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import replace
+from operator import attrgetter, is_
 from typing import Sequence
 
 from . import breakdown as B
 from . import iterations as I
 from .pacing import spread
-from ..model.records import StepRecord
+from ..model.records import Event, Shared, StepRecord
 
 INDICES = 1024  # iteration indices a variant keeps (int64; its count is exact)
 SAMPLE = 64  # per-iteration figures a folded record keeps (a stride sample beyond: 2000 records x 64 x 48 B = 6 MB)
 FIELDS = ("step", "host_time", "data_wait", "own", *B.COMPONENTS)  # a sample's figures in order (float32; NaN: none)
 _NAN = float("nan")
 _NONE_PARTS = [_NAN] * len(B.COMPONENTS)
-FOLDED_EVENTS = {"device_to_host_sync"}  # events a folded record may hold: rules that read them weigh by repeat
+# events a folded record may hold: rules that read them weigh by repeat (a read every N steps; a fresh NumPy batch
+# copied into every call, JAX's usual input pipeline: a long run of it folds like any other)
+FOLDED_EVENTS = {"device_to_host_sync", "host_to_device_transfer"}
 _MEANS = ("wall_time_s", "device_to_host_time_s", "data_wait_s", "launch_time_s", "device_wait_s", "device_time_s",
           "host_cpu_s", "sampled_data_s", "own_time_us", "flops", "bytes_accessed", "transcendentals",
           "queue_wait_s", "spread_out_s", "spread_in_s")
+_MEAN_VALUES = attrgetter(*_MEANS)  # a record's _MEANS in one call
+_NONES = (None,) * len(_MEANS)
+_SHARED_KEYS: dict[int, tuple] = {}  # id(a Shared events list) -> (the list, its events' keys)
 
 
 def plain(s: StepRecord) -> bool:
@@ -60,9 +66,32 @@ def shape(s: StepRecord) -> tuple:
 def signature(s: StepRecord) -> tuple:
     """What folded iterations share exactly: every count a rule or a figure reads."""
     return (shape(s), s.device_to_host.count, s.device_to_host.bytes is None, s.host_to_device.count,
-            s.host_to_device.bytes is None, tuple(v is None for v in (getattr(s, k) for k in _MEANS)),
-            tuple((e.kind, e.location and (e.location.file, e.location.line), e.detail.call, e.detail.closure,
-                   e.detail.transfers, e.detail.bytes) for e in s.events))
+            s.host_to_device.bytes is None, tuple(map(is_, _MEAN_VALUES(s), _NONES)), _events_key(s.events))
+
+
+def _events_key(events: list) -> tuple:
+    """The events' keys in order. A list that steady records share (records.Shared: never changed) is keyed once
+    per fold, not once per iteration."""
+    if type(events) is not Shared:
+        return tuple(_event_key(e) for e in events)
+    hit = _SHARED_KEYS.get(id(events))
+    if hit is None or hit[0] is not events:
+        if len(_SHARED_KEYS) >= 64:
+            _SHARED_KEYS.clear()
+        hit = _SHARED_KEYS[id(events)] = (events, tuple(_event_key(e) for e in events))
+    return hit[1]
+
+
+def _event_key(e) -> tuple:
+    """What an event of a folded record shares with the iterations it stands for: where and what it read or
+    copied, how often and how many bytes; a transfer's kind of data too (the rule tells an avoidable copy from a
+    batch by it). An eager upload's time is not in it: the folded record's is their mean (_absorb)."""
+    d = e.detail
+    key = (e.kind, e.location and (e.location.file, e.location.line), getattr(d, "call", None),
+           getattr(d, "closure", None), getattr(d, "transfers", None), getattr(d, "bytes", None))
+    if e.kind == "host_to_device_transfer":
+        key += (d.avoidable, d.eager, d.repeated_buffers, tuple(sorted((d.origins or {}).items())))
+    return key
 
 
 def sample_of(s: StepRecord, parts: dict | None = None) -> array:
@@ -207,8 +236,10 @@ def _vary(into: StepRecord, s: StepRecord, sig: tuple, indices: Sequence[int] | 
 
 
 def _start(s: StepRecord) -> StepRecord:
-    """A plain iteration as the first of a folded record (its own copy: lists are not shared)."""
-    out = s.copy(boundaries=list(s.boundaries), hot_lines=[dict(h) for h in s.hot_lines], events=list(s.events),
+    """A plain iteration as the first of a folded record (its own copy: lists are not shared; its own events too,
+    whose evidence steady records share: the rules weigh a folded record's events by the event, `id(event)`)."""
+    out = s.copy(boundaries=list(s.boundaries), hot_lines=[dict(h) for h in s.hot_lines],
+                 events=[Event(e.kind, e.location, e.detail) for e in s.events],
                  graph_hashes=list(s.graph_hashes), fallback_ops={},
                  device_to_host=replace(s.device_to_host), host_to_device=replace(s.host_to_device))
     out.parts = B.components(s)
@@ -221,12 +252,9 @@ def _absorb(into: StepRecord, s: StepRecord) -> None:
     """`s` (an iteration, or a folded record) joins `into`: means weighted by repeat, samples joined."""
     n, k = into.repeat, s.repeat
     total = n + k
-    for key in _MEANS:
-        a = getattr(into, key)
-        if a is not None:
-            b = getattr(s, key)
-            if b is not None:
-                setattr(into, key, (a * n + b * k) / total)
+    for key, a, b in zip(_MEANS, _MEAN_VALUES(into), _MEAN_VALUES(s)):
+        if a is not None and b is not None:
+            setattr(into, key, (a * n + b * k) / total)
     for t, v in ((into.device_to_host, s.device_to_host), (into.host_to_device, s.host_to_device)):
         if t.bytes is not None and v.bytes is not None and t.bytes != v.bytes:
             t.bytes = round((t.bytes * n + v.bytes * k) / total)
@@ -253,4 +281,10 @@ def _absorb(into: StepRecord, s: StepRecord) -> None:
                 into.hot_lines.append(lines[key])
     if s.live is not None:
         into.live = s.live
+    for i, (a, b) in enumerate(zip(into.events, s.events)):  # the same events (one signature): eager uploads' time
+        if a.detail is b.detail:  # one evidence (a steady loop's, shared): the same time
+            continue
+        ta, tb = getattr(a.detail, "seconds", None), getattr(b.detail, "seconds", None)
+        if ta is not None and tb is not None and ta != tb:  # their mean, in an event of the record's own
+            into.events[i] = Event(a.kind, a.location, replace(a.detail, seconds=(ta * n + tb * k) / total))
     into.repeat = total

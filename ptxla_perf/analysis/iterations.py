@@ -27,7 +27,7 @@ from dataclasses import replace
 from itertools import groupby
 from ..model import faults
 from ..model.faults import guarded
-from ..model.records import Boundary, Event, StepRecord, Transfers
+from ..model.records import EMPTY, Boundary, Event, Shared, StepRecord, Transfers
 
 TRAIN, EVAL = "train", "eval"
 AFTER = "after"  # work after the last step boundary (never a step; only its compiles are explained)
@@ -159,7 +159,7 @@ def _eval_tail(groups: list[tuple[str, list[StepRecord]]], pending: list[StepRec
 
 def _merge(index: int, phase: str, parts: list[StepRecord]) -> StepRecord:
     if len(parts) == 1:
-        return parts[0].copy(index=index, phase=phase, boundaries=[], events=_events(parts, stamp=False))
+        return parts[0].copy(index=index, phase=phase, boundaries=EMPTY, events=_events(parts, stamp=False))
     close = next((p for p in reversed(parts) if launched(p)), parts[-1])
     fallback: dict[str, int] = {}
     for p in parts:
@@ -201,6 +201,8 @@ def _events(parts: list[StepRecord], stamp: bool) -> list[Event]:
     `evidence.KIND`): one that fails is left out and listed under profiler_errors, the iteration and its other
     events are kept."""
     if not stamp and not faults._INJECT:  # kept as they are: nothing to fail (a long run's every fold, per step)
+        if type(parts[0].events) is Shared:  # one boundary's list that records share (never changed): as it is
+            return parts[0].events
         return [e for p in parts for e in p.events]
     out = []
     for p in parts:

@@ -350,22 +350,38 @@ def _by_location(events: Iterable[tuple[int, Event]]) -> dict[tuple, list[tuple[
     return groups
 
 
-def _weight(evs: list[tuple[int, Event]], span: Mapping[int, int]) -> int:
-    """How many events these are: one from a folded record (fold.py) stands for `repeat`, `span[id(event)]`."""
-    return sum(span.get(id(e), 1) for _, e in evs)
+class _Span:
+    """Which folded record (fold.py) each event came from, by `id(event)`: such a record stands for `repeat`
+    iterations, each with its events (a folded record holds events of its own: no other record holds them)."""
+
+    def __init__(self, records):
+        self._of = {id(e): s for s in records if I.weight(s) > 1 for e in s.events}
+
+    def weight(self, e: Event) -> int:
+        s = self._of.get(id(e))
+        return 1 if s is None else I.weight(s)
+
+    def indices(self, j: int, e: Event):
+        s = self._of.get(id(e))
+        return (j,) if s is None else I.indices([s])
 
 
-def _indices(evs: list[tuple[int, Event]], span: Mapping[int, int]) -> list[int]:
+def _weight(evs: list[tuple[int, Event]], span: _Span) -> int:
+    """How many events these are: one from a folded record stands for `repeat` of them."""
+    return sum(span.weight(e) for _, e in evs)
+
+
+def _indices(evs: list[tuple[int, Event]], span: _Span) -> list[int]:
     """The iterations these events came from, a folded record's as every iteration it stands for."""
-    return sorted({i for j, e in evs for i in range(j, j + span.get(id(e), 1))})
+    return sorted({i for j, e in evs for i in span.indices(j, e)})
 
 
-def _merge_details(events: list[Event], span: Mapping[int, int] | None = None) -> SeenCalls:
+def _merge_details(events: list[Event], span: _Span | None = None) -> SeenCalls:
     """What these events saw: their calls (a folded record's counted `span` times) and the first of each detail."""
     calls: Counter = Counter()
     for e in events:
         if e.detail.call:
-            calls[e.detail.call] += span.get(id(e), 1) if span else 1
+            calls[e.detail.call] += span.weight(e) if span else 1
     first = {key: next((v for e in events if (v := getattr(e.detail, key, e.detail.extra.get(key))) is not None),
                        None) for key in ("via", "shapes", "bytes", "ops", "dtype", "source")}
     return SeenCalls(dict(calls) if calls else None, **first)
@@ -396,7 +412,7 @@ class DeviceToHostSync(Rule):
             events = [(s.index, e) for s in steps for e in s.events
                       if e.kind == "device_to_host_sync" and not e.detail.closure]
             # a folded record stands for `repeat` iterations, each with its events (fold.py)
-            span = {id(e): w for s in steps if (w := I.weight(s)) > 1 for e in s.events}
+            span = _Span(steps)
             nh, ns = I.count(hit), I.count(steps)
             per_pass = _once_per_pass(it, phase, hit, reads)
             recurring = recurs(nh, ns) and not per_pass
@@ -670,17 +686,20 @@ class HostToDeviceTransfer(Rule):
         every call (adapter: detail.avoidable). A fresh batch per call is the input pipeline: info."""
         it, advice = ctx.iterations, ctx.advice
         events = [(s.index, e) for s in it for e in s.events if e.kind == "host_to_device_transfer"]
+        # a folded record stands for `repeat` iterations, each with its events (fold.py)
+        span = _Span(it)
         out, n_it = [], I.count(it)
         for _, evs in _by_location(events).items():
             loc = evs[0][1].location
-            steps_hit = sorted({j for j, _ in evs})
-            avoidable = [e for _, e in evs if e.detail.avoidable]
-            recurring = recurs(len({j for j, e in evs if e.detail.avoidable}), n_it)
-            n = len(evs)  # calls that transferred; the arrays they moved are in the evidence
+            steps_hit = _indices(evs, span)
+            avoidable = [(j, e) for j, e in evs if e.detail.avoidable]
+            recurring = recurs(len(_indices(avoidable, span)), n_it)
+            n = _weight(evs, span)  # calls that transferred; the arrays they moved are in the evidence
             detail = UploadEvidence(
-                _merge_details([e for _, e in (evs if not avoidable else [(0, e) for e in avoidable])]),
-                sum(int(e.detail.transfers) for _, e in evs), len(avoidable))
-            told = transfer_origin.message([e for _, e in evs], where(loc), len(steps_hit), n_it)
+                _merge_details([e for _, e in (avoidable or evs)], span),
+                sum(int(e.detail.transfers) * span.weight(e) for _, e in evs), _weight(avoidable, span))
+            told = transfer_origin.message([e for _, e in evs], where(loc), len(steps_hit), n_it,
+                                           span.weight)
             if told:  # a round trip, values the loop makes on the host: said from the evidence, with the bytes
                 msg, avoid = told
                 detail.origins, detail.made_by, detail.bytes_per_iteration = (avoid.origins, avoid.made_by,
@@ -693,7 +712,7 @@ class HostToDeviceTransfer(Rule):
                 msg = (f"Host data passed into a compiled call{where(loc)} is copied to the device in {len(steps_hit)} "
                        f"of {n_it} iterations: {'a fresh input batch each time (the input pipeline), expected' if not avoidable else 'infrequent'}. "
                        f"{advice.get('input_pipeline', '')}").strip()
-            timed = _eager_upload_time(evs, ctx)
+            timed = _eager_upload_time(evs, span, ctx)
             if timed is not None:  # eager uploads cost their dispatch: said in time, rated by time
                 per, step, costly = timed
                 msg += (f" These uploads take {fmt.duration(per)} per iteration ({fmt.pct(per / step) if step else '?'} "
@@ -708,17 +727,19 @@ class HostToDeviceTransfer(Rule):
         return out
 
 
-def _eager_upload_time(evs: list[tuple[int, Event]], ctx: Context) -> tuple[float, float, bool] | None:
+def _eager_upload_time(evs: list[tuple[int, Event]], span: _Span,
+                       ctx: Context) -> tuple[float, float, bool] | None:
     """Eager uploads' own time (JAX: the jnp.array calls, `detail.seconds`) per iteration that made them, the mean
     wall time of those iterations, and whether that is worth a warning (`eager_upload_min_s` and
-    `eager_upload_share` of the step). None when any of the events is not a timed eager upload."""
+    `eager_upload_share` of the step). None when any of the events is not a timed eager upload. A folded record's
+    event (its iterations' mean) and wall time count `repeat` times (`span`)."""
     if not evs or not all(getattr(e.detail, "eager", False) and getattr(e.detail, "seconds", None) is not None
                           for _, e in evs):
         return None
     hit = {j for j, _ in evs}
-    per = sum(e.detail.seconds for _, e in evs) / len(hit)
-    walls = [s.wall_time_s for s in ctx.iterations if s.index in hit and s.wall_time_s]
-    step = sum(walls) / len(walls) if walls else 0.0
+    per = sum(e.detail.seconds * span.weight(e) for _, e in evs) / len(_indices(evs, span))
+    walls = [(s.wall_time_s, I.weight(s)) for s in ctx.iterations if s.index in hit and s.wall_time_s]
+    step = sum(w * n for w, n in walls) / sum(n for _, n in walls) if walls else 0.0
     costly = per >= threshold("eager_upload_min_s") and (not step or per >= threshold("eager_upload_share") * step)
     return per, step, costly
 

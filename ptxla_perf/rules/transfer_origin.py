@@ -12,12 +12,14 @@ from ..model import fmt
 ROUND_TRIP, HOST_RANDOM, HOST_MADE, DATA = "round_trip", "host_random", "host_made", "data"
 
 
-def totals(events) -> tuple[Counter, list[str]]:
-    """Bytes by origin over some events, and what made the avoidable values (first few, as the events say)."""
+def totals(events, weight=None) -> tuple[Counter, list[str]]:
+    """Bytes by origin over some events, and what made the avoidable values (first few, as the events say).
+    `weight(event)`: how many iterations' events it stands for (a long run's folded record), else one."""
     origins: Counter = Counter()
     made: list[str] = []
     for e in events:
-        origins.update(getattr(e.detail, "origins", None) or {})
+        w = weight(e) if weight is not None else 1
+        origins.update({k: v * w for k, v in (getattr(e.detail, "origins", None) or {}).items()})
         for m in getattr(e.detail, "made_by", None) or []:
             if m not in made and len(made) < 4:
                 made.append(m)
@@ -34,10 +36,10 @@ class Avoidable:
     bytes_per_iteration: int
 
 
-def message(events, at: str, hits: int, iterations: int) -> tuple[str, Avoidable] | None:
+def message(events, at: str, hits: int, iterations: int, weight=None) -> tuple[str, Avoidable] | None:
     """The finding's text for copies most of whose bytes the loop could avoid, and evidence to add; None when the
-    copies are data (or the adapter did not say)."""
-    origins, made = totals(events)
+    copies are data (or the adapter did not say). `weight`: as totals() takes it."""
+    origins, made = totals(events, weight)
     avoid = {k: v for k, v in origins.items() if k != DATA and v}
     if not avoid:
         return None

@@ -13,7 +13,7 @@ class JitInfo:
     """What the parts know about one jitted function (the wrapper's state, read and written by its owner parts)."""
 
     __slots__ = ("jit", "name", "static", "code", "ident", "key", "library", "varnames", "sig", "scans",
-                 "deep", "multi", "costs", "cost", "donate", "outs", "__weakref__")
+                 "deep", "multi", "steady", "costs", "cost", "donate", "outs", "__weakref__")
 
     def __init__(self, jitted, fun, kwargs: dict):
         self.jit = jitted
@@ -42,6 +42,7 @@ class JitInfo:
         self.scans = 0
         self.deep: set = set()
         self.multi = False
+        self.steady: tuple | None = None  # the last scan's call, when its host data were plain batches (scan)
         self.costs: dict[tuple, Any] = {}  # signature -> hlo_cost.GraphCost of its compiled program (cost.py)
         self.cost: Any = None  # the cost while only one signature has compiled
         # donation (memory.py): whether it donates anything; weak refs to the outputs of the call that compiled it

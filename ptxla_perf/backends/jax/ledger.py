@@ -3,6 +3,7 @@ cut from two snapshots of them. Pure bookkeeping: no JAX import."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ...model.records import EMPTY, Event, Location, StepRecord, Transfers
@@ -94,17 +95,27 @@ class Ledger:
     def event(self, kind: str, loc: Location | None, detail: Any) -> None:
         """One event per line and kind per step (repeats add up in its `transfers`), at most 16 a step. `detail`:
         the kind's typed evidence (records.EVIDENCE)."""
+        self.add(Event(kind, loc, detail))
+
+    def add(self, event: Event) -> None:
+        """`event` as event() takes it. Never changed in place: a steady loop's records share one (transfers.py),
+        so a repeat at the same line makes a new one that adds up both."""
         events = self.events
         if len(events) >= MAX_EVENTS_PER_STEP and sum(e.kind != "compile" for e in events) >= MAX_EVENTS_PER_STEP:
             return
-        for e in events:
+        kind, loc = event.kind, event.location
+        for i, e in enumerate(events):
             if e.kind == kind and e.location == loc and kind != "compile":
-                e.detail.transfers += detail.transfers
-                seconds = getattr(detail, "seconds", None)
-                if seconds is not None and getattr(e.detail, "seconds", None) is not None:
-                    e.detail.seconds += seconds  # eager uploads: their time adds up too
+                detail, more = e.detail, event.detail
+                seconds = getattr(more, "seconds", None)
+                if seconds is not None and getattr(detail, "seconds", None) is not None:
+                    seconds += detail.seconds  # eager uploads: their time adds up too
+                    events[i] = Event(kind, loc, replace(detail, transfers=detail.transfers + more.transfers,
+                                                         seconds=seconds))
+                else:
+                    events[i] = Event(kind, loc, replace(detail, transfers=detail.transfers + more.transfers))
                 return
-        events.append(Event(kind, loc, detail))
+        events.append(event)
 
     def take(self, n: int | None = None) -> list[Event]:
         """The events so far (or the first `n`), removed; the rest stay. No events: the list that all records

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import weakref
+from operator import is_
 from collections import Counter
 from typing import Any, Callable
 
@@ -17,7 +18,7 @@ import jax
 import numpy as np
 
 from ...frames import USER, classify, user_frame
-from ...model.records import Location, StepRecord
+from ...model.records import EMPTY, Location, Shared, StepRecord
 from . import _private as P
 from .jitted import JitInfo
 from .ledger import Counts, Ledger, Scope, record
@@ -116,6 +117,7 @@ class Steps:
         self._step_open = False  # a step began (its function was called) and its record is not emitted yet
         self._last_call_end: tuple | None = None  # (snapshot, events so far) when the step function last returned
         self._last_reads: list = []  # the lines that read to the host in the last emitted step
+        self._last_events: list = EMPTY  # its events (records.Shared): the next step's when they are the same
 
     # --- records ------------------------------------------------------------------------------------------
     def emit(self, site: Location | None, phase: str | None = "train", now: Counts | None = None,
@@ -126,8 +128,16 @@ class Steps:
         led = self._ledger
         prev, now = self._mark, now or led.snapshot()
         self._mark = now
-        rec = record(prev, now, led.take(), site or self._mark_site, phase)
-        self._last_reads = [e.location for e in rec.events if e.kind == "device_to_host_sync"]
+        events, last = led.take(), self._last_events
+        if events is not EMPTY:
+            if len(events) == len(last) and all(map(is_, events, last)):
+                events = last  # the very events of the step before (a steady loop's batch): its list, shared
+            else:
+                self._last_events = events = Shared(events)
+                self._last_reads = [e.location for e in events if e.kind == "device_to_host_sync"]
+        elif last:
+            self._last_events, self._last_reads = EMPTY, []
+        rec = record(prev, now, events, site or self._mark_site, phase)
         self._mark_site = site
         n, self.count = self.count, self.count + 1
         self._on_record(rec, n, sys._getframe(1), current)

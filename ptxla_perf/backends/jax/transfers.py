@@ -7,14 +7,14 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
 from .. import provenance
 from ...frames import TOOL, USER, classify, line_of, user_frame
-from ...model.records import EMPTY, Location, ReadEvidence, TransferEvidence, shared
+from ...model.records import EMPTY, Event, Location, ReadEvidence, TransferEvidence, shared
 from . import _private as P
 from .jitted import JitInfo
 from .ledger import SKIP, Ledger, Scope
@@ -49,6 +49,7 @@ class Transfers:
         self._from_device: dict[int, tuple] = {}  # id(NumPy array read back from the device) -> (weakref, line)
         self._origin_cache: dict[tuple, tuple] = {}  # (id(code), instruction) of a call -> (code, _site's)
         self._buffers: dict[int, tuple] = {}  # id(array) -> (weakref, step it was last copied into a call)
+        self._reads: dict[tuple, Event] = {}  # (line, via, call, shape, bytes) of a read -> its event
         self._lists = (EMPTY, EMPTY, EMPTY)  # the last scan's evidence lists (shapes, source, made_by), shared with
         #                                      the next equal ones: a batch per step keeps no lists of its own
 
@@ -97,8 +98,15 @@ class Transfers:
         if not led.lines:
             return None
         loc, via, call = _blame(frame, default)
-        led.event("device_to_host_sync", loc, ReadEvidence(call=call, via=via.short() if via else None,
-                                                           shapes=[list(arr.shape)], bytes=int(arr.nbytes)))
+        via = via.short() if via else None
+        key = (loc and (loc.file, loc.line), via, call, arr.shape, int(arr.nbytes))
+        event = self._reads.get(key)  # a loop's read (every step, every N): the same event again, shared
+        if event is None:
+            if len(self._reads) >= 256:
+                self._reads.clear()
+            event = self._reads[key] = Event("device_to_host_sync", loc, ReadEvidence(
+                call=call, via=via, shapes=[list(arr.shape)], bytes=int(arr.nbytes)))
+        led.add(event)
         return loc
 
     def _came_from_device(self, x, loc: Location | None) -> None:
@@ -173,13 +181,19 @@ class Transfers:
         trips inside a call sends that signature to JAX's Python dispatch path for good."""
         full = fn.scans % FULL_SCAN_EVERY == 0
         fn.scans += 1
+        items = fn.dynamic(args, kwargs)
+        if not full and fn.steady is not None:
+            steady = self._steady(fn, items, len(args), frame)
+            if steady:
+                return True
         found = _Found()
         origins, shapes = found.origins, found.shapes  # (the per-array steps below are inlined: every call)
         from_device = self._from_device
         site = None
         deep = set() if full else fn.deep
         buffers, now, plain = self._buffers, self.steps, False
-        for pos, a in fn.dynamic(args, kwargs):
+        batch: list | None = []  # (position, shape, dtype) of each NumPy array passed as it is, while plain
+        for pos, a in items:
             t = type(a)
             if t is np.ndarray:  # a NumPy array passed as it is (a batch): the per-array steps below, inlined
                 b, plain = a.nbytes, True
@@ -196,7 +210,10 @@ class Transfers:
                     origins["round_trip"] = origins.get("round_trip", 0) + b
                     if back[1] is not None:
                         found.made_by(f"read back from the device at {back[1].short()}")
+                    batch = None
                     continue
+                if batch is not None:
+                    batch.append((pos, a.shape, a.dtype))
                 if site is None:
                     site = self._site(frame)
                 got = site[1].get((pos, len(args)))
@@ -269,10 +286,63 @@ class Transfers:
             found.kinds.add("numpy")
         if len(buffers) > 4096:
             self._prune_buffers()
-        self._record_scan(fn, found, frame)
+        event = self._record_scan(fn, found, frame)
+        # the host data were NumPy arrays passed as they are (a batch), none of them seen before: the next call
+        # like this one (same line, same arrays' shapes) is this one again (_steady)
+        if batch and len(batch) == found.n and not found.repeated and frame is not None \
+                and classify(frame.f_code.co_filename) == USER:
+            fn.steady = _Steady(frame.f_code, frame.f_lasti, len(args), tuple(batch), self._ledger.lines, found.n,
+                                found.nbytes, event,
+                                {pos: _first_path(a) for pos, a in items if type(a) in (list, tuple, dict)})
+        else:
+            fn.steady = None
         return True
 
-    def _record_scan(self, fn: JitInfo, found: "_Found", frame) -> None:
+    def _steady(self, fn: JitInfo, items: list, nargs: int, frame) -> bool:
+        """A call like the function's last scanned one: from the same call instruction of the user's code, its
+        host data again NumPy arrays of the same positions, shapes and dtypes, passed as they are and none of them
+        seen before (a fresh batch), no container holding host data: the same event again (the very object: a
+        steady loop's records share it rather than each keeping its own, and make nothing the garbage collector
+        keeps). False when the call differs in any of these: the full scan looks at it."""
+        code, lasti, n, batch, lines, count, nbytes, event, firsts = fn.steady
+        if frame is None or frame.f_code is not code or frame.f_lasti != lasti or nargs != n \
+                or self._ledger.lines != lines:
+            return False
+        buffers, from_device, now = self._buffers, self._from_device, self.steps
+        arrays = []
+        for pos, a in items:
+            t = type(a)
+            if t is np.ndarray:
+                if len(arrays) == len(batch) or batch[len(arrays)] != (pos, a.shape, a.dtype):
+                    return False
+                i = id(a)
+                seen, back = buffers.get(i), from_device.get(i)
+                if (seen is not None and seen[0]() is a) or (back is not None and back[0]() is a):
+                    return False  # this very array again (a repeat, a round trip): said by the full scan
+                arrays.append(a)
+            elif t is P.ArrayImpl:
+                if fn.multi:
+                    return False
+            elif ((t is list or t is tuple) and a and isinstance(a[0], SCALARS)) or pos in fn.deep:
+                return False
+            else:  # the first leaf of a container (the parameters): host data now sends it to the full scan
+                path = firsts.get(pos)
+                first = _at(a, path) if path is not None else _UNSEEN
+                if first is _UNSEEN and _host_first(a) or isinstance(first, (np.ndarray, np.generic)):
+                    return False
+        if len(arrays) != len(batch):
+            return False
+        for a in arrays:
+            buffers[id(a)] = (weakref.ref(a), now)
+        if len(buffers) > 4096:
+            self._prune_buffers()
+        led = self._ledger
+        led.h2d += count
+        led.h2d_bytes += nbytes
+        led.add(event)
+        return True
+
+    def _record_scan(self, fn: JitInfo, found: "_Found", frame) -> Event:
         led = self._ledger
         led.h2d += found.n
         led.h2d_bytes += found.nbytes
@@ -283,7 +353,7 @@ class Transfers:
                                shared(found.made, last[2]))
         # typed here, not as keywords: a fresh NumPy batch makes one of these every call, and records.evidence's
         # conversion of a dict costs several times the class's own constructor
-        led.event("host_to_device_transfer", loc, TransferEvidence(
+        event = Event("host_to_device_transfer", loc, TransferEvidence(
             call=fn.name, shapes=lists[0], bytes=found.nbytes, transfers=found.n, arrays=found.n,
             source=lists[1], repeated_buffers=found.repeated, origins=found.origins, made_by=lists[2],
             # what is wasted: the same host buffer copied again within a few steps (parameters left in NumPy),
@@ -292,6 +362,10 @@ class Transfers:
             # A fresh NumPy batch per call is the input pipeline.
             avoidable=bool(found.repeated or found.kinds & {"python list", "uncommitted jax.Array"}
                            or found.origins.keys() - {"data"})))
+        if fn.steady is not None and fn.steady.event == event:  # a full scan of a steady call: the same one again
+            event = fn.steady.event
+        led.add(event)
+        return event
 
     def _call_origins(self, frame):
         """Where each argument of the call a user frame is making came from (provenance.py), cached per call
@@ -357,6 +431,50 @@ def _host_first(a: Any) -> bool:
         else:
             return isinstance(a, (np.ndarray, np.generic))
     return False
+
+
+class _Steady(NamedTuple):
+    """A function's last scanned call whose host data were NumPy arrays passed as they are (scan, _steady)."""
+
+    code: Any  # the calling frame's code and instruction: the same call in the user's code
+    lasti: int
+    nargs: int
+    batch: tuple  # (position, shape, dtype) of each array
+    lines: bool  # attribution was on (the event has the user's line)
+    count: int  # arrays copied, their bytes
+    nbytes: int
+    event: Event
+    firsts: dict  # position of a list/tuple/dict argument -> the keys to its first leaf (_first_path)
+
+
+def _first_path(a: Any) -> tuple | None:
+    """The keys to a container's first leaf, as _host_first walks to it (None: an empty container on the way)."""
+    path: list = []
+    for _ in range(32):
+        if isinstance(a, dict):
+            if not a:
+                return None
+            key = next(iter(a))
+            path.append(key)
+            a = a[key]
+        elif isinstance(a, (list, tuple)):
+            if not a:
+                return None
+            path.append(0)
+            a = a[0]
+        else:
+            return tuple(path)
+    return None
+
+
+def _at(a: Any, path: tuple) -> Any:
+    """The leaf at `path` in `a` (_first_path's), or _UNSEEN where it leads nowhere now (_host_first then looks)."""
+    try:
+        for key in path:
+            a = a[key]
+    except (KeyError, IndexError, TypeError):
+        return _UNSEEN
+    return a
 
 
 class _Found:

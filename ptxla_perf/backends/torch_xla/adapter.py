@@ -175,7 +175,7 @@ class TorchXlaAdapter:
         self.cost.step_cost(rec, sync.site, pending)
         self.live.observe(rec, sync.frame, self.cfg.get("mode") != "off")
         if rec.compiles and not rec.early_executions:
-            self.compiles.size_evidence(rec, sync.site, emit=pending is None)
+            self.compiles.size_evidence(rec, sync.site, emit=pending is None, ended=now.t)
         self.attribution.after_step(rec, kind, now.fallbacks)
         self._on_boundary(rec)
         return rec

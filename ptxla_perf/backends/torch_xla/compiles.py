@@ -47,16 +47,18 @@ class Compiles:
         learn(digest, text, live)
         return digest, text
 
-    def size_evidence(self, rec: StepRecord, site: Location | None, emit: bool) -> None:
+    def size_evidence(self, rec: StepRecord, site: Location | None, emit: bool, ended: float) -> None:
         """What is cheap at every compile: the size of the graph this sync compiled (`TensorsGraphSize`, sampled per
         sync) and the sizes of the data copied to the device since the previous boundary (`OutboundData` samples,
         wall-clock stamped); both read only when the sync compiled. Against the closest earlier graph of the site
-        they tell a change of the ops from a change of input sizes, without the HLO."""
+        they tell a change of the ops from a change of input sizes, without the HLO. `ended`: the boundary's
+        perf_counter (the step began `rec.wall_time_s` before it; the work since, a cost analysis under load,
+        must not move the step's start past its first copies)."""
         data = X._xla_metric_data("TensorsGraphSize")
         if not data or not data[2]:
             return
         size = int(data[2][-1][1])
-        since = time.time() - rec.wall_time_s
+        since = time.time() - (time.perf_counter() - ended) - rec.wall_time_s
         out = X._xla_metric_data("OutboundData")
         copied = sorted(int(v) for t, v in (out[2] if out else ()) if t >= since)
         batch = self.training.batch_shapes
