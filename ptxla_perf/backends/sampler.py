@@ -2,7 +2,10 @@
 "Where a step's time goes"). The training thread is the main thread, or the worker thread a launcher runs the
 user's function in (training_thread.py); "the main thread" below is that thread.
 
-A daemon thread wakes every `interval` seconds (100 Hz by default), reads the training thread's innermost frame
+A daemon thread wakes every `interval` seconds on average (100 Hz by default; each wait is drawn between half and
+one and a half intervals, from a generator of its own: a loop whose step time resonates with a fixed period would be
+sampled at the same point of every step - under a sync, where the GIL is handed over - and its own lines never
+seen), reads the training thread's innermost frame
 (`sys._current_frames()`: no tracing hook, nothing runs on the training thread) and charges the time since its
 last sample to one kind:
 
@@ -36,6 +39,7 @@ sampled lines name where time goes, and the times that need to be exact are meas
 """
 from __future__ import annotations
 
+import random
 import sys
 import threading
 import time
@@ -159,8 +163,9 @@ class StackSampler:
 
     # --- the sampling thread ----------------------------------------------------------------------------
     def _run(self) -> None:
+        jitter = random.Random()  # its own: the program's random stream stays the program's
         last = time.perf_counter()
-        while not self._stop.wait(self.interval):
+        while not self._stop.wait(self.interval * jitter.uniform(0.5, 1.5)):
             now = time.perf_counter()
             dt, last = min(now - last, 3 * self.interval), now
             if not FRAMES.try_sample():
