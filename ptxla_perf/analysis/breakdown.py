@@ -94,13 +94,13 @@ def components(s: StepRecord) -> dict[str, float] | None:
     """The iteration's time (`paced_wall`) split into COMPONENTS (seconds; they sum to it), or None where the
     adapter did not measure them. One iteration's (a folded record's parts are its iterations' mean: iterset.py).
     Written out part by part: a long run's folding takes every iteration's (fold.py)."""
-    if s.launch_time_s is None and s.host_cpu_s is None:  # not measured()
+    if not measured(s):
         return None
     wall = max(float(paced_wall(s)), 0.0)
     read, dev = waits(s)
     own = (s.own_time_us or 0.0) / 1e6
-    data = s.data_wait_s if s.data_wait_s is not None else s.sampled_data_s  # data_s()
-    data, comp, read = max(float(data or 0.0), 0.0), max(float(s.compile_time_s or 0.0), 0.0), max(float(read), 0.0)
+    data, comp = max(float(data_s(s) or 0.0), 0.0), max(float(s.compile_time_s or 0.0), 0.0)
+    read = max(float(read), 0.0)
     launch, dev, prof = max(float(s.launch_time_s or 0.0), 0.0), max(float(dev), 0.0), max(float(own), 0.0)
     total = data + comp + read + launch + dev + prof
     if total > wall:  # overlapping measurements: scaled to the wall time, the sum holds

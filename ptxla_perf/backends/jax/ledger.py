@@ -107,13 +107,11 @@ class Ledger:
         for i, e in enumerate(events):
             if e.kind == kind and e.location == loc and kind != "compile":
                 detail, more = e.detail, event.detail
+                changes = {"transfers": detail.transfers + more.transfers}
                 seconds = getattr(more, "seconds", None)
                 if seconds is not None and getattr(detail, "seconds", None) is not None:
-                    seconds += detail.seconds  # eager uploads: their time adds up too
-                    events[i] = Event(kind, loc, replace(detail, transfers=detail.transfers + more.transfers,
-                                                         seconds=seconds))
-                else:
-                    events[i] = Event(kind, loc, replace(detail, transfers=detail.transfers + more.transfers))
+                    changes["seconds"] = detail.seconds + seconds  # eager uploads: their time adds up too
+                events[i] = Event(kind, loc, replace(detail, **changes))
                 return
         events.append(event)
 

@@ -182,10 +182,8 @@ class Transfers:
         full = fn.scans % FULL_SCAN_EVERY == 0
         fn.scans += 1
         items = fn.dynamic(args, kwargs)
-        if not full and fn.steady is not None:
-            steady = self._steady(fn, items, len(args), frame)
-            if steady:
-                return True
+        if not full and fn.steady is not None and self._steady(fn, items, len(args), frame):
+            return True
         found = _Found()
         origins, shapes = found.origins, found.shapes  # (the per-array steps below are inlined: every call)
         from_device = self._from_device
@@ -292,8 +290,7 @@ class Transfers:
         if batch and len(batch) == found.n and not found.repeated and frame is not None \
                 and classify(frame.f_code.co_filename) == USER:
             fn.steady = _Steady(frame.f_code, frame.f_lasti, len(args), tuple(batch), self._ledger.lines, found.n,
-                                found.nbytes, event,
-                                {pos: _first_path(a) for pos, a in items if type(a) in (list, tuple, dict)})
+                                found.nbytes, event)
         else:
             fn.steady = None
         return True
@@ -304,7 +301,7 @@ class Transfers:
         seen before (a fresh batch), no container holding host data: the same event again (the very object: a
         steady loop's records share it rather than each keeping its own, and make nothing the garbage collector
         keeps). False when the call differs in any of these: the full scan looks at it."""
-        code, lasti, n, batch, lines, count, nbytes, event, firsts = fn.steady
+        code, lasti, n, batch, lines, count, nbytes, event = fn.steady
         if frame is None or frame.f_code is not code or frame.f_lasti != lasti or nargs != n \
                 or self._ledger.lines != lines:
             return False
@@ -323,13 +320,9 @@ class Transfers:
             elif t is P.ArrayImpl:
                 if fn.multi:
                     return False
-            elif ((t is list or t is tuple) and a and isinstance(a[0], SCALARS)) or pos in fn.deep:
+            elif ((t is list or t is tuple) and a and isinstance(a[0], SCALARS)) or pos in fn.deep \
+                    or _host_first(a):  # (a container - the parameters - whose first leaf is host data now)
                 return False
-            else:  # the first leaf of a container (the parameters): host data now sends it to the full scan
-                path = firsts.get(pos)
-                first = _at(a, path) if path is not None else _UNSEEN
-                if first is _UNSEEN and _host_first(a) or isinstance(first, (np.ndarray, np.generic)):
-                    return False
         if len(arrays) != len(batch):
             return False
         for a in arrays:
@@ -444,37 +437,6 @@ class _Steady(NamedTuple):
     count: int  # arrays copied, their bytes
     nbytes: int
     event: Event
-    firsts: dict  # position of a list/tuple/dict argument -> the keys to its first leaf (_first_path)
-
-
-def _first_path(a: Any) -> tuple | None:
-    """The keys to a container's first leaf, as _host_first walks to it (None: an empty container on the way)."""
-    path: list = []
-    for _ in range(32):
-        if isinstance(a, dict):
-            if not a:
-                return None
-            key = next(iter(a))
-            path.append(key)
-            a = a[key]
-        elif isinstance(a, (list, tuple)):
-            if not a:
-                return None
-            path.append(0)
-            a = a[0]
-        else:
-            return tuple(path)
-    return None
-
-
-def _at(a: Any, path: tuple) -> Any:
-    """The leaf at `path` in `a` (_first_path's), or _UNSEEN where it leads nowhere now (_host_first then looks)."""
-    try:
-        for key in path:
-            a = a[key]
-    except (KeyError, IndexError, TypeError):
-        return _UNSEEN
-    return a
 
 
 class _Found:
