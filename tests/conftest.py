@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -124,8 +125,19 @@ def cli_env(**extra: str) -> dict[str, str]:
     env.setdefault("PJRT_DEVICE", "CPU")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.setdefault("PYTHONFAULTHANDLER", "1")  # a native crash prints every thread's Python stack (no_report)
     env.update(extra)
     return env
+
+
+def no_report(proc) -> str:
+    """A missing report's message: the exit status too (a signal's name: a process killed, or crashed in native
+    code, prints nothing; cli_env turns Python's faulthandler on so that a crash names its threads' stacks)."""
+    code = proc.returncode
+    how = f"exit {code}"
+    if code is not None and code < 0:
+        how = f"signal {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"signal {-code}"
+    return f"no report written ({how})\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
 
 
 def default_sigint() -> None:
@@ -173,7 +185,7 @@ def profile(tmp_path):
         report = tmp_path / "report.json"
         proc = run_cli("profile", "--port", "none", "--report", str(report), *options, str(script),
                        *script_args, cwd=tmp_path, **env)
-        assert report.exists(), f"no report written\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+        assert report.exists(), no_report(proc)
         return proc, load_report(report)
     return _run
 
@@ -196,7 +208,7 @@ def profiled(tmp_path_factory):
             out = tmp_path_factory.mktemp(Path(script).stem) / "report.json"
             proc = run_cli("profile", "--port", "none", "--report", str(out), *options, str(script), *args,
                            cwd=out.parent)
-            assert out.exists(), f"no report written\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+            assert out.exists(), no_report(proc)
             runs[key] = Profiled(proc, load_report(out), out)
         run = runs[key]
         return run._replace(report=copy.deepcopy(run.report))

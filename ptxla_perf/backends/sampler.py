@@ -32,6 +32,15 @@ A sample holds frames of other threads (a frame object that outlives its call ke
 runs only while no torch_xla sync does (`FrameGate`): a sync would take a returned call's tensors as extra graph
 outputs (another graph, a compile).
 
+On Python 3.11 a frame object is made when it is first asked for (`sys._current_frames()`, `f_back`), and an
+automatic collection may start at any allocation. One that starts while the sampler makes another thread's frame
+object runs finalizers - Python code, which can hand the GIL to that thread - and if the thread returns from the frame
+meanwhile, the object is left pointing at a dead frame: its next read segfaults (seen in CI, `PyCode_Addr2Line` under
+`f_lineno`; tests/test_sampler_gc.py makes it happen). So on 3.11 every step that may make a frame object first
+checks that the young generation's count has room below its threshold (`_room`); where it has not, a young collection
+is made first, outside any frame's making - the one the program was a few allocations from starting - and a sample
+that still finds no room is skipped. 3.10 makes frame objects eagerly; 3.12+ collects only between bytecodes.
+
 The sampler can only look while it holds the GIL: in pure Python the main thread hands it over every switch
 interval (5 ms), but a call that releases the GIL (a sync, a sleep, I/O) hands it over at once, so samples lean
 towards those calls. Each sample is classified from the very stack it read (never from a flag read later), the
@@ -39,6 +48,7 @@ sampled lines name where time goes, and the times that need to be exact are meas
 """
 from __future__ import annotations
 
+import gc
 import random
 import sys
 import threading
@@ -56,6 +66,8 @@ _DATA_NAMES = frozenset({"__next__", "__getitem__", "__getitems__", "next", "__i
 _DATA_DIRS = ("/torch/utils/data/",)
 _FEEDER_DIRS = ("/torch/utils/data/", "/torch_xla/distributed/parallel_loader.py")  # loaders' threads
 PER_KIND = 3  # lines kept per kind and step
+_LAZY_FRAMES = sys.version_info[:2] == (3, 11)  # frame objects made on demand, collections started by allocations
+_STEP_ROOM = 8  # tracked objects one step of a walk may allocate (a frame object, the (code, line) pair), with slack
 
 
 
@@ -183,12 +195,17 @@ class StackSampler:
 
     def _sample_gated(self, dt: float) -> Exception | None:
         """One sample, inside the gate (FRAMES): every frame taken here is let go of before it returns."""
+        if _LAZY_FRAMES and not _room(threading.active_count() + _STEP_ROOM):
+            return None  # no room for the snapshot's frame objects (one per thread): no sample this time
         stacks = sys._current_frames()
         frame = stacks.pop(TRAINING.ident, None)  # looked up each time: the first step boundary may settle it
         if frame is None:
             return None
         chain = _chain(frame)  # the training thread's codes and lines, taken at once: none of its frames is held
         frame = None  # while we work out the sample
+        if chain is None:  # no room to walk it (Python 3.11): no sample this time
+            stacks.clear()
+            return None
         try:
             check("sampler")
             self._sample(chain, dt, stacks)
@@ -274,17 +291,37 @@ class StackSampler:
                         name = code.co_filename.replace("\\", "/")
                         hit = self._feeder_code[id(code)] = any(d in name for d in _FEEDER_DIRS)
                     feeding = hit
+                if _LAZY_FRAMES and not _room(_STEP_ROOM):
+                    user = None  # this thread's walk cut short: its line is not known
+                    break
                 f = f.f_back
             if user is not None and feeding:
                 out.append(user)
         return out
 
 
-def _chain(frame) -> list[tuple]:
-    """(code, line) of `frame` and every frame outside it, innermost first."""
+def _chain(frame) -> list[tuple] | None:
+    """(code, line) of `frame` and every frame outside it, innermost first; None where a step of the walk found no
+    room to make a frame object safely (Python 3.11, `_room`)."""
     chain = []
+    limit, count = (gc.get_threshold()[0] if _LAZY_FRAMES else 0), gc.get_count  # one call a step where it matters
     while frame is not None:
         line = frame.f_lineno
         chain.append((frame.f_code, line if line is not None else line_of(frame)))
+        if limit and count()[0] + _STEP_ROOM > limit and not _room(_STEP_ROOM):
+            return None
         frame = frame.f_back
     return chain
+
+
+def _room(need: int) -> bool:
+    """Python 3.11: whether `need` more tracked objects can be allocated without an automatic collection starting
+    (module doc). Where the young generation's count is within `need` of its threshold, a young collection now -
+    made here, between allocations, and only a few allocations before the program would have started it."""
+    if not gc.isenabled():
+        return True
+    limit = gc.get_threshold()[0]
+    if limit <= 0 or gc.get_count()[0] + need <= limit:
+        return True
+    gc.collect(0)
+    return gc.get_count()[0] + need <= limit
