@@ -22,7 +22,7 @@ def train():
     w = jnp.eye(16)
     x = np.ones((8, 16), np.float32)
     checks = 0
-    for step in range(12):
+    for step in range(30):  # steady steps enough for the sampler to land in the planted block
         w, loss = train_step(w, x)
         checks += bookkeeping(step)
     print("loss", round(float(loss), 4), checks >= 0)

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, Dataset
 
 HOW = sys.argv[1] if len(sys.argv) > 1 else "launch"
 WHAT = sys.argv[2] if len(sys.argv) > 2 else "host"
-STEPS = 12
+STEPS = 30  # steady steps enough for the 100 Hz sampler to land in the planted block (tests/test_launch_thread.py)
 
 
 def bookkeeping(step: int) -> int:
