@@ -20,7 +20,8 @@ The overhead target (issue 18), on a quiet machine: `python benchmarks/overhead.
 against the plain run is at most `--target`; the last line says whether it is.
 
 `--jax` measures JAX workloads instead (benchmarks/workloads/jax_step.py, issue 36): a numpy-fed small step
-(launch-bound: a 40-leaf MLP, ~0.2 ms per call) and a device-bound step (large matmuls), each plain and under
+(launch-bound: a 40-leaf MLP, ~0.2 ms per call), a device-bound step (large matmuls) and the small step fed from
+batches already on the device (`small-device`: no upload in the step), each plain and under
 `profile` (and `always`, `base` where asked) in alternating pairs: the per-call cost ratio, and how many steady
 calls missed JAX's C++ dispatch cache in each run (counted by the workload itself). Target: the small step's
 median profile/plain ratio at most `--target` (default 1.10 here).
@@ -48,7 +49,7 @@ from pairs import ratio_stats, run_workload  # noqa: E402
 WORKLOAD = HERE / "workloads" / "encoder_loop.py"
 MODES = ("profile", "always", "debug2")
 JAX_WORKLOAD = HERE / "workloads" / "jax_step.py"
-JAX_SIZES = ("small", "large")
+JAX_SIZES = ("small", "large", "small-device")
 
 
 def run(mode: str, steps: int, tmp: Path, base: str | None = None) -> tuple[float, dict | None]:
@@ -105,16 +106,16 @@ def main_jax(args, modes: list[str]) -> None:
                       file=sys.stderr, flush=True)
     print(f"\nJAX steady calls, median over {args.pairs} alternating pairs (jax_step.py; ms per call timed by the "
           "workload over its steady calls, after 20 warm-up calls)")
-    print(f"{'step':6s} {'mode':8s} {'ms/call':>9s} {'ratio vs plain':>15s} {'min':>7s} {'max':>7s} "
+    print(f"{'step':12s} {'mode':8s} {'ms/call':>9s} {'ratio vs plain':>15s} {'min':>7s} {'max':>7s} "
           f"{'C++ cache misses / calls':>25s}")
     for size in sizes:
         for m in modes:
             r = ratio_stats(ms[size, m], ms[size, "plain"])
-            print(f"{size:6s} {m:8s} {statistics.median(ms[size, m]):9.3f} {r[0]:15.3f} {r[1]:7.3f} {r[2]:7.3f} "
+            print(f"{size:12s} {m:8s} {statistics.median(ms[size, m]):9.3f} {r[0]:15.3f} {r[1]:7.3f} {r[2]:7.3f} "
                   f"{statistics.median(misses[size, m]):>17g} / {calls[size]}")
         if "base" in modes and "profile" in modes:  # this checkout against the earlier one, pair by pair
             r = ratio_stats(ms[size, "profile"], ms[size, "base"])
-            print(f"{size:6s} profile/base per call {r[0]:.3f} ({r[1]:.3f}-{r[2]:.3f})")
+            print(f"{size:12s} profile/base per call {r[0]:.3f} ({r[1]:.3f}-{r[2]:.3f})")
     if "profile" in modes and "small" in sizes:
         ratio = ratio_stats(ms["small", "profile"], ms["small", "plain"])[0]
         enough = args.pairs >= 8
@@ -129,7 +130,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--steps", type=int, default=None,
-                    help="steady steps per run (default 80; with --jax: 300 small, 30 large)")
+                    help="steady steps per run (default 80; with --jax: 300 small and small-device, 30 large)")
     ap.add_argument("--modes", default=None, help="compared against plain: " + ", ".join(MODES)
                     + " (default: all; with --jax: profile)")
     ap.add_argument("--target", type=float, default=None, help="the profile mode's median ratio it must not exceed "
@@ -137,9 +138,10 @@ def main() -> None:
     ap.add_argument("--base", help="a checkout of an earlier ptxla_perf (the folder holding its ptxla_perf/): "
                                    "adds the mode `base`, its profile run")
     ap.add_argument("--jax", action="store_true", help="the JAX workloads (a numpy-fed small step, a device-bound "
-                                                       "step) instead of the torch_xla encoder loop")
+                                                       "step, a device-fed small step) instead of the torch_xla "
+                                                       "encoder loop")
     ap.add_argument("--sizes", default=",".join(JAX_SIZES), help="with --jax: the steps to run, of "
-                    + ", ".join(JAX_SIZES) + " (default: both)")
+                    + ", ".join(JAX_SIZES) + " (default: all)")
     args = ap.parse_args()
     args.sizes = [z.strip() for z in args.sizes.split(",") if z.strip()]
     if not args.sizes or set(args.sizes) - set(JAX_SIZES):

@@ -1,10 +1,12 @@
 """Benchmark workload (benchmarks/overhead.py): a jitted JAX training step fed a fresh numpy batch every call.
 
-    python jax_step.py small|large [STEPS]
+    python jax_step.py small|large|small-device [STEPS]
 
 `small`: a 20-layer MLP (40 parameter leaves, width 64, batch 32): ~0.2 ms per call, launch-bound - what JAX's
 dispatch path costs shows here. `large`: two large matmuls and their gradients (batch 128, 512 -> 2048 -> 512,
-1.6 GFLOP per call): device-bound. Either way a read (the loss) every 50 calls, as a logging line would.
+1.6 GFLOP per call): device-bound. `small-device`: the small step fed from a pool of 64 batches put on the device
+before the loop (a prefetching input pipeline's way): nothing to upload in the step. Each a read (the loss) every
+50 calls, as a logging line would.
 
 The script times itself, the same way whatever wraps it: after 20 warm-up calls (the same loop) and a wait for
 the device, the wall time of STEPS steady calls up to the device's end, per call, and how many of those calls missed JAX's C++
@@ -23,10 +25,10 @@ import numpy as np
 from jax._src.test_util import count_pjit_cpp_cache_miss
 
 size = sys.argv[1] if len(sys.argv) > 1 else "small"
-steps = int(sys.argv[2]) if len(sys.argv) > 2 else (300 if size == "small" else 30)
+steps = int(sys.argv[2]) if len(sys.argv) > 2 else (30 if size == "large" else 300)
 warmup = 20
 rng = np.random.default_rng(0)
-if size == "small":
+if size in ("small", "small-device"):
     widths, batch = [16] + [64] * 19 + [1], 32
 else:
     widths, batch = [512, 2048, 512], 128
@@ -47,9 +49,17 @@ def step(params, x, y):
     return jax.tree_util.tree_map(lambda p, g: p - 1e-3 * g, params, grads), loss
 
 
-def batch_of():
+def host_batch():
     return (rng.standard_normal((batch, widths[0])).astype(np.float32),
             rng.standard_normal((batch, widths[-1])).astype(np.float32))
+
+
+if size == "small-device":
+    pool = [jax.device_put(host_batch()) for _ in range(64)]
+    jax.block_until_ready(pool)
+    batch_of = iter(pool * ((20 + steps) // 64 + 1)).__next__
+else:
+    batch_of = host_batch
 
 
 with count_pjit_cpp_cache_miss() as misses:  # one loop, warm-up included: the loop that trains is the one timed
