@@ -3,7 +3,8 @@ the training thread returning from that frame before the object is made (Python 
 dead frame and its next read segfaults). Each round the training thread waits at the bottom of a deep stack (its
 frames over several chunks of the interpreter's frame stack, freed as it returns) while the sampler walks it; a gc
 callback holds any collection that starts on the sampler's `frame.f_back` line until the training thread has
-returned. Then a second phase at the default threshold: the sampler still samples. Prints `ROUNDS n SAMPLES m`."""
+returned. Then the same rounds at the default threshold, where one walk of the stack allocates past it: the sampler
+still samples, making room as it walks. Prints `ROUNDS n SAMPLES m` (m: the second phase's samples)."""
 import gc
 import linecache
 import sys
@@ -36,21 +37,25 @@ def hold(depth):
     return 0
 
 
+def one_round():
+    hold(DEPTH)
+    in_gc.clear()
+    unwound.set()
+    time.sleep(0.002)
+
+
 TRAINING.reset()
 sampler = StackSampler(interval=0.001).start()
 gc.callbacks.append(on_gc)
 threshold = gc.get_threshold()
 gc.set_threshold(1)  # a collection at every other allocation of a tracked object: frame objects' too
 for _ in range(ROUNDS):
-    hold(DEPTH)
-    in_gc.clear()
-    unwound.set()
-    time.sleep(0.002)
+    one_round()
 gc.set_threshold(*threshold)
-gc.callbacks.remove(on_gc)
-before = sampler.samples
+before = sampler.samples  # at the default threshold a 600-frame walk allocates past it: room is made mid-walk
 end = time.perf_counter() + 0.3
 while time.perf_counter() < end:
-    hold(50)
+    one_round()
 sampler.stop()
+gc.callbacks.remove(on_gc)
 print("ROUNDS", ROUNDS, "SAMPLES", sampler.samples - before)
