@@ -14,6 +14,7 @@ dispatch cache (`count_pjit_cpp_cache_miss`: a miss takes the Python path). Both
 environment variable BENCH_JSON names (`ptxla_perf profile` runs the script in its own process, so only the script
 can count its own calls).
 """
+import itertools
 import json
 import os
 import sys
@@ -57,7 +58,7 @@ def host_batch():
 if size == "small-device":
     pool = [jax.device_put(host_batch()) for _ in range(64)]
     jax.block_until_ready(pool)
-    batch_of = iter(pool * ((20 + steps) // 64 + 1)).__next__
+    batch_of = itertools.cycle(pool).__next__
 else:
     batch_of = host_batch
 

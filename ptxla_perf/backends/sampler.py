@@ -203,12 +203,10 @@ class StackSampler:
             return None
         chain = _chain(frame)  # the training thread's codes and lines, taken at once: none of its frames is held
         frame = None  # while we work out the sample
-        if chain is None:  # no room to walk it (Python 3.11): no sample this time
-            stacks.clear()
-            return None
         try:
-            check("sampler")
-            self._sample(chain, dt, stacks)
+            if chain is not None:  # None: no room to walk it (Python 3.11), no sample this time
+                check("sampler")
+                self._sample(chain, dt, stacks)
         except Exception as exc:  # noqa: BLE001 - a diagnostic never takes the run down (faults.py)
             traceback.clear_frames(exc.__traceback__)  # our frames' locals (a frame walked): not past the gate
             return exc
